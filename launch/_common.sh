@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Helpers shared by the launch scripts (sourced, not run). Each one is small and has one job.
+
+die() { echo "launch: error: $*" >&2; exit 2; }
+
+# The interpreter to run: PYTHON, else the repo's venv, else python3 (inside containers).
+python_bin() {
+  if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"
+  elif [[ -x "${repo:?}/.venv/bin/python" && -z "${IMAGE:-}" ]]; then echo "$repo/.venv/bin/python"
+  else echo python3
+  fi
+}
+
+python_prefix() { "$(python_bin)" -c 'import sys; print(sys.prefix)'; }
+
+# Cores this process may use (respects taskset, cgroups cpusets and SLURM bindings).
+usable_cores() { "$(python_bin)" -c 'import os; print(len(os.sched_getaffinity(0)))'; }
+
+check_positive_int() {
+  [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not a positive integer"
+}
+
+echo_knobs() {
+  local name
+  for name in "$@"; do
+    [[ -n "${!name:-}" ]] && echo "launch: $name=${!name}" >&2
+  done
+  return 0
+}
+
+# Run `python -m pipelines ARGS...`, inside IMAGE when one is given.
+run_accel() {
+  if [[ -n "${IMAGE:-}" ]]; then
+    [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
+    exec "$repo/launch/_container.sh" python3 -m pipelines "$@"
+  fi
+  cd "$repo" || die "cannot enter $repo"
+  echo "+ $(python_bin) -m pipelines $*" >&2
+  exec "$(python_bin)" -m pipelines "$@"
+}

@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Run one accel command in a single local process, with the runtime knobs set here and nowhere else.
+#
+# Usage: [KNOB=value ...] launch/local.sh ACCEL-ARGS...
+#   launch/local.sh run ch2-baseline --scale bench
+#   OMP_RUNTIME=intel launch/local.sh run ch2-iomp --scale bench
+#
+# Knobs (echoed below; the result's fingerprint records what actually loaded):
+#   OMP_RUNTIME   gnu | intel      gnu: torch's bundled libgomp. intel: preload libiomp5 from the
+#                                  Python environment (pip package intel-openmp); missing = error.
+#   THREADS       N                OMP_NUM_THREADS (default: the cores this process may use)
+#   KMP_AFFINITY  (intel only)     default granularity=fine,compact,1,0 (the book's setting)
+#   KMP_BLOCKTIME (intel only)     default 0 (the book's ch2 setting)
+#   PYTHON        interpreter      default .venv/bin/python if present, else python3
+#   IMAGE         path.sif | podman:tag | docker:tag   run inside that container (launch/_container.sh)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+# shellcheck source=launch/_common.sh
+source "$here/_common.sh"
+
+[[ $# -gt 0 ]] || die "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)"
+
+OMP_RUNTIME="${OMP_RUNTIME:-gnu}"
+THREADS="${THREADS:-$(usable_cores)}"
+check_positive_int THREADS "$THREADS"
+export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
+
+case "$OMP_RUNTIME" in
+  gnu) ;;
+  intel)
+    iomp="$(python_prefix)/lib/libiomp5.so"
+    [[ -f "$iomp" ]] || die "OMP_RUNTIME=intel but $iomp does not exist; install intel-openmp into that environment (make venv does)"
+    export LD_PRELOAD="$iomp${LD_PRELOAD:+:$LD_PRELOAD}"
+    export KMP_AFFINITY="${KMP_AFFINITY:-granularity=fine,compact,1,0}"
+    export KMP_BLOCKTIME="${KMP_BLOCKTIME:-0}"
+    ;;
+  *) die "OMP_RUNTIME=$OMP_RUNTIME is not gnu or intel" ;;
+esac
+
+echo_knobs OMP_RUNTIME OMP_NUM_THREADS LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
+run_accel "$@"

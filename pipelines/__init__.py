@@ -1,0 +1,1 @@
+"""Reference pipelines for PyTorch training acceleration: one thin module per technique over `core`."""

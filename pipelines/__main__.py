@@ -1,0 +1,3 @@
+from pipelines.core.cli import main
+
+main()

@@ -1,0 +1,1 @@
+"""Catalog entries, one module per source. Each module exposes EXPERIMENTS: a tuple of Experiment."""

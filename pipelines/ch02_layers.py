@@ -1,0 +1,20 @@
+"""Chapter 2: the application layer (bias on/off, batch size) and the environment layer (OpenMP runtime).
+
+The technique here is in the catalog's settings, not in code: `bias` removes the bias of all four
+layers, `batch_size` changes the steps per epoch. The Intel OpenMP variant is the same code started
+by `launch/local.sh` with OMP_RUNTIME=intel, which preloads libiomp5 before Python starts; the run
+refuses to start if the runtime that actually loaded is not the one the experiment asks for.
+"""
+
+from __future__ import annotations
+
+from pipelines.core import loop, models
+from pipelines.core.steps import book_optimizer, plain_step
+
+OPTIONS = {"bias": True}
+
+
+def setup(cfg, ctx) -> loop.Trainable:
+    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights,
+                         bias=cfg.options["bias"]).to(ctx.device)
+    return loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))

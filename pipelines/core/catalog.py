@@ -1,0 +1,123 @@
+"""The experiment catalog: id -> pipeline, settings, baseline, container target, launcher, published figures.
+
+Entries live in `pipelines/catalog/*.py`, one module per source (book chapters, talk, course, notes),
+so the data is plain Python that needs no parser and imports without torch. This module holds the
+entry types and the lookup; it knows no chapter by name.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+TARGETS = ("cpu", "cpu-intel", "cuda", "mpi")
+LAUNCHERS = ("local", "torchrun", "mpirun", "srun")
+STATUSES = ("ready", "planned")
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published figure. `metric` ends in its unit (train_time_s, test_accuracy_pct, ratio)."""
+
+    metric: str
+    value: float
+    source: str  # "book:ch2", "talk-slides", "repo-output:rasbt/cvpr2023", ...
+    note: str = ""
+    variant: str | None = None  # which variant of the experiment the figure belongs to
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm of an experiment (eager vs compiled, a sparsity, a thread count).
+
+    Variants of one experiment run interleaved in one invocation (repeat 0 of every variant, then
+    repeat 1, ...), so slow drift of the machine affects all arms alike.
+    """
+
+    name: str
+    args: Mapping[str, Any] = field(default_factory=dict)
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    compares: str  # one line: baseline -> variant, as the README map shows it
+    pipeline: str | None  # module name under pipelines/, e.g. "ch02_layers"
+    status: str = "ready"
+    variant: str = "default"
+    baseline: str | None = None
+    target: str = "cpu"
+    launcher: str = "local"
+    args: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields at book scale
+    options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options
+    knobs: Mapping[str, str] = field(default_factory=dict)  # launcher env knobs, e.g. OMP_RUNTIME
+    requires: tuple[str, ...] = ()  # capabilities: "gpu", "ipex", "ccl", "mpi-backend", "multi-gpu"
+    published: tuple[Published, ...] = ()
+    hardware: str = ""  # the hardware of the published run
+    band: str = ""  # what to expect here, and why (shown by the report)
+    decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
+    planned_reason: str = ""  # for status "planned": what delivers it
+    variants: tuple[Variant, ...] = ()  # empty: one arm, named by `variant`
+
+    def arms(self) -> tuple[Variant, ...]:
+        return self.variants or (Variant(self.variant),)
+
+    def published_value(self, metric: str, variant: str | None = None) -> float | None:
+        for fig in self.published:
+            if fig.metric == metric and fig.variant == variant:
+                return fig.value
+        return None
+
+
+class UnknownExperiment(KeyError):
+    pass
+
+
+def _load() -> dict[str, Experiment]:
+    from pipelines import catalog as package
+
+    entries: dict[str, Experiment] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        for entry in getattr(module, "EXPERIMENTS", ()):
+            if entry.id in entries:
+                raise ValueError(f"experiment id {entry.id!r} is defined twice")
+            entries[entry.id] = entry
+    return entries
+
+
+_ENTRIES: dict[str, Experiment] | None = None
+
+
+def all_experiments() -> dict[str, Experiment]:
+    global _ENTRIES
+    if _ENTRIES is None:
+        _ENTRIES = _load()
+    return _ENTRIES
+
+
+def get(experiment_id: str) -> Experiment:
+    entries = all_experiments()
+    if experiment_id not in entries:
+        close = [e for e in entries if e.split("-")[0] == experiment_id.split("-")[0]][:6]
+        hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+        raise UnknownExperiment(f"unknown experiment id {experiment_id!r}{hint}; "
+                                "`accel list` shows every id")
+    return entries[experiment_id]
+
+
+def main() -> None:
+    """`python -m pipelines.core.catalog ids|ready`: id lists for the Makefile, without torch."""
+    import sys
+
+    which = sys.argv[1] if len(sys.argv) > 1 else "ids"
+    for entry in all_experiments().values():
+        if which == "ids" or entry.status == which:
+            print(entry.id)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,199 @@
+"""`accel`: list, run, launch, report, data. Shared options become one RunConfig via the runner.
+
+User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
+machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import click
+
+from pipelines.core import catalog
+from pipelines.core.config import SCALES, ConfigError
+
+EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
+REPO = Path(__file__).resolve().parents[2]
+
+
+def _fail(message: str, code: int = EXIT_USAGE) -> None:
+    click.echo(f"accel: error: {message}", err=True)
+    sys.exit(code)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """Reproducible PyTorch training-acceleration experiments (book ch1-11, talk, course)."""
+
+
+@cli.command("list")
+@click.option("--status", type=click.Choice(catalog.STATUSES), help="Only ready or only planned entries.")
+@click.option("--markdown", is_flag=True, help="The README's map table.")
+def list_cmd(status: str | None, markdown: bool) -> None:
+    """Every experiment id: what it compares, target, launcher, published ratio."""
+    from pipelines.core.report import map_markdown, published_ratio_text
+
+    if markdown:
+        click.echo(map_markdown())
+        return
+    rows = [(e.id, e.status, e.target, e.launcher, published_ratio_text(e), e.compares)
+            for e in catalog.all_experiments().values() if status in (None, e.status)]
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    for row in rows:
+        click.echo("  ".join(col.ljust(w) for col, w in zip(row[:5], widths)) + "  " + row[5])
+
+
+def _key_values(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        if "=" not in item:
+            raise ConfigError(f"option {item!r} is not KEY=VALUE (e.g. -o bias=false)")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+POSITIVE = click.IntRange(min=None)
+
+
+@cli.command()
+@click.argument("experiment_id")
+@click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True)
+@click.option("--variant", "variants", multiple=True, help="Run only this variant (repeatable).")
+@click.option("--repeats", type=int)
+@click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs).")
+@click.option("--epochs", type=int)
+@click.option("--warmup-steps", type=int)
+@click.option("--batch-size", type=int)
+@click.option("--lr", type=float)
+@click.option("--device", type=str)
+@click.option("--dataset", type=str, help="Override the dataset, e.g. synthetic for pure throughput.")
+@click.option("--data-root", type=click.Path(path_type=Path))
+@click.option("--results-dir", type=click.Path(path_type=Path))
+@click.option("--weights", type=click.Path(path_type=Path), help="Local state_dict file (never downloaded).")
+@click.option("--seed", type=int)
+@click.option("--num-workers", type=int)
+@click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",
+              help="Pipeline option, e.g. -o bias=false (see `accel show ID`).")
+def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
+        **overrides) -> None:
+    """Run one experiment by id; writes results/<id>--<run id>.jsonl."""
+    from pipelines.core import runner
+    from pipelines.core.report import print_run_summary
+
+    entry = catalog.get(experiment_id)
+    configs, module = runner.build_configs(entry, scale, overrides, _key_values(option_items), variants)
+    outcome = runner.run(entry, configs, module)
+    print_run_summary(outcome.records, outcome.path)
+
+
+@cli.command()
+@click.argument("experiment_id")
+def show(experiment_id: str) -> None:
+    """Everything the catalog knows about one experiment."""
+    from pipelines.core.report import describe
+
+    click.echo(describe(catalog.get(experiment_id)))
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.argument("experiment_id")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def launch(experiment_id: str, args: tuple[str, ...]) -> None:
+    """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
+    entry = catalog.get(experiment_id)
+    script = REPO / "launch" / f"{entry.launcher}.sh"
+    if not script.is_file():
+        _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
+    knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
+    argv = [str(script), "run", experiment_id, *args]
+    shown = " ".join([*(f"{k}={v}" for k, v in knobs.items()), *argv])
+    click.echo(f"+ {shown}", err=True)
+    sys.stdout.flush()
+    os.execve(str(script), argv, {**os.environ, **knobs})
+
+
+@cli.command()
+@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
+def report(results_dir: Path) -> None:
+    """Published vs reproduced, from result files only."""
+    from pipelines.core.report import summary_table
+
+    click.echo(summary_table(results_dir))
+
+
+@cli.group()
+def data() -> None:
+    """Fetch, generate or verify datasets (torchvision on-disk formats)."""
+
+
+@data.command()
+@click.argument("names", nargs=-1, required=True)
+@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+def fetch(names: tuple[str, ...], root: Path) -> None:
+    """Download with torchvision's dataset classes (needs internet), verify, record checksums."""
+    from pipelines.core import datafiles
+
+    for name in names:
+        datafiles.spec(name)
+    for name in names:
+        try:
+            folder = datafiles.fetch(name, root)
+        except (OSError, RuntimeError) as exc:  # torchvision raises RuntimeError when offline or on a bad MD5
+            _fail(f"could not fetch {name} ({exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}); "
+                  f"check the network, or run `accel data generate {name} --root {root}` for offline data")
+        click.echo(f"{name}: real data in {folder}, checksums recorded")
+
+
+@data.command()
+@click.argument("name")
+@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+@click.option("--train", type=int, default=2048, show_default=True)
+@click.option("--test", type=int, default=512, show_default=True)
+@click.option("--seed", type=int, default=0, show_default=True)
+def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
+    """Write small files in the dataset's true format, with a learnable class signal."""
+    from pipelines.core import datafiles
+
+    folder = datafiles.generate(name, root, train, test, seed)
+    click.echo(f"{name}: generated {train} train / {test} test samples in {folder} (data_source=generated)")
+
+
+@data.command()
+@click.argument("names", nargs=-1)
+@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+def verify(names: tuple[str, ...], root: Path) -> None:
+    """Check dataset files against their recorded checksums."""
+    from pipelines.core import datafiles
+
+    present = [n for n in datafiles.FILES if (root / datafiles.spec(n).folder / datafiles.ORIGIN).is_file()]
+    if not names and not present:
+        raise ConfigError(f"no dataset under {root}; {datafiles.fix_hint('fashion_mnist', root)}")
+    for name in names or present:
+        checked = datafiles.verify(name, root)
+        click.echo(f"{name}: {len(checked)} files OK ({datafiles.source(name, root)} data)")
+
+
+def main(argv: list[str] | None = None) -> None:
+    from pipelines.core.runner import NotRunnable
+
+    try:
+        cli.main(args=argv, prog_name="accel", standalone_mode=False)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
+    except NotRunnable as exc:
+        _fail(str(exc), EXIT_NOT_RUNNABLE)
+    except (ConfigError, catalog.UnknownExperiment) as exc:
+        _fail(str(exc).strip("'\""), EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

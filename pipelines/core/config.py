@@ -1,0 +1,162 @@
+"""RunConfig: the one resolved configuration of a run, written verbatim into every result.
+
+Values come from three layers, later ones winning: the scale's defaults, the catalog entry's book
+settings, and the user's command-line overrides. Resolution happens once, in `resolve`; nothing
+downstream re-reads the catalog or the command line, so a config has exactly one home.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+SCALES = ("smoke", "bench", "book")
+DATASETS = ("fashion_mnist", "cifar10", "synthetic")
+DEVICES = ("cpu", "cuda")
+
+
+class ConfigError(ValueError):
+    """A user-fixable configuration mistake; the CLI prints it as one line and exits 2."""
+
+
+@dataclass(frozen=True)
+class ScaleDefaults:
+    """How long a scale runs. `steps=None` means whole epochs (the book's protocol)."""
+
+    steps: int | None
+    warmup_steps: int
+    repeats: int
+    eval_batches: int | None  # None: the whole test set
+
+
+# smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated; book: the
+# book's epochs and settings, one run, full test pass.
+SCALE_DEFAULTS = {
+    "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=3, eval_batches=20),
+    "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
+}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    experiment: str
+    pipeline: str
+    variant: str
+    model: str
+    dataset: str
+    scale: str = "bench"
+    data_root: Path = Path("data")
+    results_dir: Path = Path("results")
+    batch_size: int = 64
+    epochs: int = 1
+    steps: int | None = None
+    warmup_steps: int = 0
+    repeats: int = 1
+    eval_batches: int | None = None
+    lr: float = 1e-5
+    weight_decay: float = 0.005
+    device: str = "cpu"
+    seed: int | None = 0
+    weights: Path | None = None
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+    shuffle: bool = False
+    drop_last: bool = False
+    image_size: int | None = None
+    head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "options", types.MappingProxyType(dict(self.options)))
+        self.validate()
+
+    def validate(self) -> None:
+        _choice("scale", self.scale, SCALES)
+        _choice("dataset", self.dataset, DATASETS)
+        _choice("device", self.device, DEVICES)
+        for name in ("batch_size", "epochs", "repeats"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got "
+                                  f"{getattr(self, name)}")
+        if self.steps is not None and self.steps < 1:
+            raise ConfigError(f"--steps must be at least 1, got {self.steps}")
+        if self.warmup_steps < 0:
+            raise ConfigError(f"--warmup-steps must be 0 or more, got {self.warmup_steps}")
+        if self.num_workers < 0:
+            raise ConfigError(f"--num-workers must be 0 or more, got {self.num_workers}")
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
+        if self.lr <= 0:
+            raise ConfigError(f"--lr must be positive, got {self.lr}")
+        if self.weights is not None and not Path(self.weights).is_file():
+            raise ConfigError(f"weights file {self.weights} does not exist; pass --weights with a "
+                              "local state_dict file (nothing is downloaded at run time)")
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-ready form, as written into results."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["options"] = dict(self.options)
+        for key in ("data_root", "results_dir", "weights"):
+            out[key] = None if out[key] is None else str(out[key])
+        return out
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def resolve(entry_args: Mapping[str, Any], options: Mapping[str, Any], overrides: Mapping[str, Any],
+            *, experiment: str, pipeline: str, variant: str, scale: str) -> RunConfig:
+    """Merge scale defaults < catalog entry < user overrides into one frozen RunConfig."""
+    _choice("scale", scale, SCALES)
+    defaults = SCALE_DEFAULTS[scale]
+    merged: dict[str, Any] = dict(entry_args)
+    merged.update(steps=defaults.steps, warmup_steps=defaults.warmup_steps,
+                  repeats=defaults.repeats, eval_batches=defaults.eval_batches)
+    if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
+        merged["steps"] = entry_args.get("steps")
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(merged) - known)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}")
+    return RunConfig(experiment=experiment, pipeline=pipeline, variant=variant, scale=scale,
+                     options=options, **{k: v for k, v in merged.items()
+                                         if k not in ("experiment", "pipeline", "variant", "scale")})
+
+
+def merge_options(declared: Mapping[str, Any], *layers: Mapping[str, Any]) -> dict[str, Any]:
+    """Pipeline options: the pipeline's declared defaults, then each layer in order.
+
+    Values given as strings (from `-o key=value`) are converted to the type of the declared default,
+    so a typo in a key or a value is an error, never a silently ignored setting.
+    """
+    merged = dict(declared)
+    for layer in layers:
+        for key, value in layer.items():
+            if key not in declared:
+                allowed = ", ".join(sorted(declared)) or "none"
+                raise ConfigError(f"unknown option {key!r}; this pipeline accepts: {allowed}")
+            merged[key] = _coerce(key, value, declared[key])
+    return merged
+
+
+def _coerce(key: str, value: Any, default: Any) -> Any:
+    if not isinstance(value, str) or isinstance(default, str) or default is None:
+        return value
+    try:
+        if isinstance(default, bool):
+            lowered = value.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
+                raise ValueError(value)
+            return lowered in ("true", "1", "yes", "on")
+        return type(default)(value)
+    except ValueError:
+        raise ConfigError(f"option {key}={value!r} is not a valid {type(default).__name__}") from None

@@ -1,0 +1,158 @@
+"""Environment fingerprint: what actually ran, read from the process. It records; it never mutates.
+
+The OpenMP runtime is read from the loaded libraries (the one that provides `GOMP_parallel`, which
+libtorch calls), not from what a launcher asked for, so a record proves which runtime ran.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import platform
+import re
+import subprocess
+import sys
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+# Variables that change how the run behaves; every one that is set is recorded.
+RECORDED_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_PRELOAD", "MALLOC_CONF", "TCMALLOC_",
+                     "CUDA_VISIBLE_DEVICES", "NCCL_", "CCL_", "GLOO_", "TORCH_", "TORCHINDUCTOR_",
+                     "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE",
+                     "OMPI_COMM_WORLD_", "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS",
+                     "ACCEL_", "APPTAINER_NAME", "SINGULARITY_NAME", "PYTORCH_")
+PACKAGES = ("torch", "torchvision", "intel-openmp", "intel-extension-for-pytorch", "oneccl-bind-pt",
+            "lightning", "numpy", "click")
+IMAGE_INFO_PATHS = ("/opt/accel/build-info.json",)
+
+
+class _DlInfo(ctypes.Structure):
+    _fields_ = [("dli_fname", ctypes.c_char_p), ("dli_fbase", ctypes.c_void_p),
+                ("dli_sname", ctypes.c_char_p), ("dli_saddr", ctypes.c_void_p)]
+
+
+def symbol_library(symbol: str) -> str | None:
+    """Path of the shared object that provides `symbol` in this process (dladdr), or None."""
+    process = ctypes.CDLL(None)
+    try:
+        address = ctypes.cast(getattr(process, symbol), ctypes.c_void_p).value
+    except AttributeError:
+        return None
+    info = _DlInfo()
+    if not process.dladdr(ctypes.c_void_p(address), ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return info.dli_fname.decode()
+
+
+def openmp_runtime() -> dict[str, Any]:
+    """Which OpenMP runtime torch's parallel regions use, and every OpenMP library mapped."""
+    maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    mapped = sorted(set(re.findall(r"(/\S*lib(?:gomp|iomp5|omp)[^/\s]*\.so[^/\s]*)", maps)))
+    provider = symbol_library("GOMP_parallel") or symbol_library("omp_get_max_threads")
+    name = "unknown"
+    if provider:
+        base = os.path.basename(provider)
+        name = "intel" if "iomp" in base else "gnu" if "gomp" in base else "llvm" if "libomp" in base \
+            else "unknown"
+    return {"openmp_runtime": name, "openmp_library": provider, "openmp_libraries_mapped": mapped}
+
+
+def thread_affinity() -> dict[str, str]:
+    """Cores each thread of this process may run on (Cpus_allowed_list per task), grouped."""
+    groups: dict[str, int] = {}
+    for status in Path("/proc/self/task").glob("*/status"):
+        try:
+            match = re.search(r"^Cpus_allowed_list:\s*(\S+)", status.read_text(), re.M)
+        except OSError:  # the thread ended between listing and reading
+            continue
+        if match:
+            groups[match.group(1)] = groups.get(match.group(1), 0) + 1
+    return {cores: f"{count} thread(s)" for cores, count in sorted(groups.items())}
+
+
+def cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def git_commit() -> dict[str, Any]:
+    root = Path(__file__).resolve().parents[2]
+    try:
+        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
+                                text=True, timeout=5).stdout.strip() or None
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+                                    capture_output=True, text=True, timeout=5).stdout.strip())
+    except (OSError, subprocess.SubprocessError):
+        return {"git_commit": None, "git_dirty": None}
+    return {"git_commit": commit, "git_dirty": dirty if commit else None}
+
+
+def image_info() -> dict[str, Any] | None:
+    """Build info baked into a container image, if this process runs in one."""
+    for candidate in (os.environ.get("ACCEL_IMAGE_INFO"), *IMAGE_INFO_PATHS):
+        if candidate and Path(candidate).is_file():
+            return json.loads(Path(candidate).read_text())
+    return None
+
+
+def gpus() -> list[dict[str, Any]]:
+    import torch
+
+    if not torch.cuda.is_available():
+        return []
+    out = []
+    for index in range(torch.cuda.device_count()):
+        props = torch.cuda.get_device_properties(index)
+        out.append({"index": index, "name": props.name, "capability": f"{props.major}.{props.minor}",
+                    "memory_gib": round(props.total_memory / 2**30, 1)})
+    return out
+
+
+def packages() -> dict[str, str]:
+    found = {}
+    for name in PACKAGES:
+        try:
+            found[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue
+    return found
+
+
+def fingerprint() -> dict[str, Any]:
+    """The environment record. Call it after training so thread pools exist and are visible."""
+    import torch
+
+    return {
+        **git_commit(),
+        "image": image_info(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "torch_cuda": torch.version.cuda,
+        "hostname": platform.node(),
+        "cpu_model": cpu_model(),
+        "logical_cpus": os.cpu_count(),
+        "usable_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
+        "torch_threads": torch.get_num_threads(),
+        "torch_interop_threads": torch.get_num_interop_threads(),
+        "parallel_info": torch.__config__.parallel_info(),
+        **openmp_runtime(),
+        "thread_affinity": thread_affinity(),
+        "gpus": gpus(),
+        "packages": packages(),
+        "executable": sys.executable,
+        "vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)},
+    }
+
+
+def machine_key(env: dict[str, Any]) -> tuple:
+    """What must match for two runs' times to be compared (used by the report)."""
+    image = env.get("image") or {}
+    return (env.get("cpu_model"), env.get("logical_cpus"), env.get("torch"),
+            image.get("target"), image.get("lock_sha256"), tuple(g["name"] for g in env.get("gpus") or ()))

@@ -1,0 +1,208 @@
+"""The one training loop. A pipeline hands it a step function; the loop owns clocks and bookkeeping.
+
+Timing rules (why each one exists):
+- The device is synchronized before every clock read, so a GPU's queued work is inside the step
+  that launched it, not in whichever later step happens to wait for it.
+- Warm-up steps (compilation, allocator growth, cache fills) are timed, but reported apart.
+- Data wait (time until the loader hands over a batch) is measured apart from compute.
+- Evaluation runs with the clock stopped; it never leaks into training time.
+- Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
+"""
+
+from __future__ import annotations
+
+import math
+import resource
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch import nn
+
+from pipelines.core.config import RunConfig
+
+Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+@dataclass
+class Trainable:
+    """What a pipeline builds: the model (eager, for FLOP counting and evaluation) and its step."""
+
+    model: nn.Module
+    step: Step
+    predict: Callable[[torch.Tensor], torch.Tensor] | None = None  # defaults to model(x)
+    count_flops: bool = True
+    notes: list[str] = field(default_factory=list)  # facts the record should carry (e.g. "no effect")
+
+
+class Hooks:
+    """Override what you need (checkpointing, sampler epochs, logging). The loop calls them in order."""
+
+    def epoch_start(self, epoch: int) -> None: ...
+    def epoch_end(self, epoch: int, last_loss: float) -> None: ...
+
+
+@dataclass
+class RunContext:
+    device: torch.device
+    rank: int = 0
+    world_size: int = 1
+
+    @property
+    def is_main(self) -> bool:
+        return self.rank == 0
+
+
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def now(device: torch.device) -> float:
+    synchronize(device)
+    return time.perf_counter()
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
+    ordered = sorted(values)
+    if not ordered:
+        return math.nan
+    position = (len(ordered) - 1) * q / 100
+    low, high = math.floor(position), math.ceil(position)
+    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def _batches(loader, hooks: Hooks, start_epoch: int) -> Iterator[tuple[int, bool, Any]]:
+    """Endless (epoch, is_last_in_epoch, batch) stream; set_epoch reshuffles distributed samplers."""
+    epoch = start_epoch
+    while True:
+        sampler = getattr(loader, "sampler", None)
+        if hasattr(sampler, "set_epoch"):
+            sampler.set_epoch(epoch)
+        hooks.epoch_start(epoch)
+        iterator = iter(loader)
+        pending = next(iterator, None)
+        if pending is None:
+            raise ValueError("the training loader is empty: the dataset has fewer samples than one batch")
+        while pending is not None:
+            following = next(iterator, None)
+            yield epoch, following is None, pending
+            pending = following
+        epoch += 1
+
+
+def count_flops(trainable: Trainable, x: torch.Tensor, y: torch.Tensor) -> int | None:
+    """Forward + backward FLOPs of one batch through the eager model (torch.utils.flop_counter)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = trainable.model
+    with FlopCounterMode(display=False) as counter:
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+    model.zero_grad(set_to_none=True)
+    return counter.get_total_flops() or None
+
+
+def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Hooks | None = None,
+          start_epoch: int = 0) -> dict[str, Any]:
+    hooks = hooks or Hooks()
+    device = ctx.device
+    model = trainable.model
+    model.train()
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats(device)
+    total_steps = cfg.warmup_steps + cfg.steps if cfg.steps else None
+    stream = _batches(loaders.train, hooks, start_epoch)
+
+    flops = None
+    step_times: list[float] = []
+    data_wait = compute = warmup_s = 0.0
+    epoch_times: list[float] = []
+    epoch_losses: list[float] = []
+    done = 0
+    loss = None
+    epoch = start_epoch
+    epoch_started = measured_started = now(device)
+    while True:
+        t0 = now(device)
+        epoch, last_in_epoch, (x, y) = next(stream)
+        x = x.to(device, non_blocking=cfg.pin_memory)
+        y = y.to(device, non_blocking=cfg.pin_memory)
+        if done == 0 and trainable.count_flops and ctx.is_main:
+            flops = count_flops(trainable, x, y)
+            t0 = epoch_started = measured_started = now(device)  # the count is not a training step
+        t1 = now(device)
+        loss = trainable.step(x, y)
+        t2 = now(device)
+        done += 1
+        if done <= cfg.warmup_steps:
+            warmup_s += t2 - t0
+            if done == cfg.warmup_steps:
+                measured_started = t2
+        else:
+            step_times.append(t2 - t0)
+            data_wait += t1 - t0
+            compute += t2 - t1
+        if last_in_epoch:
+            epoch_times.append(t2 - epoch_started)
+            epoch_losses.append(float(loss.detach()))
+            hooks.epoch_end(epoch, epoch_losses[-1])
+            epoch_started = now(device)
+        if total_steps is not None and done >= total_steps:
+            break
+        if total_steps is None and last_in_epoch and epoch + 1 - start_epoch >= cfg.epochs:
+            break
+    train_s = now(device) - measured_started
+    final_loss = float(loss.detach())
+    metrics = {
+        "warmup_s": warmup_s,
+        "warmup_steps": min(done, cfg.warmup_steps),
+        "train_s": train_s,
+        "measured_steps": len(step_times),
+        "step_time_ms_median": statistics.median(step_times) * 1e3 if step_times else None,
+        "step_time_ms_p90": percentile(step_times, 90) * 1e3 if step_times else None,
+        "data_wait_s": data_wait,
+        "compute_s": compute,
+        "throughput_samples_per_s": len(step_times) * cfg.batch_size * ctx.world_size / train_s
+        if step_times and train_s > 0 else None,
+        "final_loss": final_loss if math.isfinite(final_loss) else None,
+        "epochs_completed": len(epoch_times),
+        "epoch_times_s": epoch_times,
+        "epoch_last_loss": epoch_losses,
+        "first_epoch_s": epoch_times[0] if epoch_times else None,
+        "median_epoch_s": statistics.median(epoch_times[1:]) if len(epoch_times) > 1 else None,
+        "flops_per_step": flops,
+        "achieved_tflops": flops * len(step_times) * ctx.world_size / train_s / 1e12
+        if flops and step_times and train_s > 0 else None,
+    }
+    metrics.update(memory(device))
+    return metrics
+
+
+def evaluate(trainable: Trainable, loader, cfg: RunConfig, ctx: RunContext) -> dict[str, Any]:
+    """Test accuracy with the clock stopped, in eval mode (the book skipped model.eval(); we do not)."""
+    predict = trainable.predict if trainable.predict is not None else trainable.model
+    model = trainable.model
+    model.eval()
+    correct = seen = 0
+    started = time.perf_counter()
+    with torch.no_grad():
+        for index, (x, y) in enumerate(loader):
+            if cfg.eval_batches is not None and index >= cfg.eval_batches:
+                break
+            logits = predict(x.to(ctx.device))
+            correct += int((logits.argmax(dim=1).cpu() == y).sum())
+            seen += len(y)
+    model.train()
+    return {"test_accuracy_pct": 100.0 * correct / seen if seen else None, "test_samples": seen,
+            "eval_s": time.perf_counter() - started}
+
+
+def memory(device: torch.device) -> dict[str, Any]:
+    """Peak resident memory of this process so far, and the GPU allocator's peak when on CUDA."""
+    out: dict[str, Any] = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device.type == "cuda":
+        out["peak_gpu_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out

@@ -1,0 +1,119 @@
+"""Explicit model registry: the book's CNNs and the torchvision models the experiments use.
+
+Weights are random by default; pretrained weights come only from a local file (`--weights PATH`,
+a state_dict loaded with weights_only=True). Nothing is downloaded at run time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import torch
+from torch import nn
+
+from pipelines.core.config import ConfigError
+
+
+class BookCNN(nn.Module):
+    """The book's 2-conv + 2-FC network (no activation between the FC layers, as in the book).
+
+    `extra_fc` inserts Linear(512 -> 256) before the output layer (chapter 1's variant).
+    """
+
+    def __init__(self, in_channels: int, image_size: int, classes: int = 10, bias: bool = True,
+                 extra_fc: bool = False):
+        super().__init__()
+        self.features = nn.Sequential(
+            nn.Conv2d(in_channels, 32, 3, padding=1, bias=bias), nn.ReLU(), nn.MaxPool2d(2),
+            nn.Conv2d(32, 64, 3, padding=1, bias=bias), nn.ReLU(), nn.MaxPool2d(2),
+        )
+        flat = 64 * (image_size // 4) ** 2
+        head = [nn.Linear(flat, 512, bias=bias)]
+        head += [nn.Linear(512, 256, bias=bias), nn.Linear(256, classes, bias=bias)] if extra_fc \
+            else [nn.Linear(512, classes, bias=bias)]
+        self.classifier = nn.Sequential(*head)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    build: Callable[..., nn.Module]
+    input_shape: tuple[int, int, int]  # per sample, at the size the book ran it
+    about: str
+
+
+def _torchvision(name: str, **fixed) -> Callable[..., nn.Module]:
+    def build(classes: int = 1000, **kwargs) -> nn.Module:
+        import torchvision
+
+        return getattr(torchvision.models, name)(weights=None, num_classes=classes, **fixed, **kwargs)
+    return build
+
+
+def _vit_tiny(classes: int = 10, **kwargs) -> nn.Module:
+    """A ViT with ViT-B/16's structure but 2 layers, 3 heads, width 192: for smoke tests on CPU."""
+    from torchvision.models.vision_transformer import VisionTransformer
+
+    return VisionTransformer(image_size=224, patch_size=16, num_layers=2, num_heads=3, hidden_dim=192,
+                             mlp_dim=768, num_classes=classes, **kwargs)
+
+
+REGISTRY: dict[str, ModelSpec] = {
+    "cnn_fmnist": ModelSpec(lambda classes=10, **kw: BookCNN(1, 28, classes, **kw), (1, 28, 28),
+                            "book CNN for Fashion-MNIST (1,630,090 params)"),
+    "cnn_cifar10": ModelSpec(lambda classes=10, **kw: BookCNN(3, 32, classes, **kw), (3, 32, 32),
+                             "book CNN for CIFAR-10 (2,122,186 params)"),
+    "densenet121": ModelSpec(_torchvision("densenet121"), (3, 32, 32), "torchvision DenseNet121"),
+    "efficientnet_b0": ModelSpec(_torchvision("efficientnet_b0"), (3, 32, 32), "torchvision EfficientNet-B0"),
+    "efficientnet_b7": ModelSpec(_torchvision("efficientnet_b7"), (3, 32, 32), "torchvision EfficientNet-B7"),
+    "resnet18": ModelSpec(_torchvision("resnet18"), (3, 32, 32), "torchvision ResNet-18"),
+    "resnet50": ModelSpec(_torchvision("resnet50"), (3, 32, 32), "torchvision ResNet-50"),
+    "vit_b_16": ModelSpec(_torchvision("vit_b_16"), (3, 224, 224), "torchvision ViT-B/16"),
+    "vit_tiny": ModelSpec(_vit_tiny, (3, 224, 224), "ViT-B/16 structure, 2 layers x 192: smoke scale"),
+}
+
+
+def spec(name: str) -> ModelSpec:
+    if name not in REGISTRY:
+        raise ConfigError(f"unknown model {name!r}; choose one of: {', '.join(REGISTRY)}")
+    return REGISTRY[name]
+
+
+def build(name: str, classes: int = 10, weights: Path | None = None, **kwargs) -> nn.Module:
+    """Build a registered model with `classes` outputs; load a local state_dict if one is given.
+
+    The book keeps torchvision's 1000-class ImageNet heads (labels 0-9 index into 1000 logits); the
+    catalog passes classes=1000 where the book did, so the parameter counts match the book.
+    """
+    model = spec(name).build(classes=classes, **kwargs)
+    if weights is not None:
+        load_weights(model, Path(weights))
+    return model
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    if not path.is_file():
+        raise ConfigError(f"weights file {path} does not exist; pass --weights with a local file")
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # torch raises several types for a bad file; the message says which
+        raise ConfigError(f"weights file {path} could not be read as a state_dict ({exc.__class__.__name__})") \
+            from None
+    state = state.get("state_dict", state) if isinstance(state, dict) else state
+    missing, unexpected = model.load_state_dict(_matching(model, state), strict=False)
+    if missing and len(missing) == len(model.state_dict()):
+        raise ConfigError(f"weights file {path} matches none of the model's parameters")
+
+
+def _matching(model: nn.Module, state: dict) -> dict:
+    """Drop tensors whose shape differs (a 1000-class head loaded into a 10-class model is re-initialised)."""
+    own = model.state_dict()
+    return {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
+
+
+def parameter_count(model: nn.Module) -> int:
+    return sum(p.numel() for p in model.parameters())

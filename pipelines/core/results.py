@@ -1,0 +1,117 @@
+"""Versioned JSON-lines results: one file per run, one line per repeat, written atomically.
+
+A reader never sees a half-written file: records go to a temporary file in the same folder, which is
+renamed into place. A failed run writes a record with status "error" so a report shows the hole.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import os
+import secrets
+import tempfile
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+SCHEMA = "accel.result/1"
+STATUSES = ("ok", "error", "skipped")
+REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
+                 "config", "metrics", "dist", "env")
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def new_run_id() -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int,
+                metrics: dict[str, Any], dist: dict[str, Any], env: dict[str, Any],
+                error: dict[str, str] | None = None, artifacts: dict[str, Any] | None = None,
+                notes: list[str] | None = None) -> dict[str, Any]:
+    record = {
+        "schema": SCHEMA, "status": status, "run_id": run_id,
+        "experiment": config["experiment"], "pipeline": config["pipeline"],
+        "variant": config["variant"], "scale": config["scale"], "repeat": repeat,
+        "config": config, "metrics": metrics, "dist": dist, "env": env,
+    }
+    if error:
+        record["error"] = error
+    if artifacts:
+        record["artifacts"] = artifacts
+    if notes:
+        record["notes"] = notes
+    validate(record)
+    return record
+
+
+def validate(record: dict[str, Any]) -> None:
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise SchemaError(f"record lacks {', '.join(missing)}")
+    if record["schema"] != SCHEMA:
+        raise SchemaError(f"unknown schema {record['schema']!r} (this reader knows {SCHEMA})")
+    if record["status"] not in STATUSES:
+        raise SchemaError(f"unknown status {record['status']!r}")
+    if record["status"] == "error" and "error" not in record:
+        raise SchemaError("an error record must say what failed")
+    for key, value in record["metrics"].items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SchemaError(f"metric {key} is {value}; results hold finite numbers or null")
+
+
+def check_writable(results_dir: Path) -> None:
+    """Fail before training, not after, when results cannot be written."""
+    from pipelines.core.config import ConfigError
+
+    try:
+        results_dir.mkdir(parents=True, exist_ok=True)
+        with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".probe-"):
+            pass
+    except OSError as exc:
+        raise ConfigError(f"results dir {results_dir} is not writable ({exc.strerror}); "
+                          "pass --results-dir with a writable folder") from None
+
+
+def result_path(results_dir: Path, experiment: str, run_id: str) -> Path:
+    return results_dir / f"{experiment}--{run_id}.jsonl"
+
+
+def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
+    """Write all records at once: temp file in the same folder, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            for record in records:
+                validate(record)
+                handle.write(json.dumps(record, sort_keys=True) + "\n")
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return path
+
+
+def read(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield validated records; a malformed line raises SchemaError naming file and line."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+            except json.JSONDecodeError as exc:
+                raise SchemaError(f"{path}:{number}: not JSON ({exc.msg}); the file is damaged") from None
+            try:
+                validate(record)
+            except SchemaError as exc:
+                raise SchemaError(f"{path}:{number}: {exc}") from None
+            yield record

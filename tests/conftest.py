@@ -1,0 +1,43 @@
+"""Shared fixtures: generated datasets in their real on-disk formats, and a real `accel` subprocess."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED_REFERENCE = REPO.parent / "shared" / "reference"
+
+
+def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
+    """Run the real CLI in a fresh interpreter, as a user would."""
+    return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=REPO, capture_output=True,
+                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def records(results_dir: Path) -> list[dict]:
+    out = []
+    for path in sorted(Path(results_dir).glob("*.jsonl")):
+        out += [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return out
+
+
+@pytest.fixture(scope="session")
+def data_root(tmp_path_factory) -> Path:
+    """Generated Fashion-MNIST and CIFAR-10, small, in torchvision's on-disk formats."""
+    from pipelines.core import datafiles
+
+    root = tmp_path_factory.mktemp("data")
+    datafiles.generate("fashion_mnist", root, train=600, test=200, seed=0)
+    datafiles.generate("cifar10", root, train=500, test=200, seed=0)
+    return root
+
+
+@pytest.fixture
+def results_dir(tmp_path) -> Path:
+    return tmp_path / "results"

@@ -1,0 +1,115 @@
+import gzip
+import struct
+
+import numpy as np
+import pytest
+import torch
+import torchvision
+
+from pipelines.core import data, datafiles
+from pipelines.core.config import RunConfig
+
+
+def test_fashion_mnist_round_trip_through_torchvision(data_root):
+    folder = data_root / "FashionMNIST" / "raw"
+    raw = (folder / "train-images-idx3-ubyte").read_bytes()
+    assert struct.unpack(">BBBB", raw[:4]) == (0, 0, 8, 3)  # IDX magic: ubyte, rank 3
+    assert struct.unpack(">3I", raw[4:16]) == (600, 28, 28)
+    assert gzip.decompress((folder / "train-images-idx3-ubyte.gz").read_bytes()) == raw
+    train = torchvision.datasets.FashionMNIST(str(data_root), train=True)  # the unmodified reader
+    assert len(train) == 600 and train.data.shape == (600, 28, 28) and int(train.targets.max()) <= 9
+
+
+def test_cifar10_round_trip_through_torchvision(data_root):
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_cifar10", dataset="cifar10",
+                    data_root=data_root, batch_size=50)
+    loaders = data.loaders(cfg, (3, 32, 32))
+    x, y = next(iter(loaders.train))
+    assert x.shape == (50, 3, 32, 32) and x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
+    assert loaders.source == "generated" and loaders.train_samples == 500 and loaders.test_samples == 200
+    assert isinstance(loaders.train.dataset, torchvision.datasets.CIFAR10)
+
+
+def test_book_fashion_mnist_split_keeps_90_percent(data_root):
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="fashion_mnist",
+                    data_root=data_root, batch_size=64)
+    loaders = data.loaders(cfg, (1, 28, 28))
+    assert loaders.train_samples == 540  # 90 % of 600, as the book's 54,000 of 60,000
+    assert len(loaders.train) == 9  # ceil(540 / 64)
+
+
+def test_generated_signal_is_learnable(data_root):
+    """Class means differ far more than the spread within a class: a model can beat chance."""
+    train = torchvision.datasets.FashionMNIST(str(data_root), train=True)
+    images, labels = train.data.float(), train.targets
+    means = torch.stack([images[labels == c].mean(0) for c in range(10)])
+    between = torch.cdist(means.flatten(1), means.flatten(1)).mean()
+    within = torch.stack([(images[labels == c] - means[c]).flatten(1).norm(dim=1).mean() for c in range(10)]).mean()
+    nearest_mean = torch.cdist(images.flatten(1), means.flatten(1)).argmin(1)
+    assert (nearest_mean == labels).float().mean() > 0.5
+    assert between > 0.5 * within
+
+
+def test_generation_is_deterministic(tmp_path):
+    a = datafiles.generate("cifar10", tmp_path / "a", 20, 10, seed=3)
+    b = datafiles.generate("cifar10", tmp_path / "b", 20, 10, seed=3)
+    assert (a / datafiles.MANIFEST).read_text() == (b / datafiles.MANIFEST).read_text()
+
+
+@pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
+def test_corrupted_file_is_named_with_the_fix(tmp_path, damage):
+    folder = datafiles.generate("fashion_mnist", tmp_path, 30, 10)
+    victim = folder / "t10k-images-idx3-ubyte"
+    if damage == "flip":
+        blob = bytearray(victim.read_bytes())
+        blob[100] ^= 0xFF
+        victim.write_bytes(bytes(blob))
+    elif damage == "truncate":
+        victim.write_bytes(victim.read_bytes()[:-7])
+    else:
+        victim.unlink()
+    with pytest.raises(datafiles.DataError, match=rf"{victim}.*(corrupted|missing).*accel data (fetch|generate)"):
+        datafiles.verify("fashion_mnist", tmp_path)
+
+
+def test_missing_dataset_names_the_commands(tmp_path):
+    with pytest.raises(datafiles.DataError, match=r"accel data fetch cifar10 .*accel data generate cifar10"):
+        datafiles.source("cifar10", tmp_path)
+
+
+def test_synthetic_is_in_memory_and_labelled():
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
+                    batch_size=8, steps=2)
+    loaders = data.loaders(cfg, (1, 28, 28))
+    x, y = next(iter(loaders.train))
+    assert loaders.source == "synthetic" and x.shape == (8, 1, 28, 28) and y.max() < 10
+
+
+def test_fetch_offline_fails_clearly(tmp_path):
+    """The real download path runs; here there is no internet, so it must fail with the offline fix."""
+    from conftest import accel
+
+    run = accel("data", "fetch", "fashion_mnist", "--root", str(tmp_path), timeout=600)
+    assert run.returncode == 2
+    assert "could not fetch fashion_mnist" in run.stderr and "accel data generate" in run.stderr
+    assert not (tmp_path / "FashionMNIST" / "raw" / datafiles.ORIGIN).exists()
+
+
+def test_fetch_lock_serialises_downloads(tmp_path):
+    """Two holders of the dataset lock never overlap (the lock ranks share on one host)."""
+    import threading
+    import time
+
+    spans = []
+
+    def hold():
+        with datafiles._exclusive(tmp_path, "cifar10"):
+            start = time.monotonic()
+            time.sleep(0.2)
+            spans.append((start, time.monotonic()))
+
+    threads = [threading.Thread(target=hold) for _ in range(2)]
+    [t.start() for t in threads]
+    [t.join() for t in threads]
+    (a0, a1), (b0, b1) = sorted(spans)
+    assert b0 >= a1

@@ -1,0 +1,62 @@
+import time
+
+import pytest
+import torch
+
+from pipelines.core import data, loop
+from pipelines.core.config import RunConfig
+
+
+def test_percentile_matches_linear_interpolation():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert loop.percentile(values, 50) == 3.0
+    assert loop.percentile(values, 90) == pytest.approx(4.6)
+    assert loop.percentile([7.0], 90) == 7.0
+
+
+def _setup(steps=6, warmup=2, batch=4, epochs=1):
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
+                    batch_size=batch, steps=steps, warmup_steps=warmup, epochs=epochs)
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+    return cfg, model, data.loaders(cfg, (1, 28, 28))
+
+
+def test_warmup_is_timed_apart_and_steps_are_counted():
+    cfg, model, loaders = _setup()
+    calls = []
+
+    def step(x, y):  # warm-up steps are slow (as compilation is), measured steps fast
+        calls.append(len(x))
+        time.sleep(0.05 if len(calls) <= cfg.warmup_steps else 0.005)
+        return torch.tensor(1.0)
+
+    metrics = loop.train(loop.Trainable(model, step), loaders, cfg, loop.RunContext(torch.device("cpu")))
+    assert len(calls) == 8 and metrics["measured_steps"] == 6 and metrics["warmup_steps"] == 2
+    assert metrics["warmup_s"] >= 0.1
+    assert 5 <= metrics["step_time_ms_median"] < 50  # the slow warm-up steps are not in the median
+    assert metrics["train_s"] >= 6 * 0.005
+    assert metrics["throughput_samples_per_s"] == pytest.approx(6 * 4 / metrics["train_s"])
+    assert metrics["data_wait_s"] + metrics["compute_s"] <= metrics["train_s"] + 1e-6
+    # forward 2*B*in*out, backward only the weight gradient (the input needs none): 2 x forward
+    assert metrics["flops_per_step"] == 2 * (2 * 4 * 28 * 28 * 10)
+
+
+def test_epoch_mode_runs_whole_epochs_and_reports_first_and_median():
+    cfg, model, loaders = _setup(steps=None, warmup=0, batch=64, epochs=3)
+    per_epoch = len(loaders.train)
+    seen = []
+    metrics = loop.train(loop.Trainable(model, lambda x, y: seen.append(1) or torch.tensor(0.5)), loaders,
+                         cfg, loop.RunContext(torch.device("cpu")))
+    assert len(seen) == 3 * per_epoch and metrics["epochs_completed"] == 3
+    assert len(metrics["epoch_times_s"]) == 3 and metrics["epoch_last_loss"] == [0.5] * 3
+    assert metrics["median_epoch_s"] is not None and metrics["first_epoch_s"] == metrics["epoch_times_s"][0]
+
+
+def test_evaluation_is_outside_training_time_and_restores_train_mode():
+    cfg, model, loaders = _setup()
+    trainable = loop.Trainable(model, lambda x, y: torch.tensor(0.0))
+    metrics = loop.train(trainable, loaders, cfg, loop.RunContext(torch.device("cpu")))
+    before = dict(metrics)
+    result = loop.evaluate(trainable, loaders.test, cfg, loop.RunContext(torch.device("cpu")))
+    assert metrics == before and model.training
+    assert 0 <= result["test_accuracy_pct"] <= 100 and result["test_samples"] == len(loaders.test.dataset)

@@ -1,0 +1,43 @@
+import pytest
+import torch
+
+from pipelines.core import models
+from pipelines.core.config import ConfigError
+
+
+@pytest.mark.parametrize("name,kwargs,classes,expected", [
+    ("cnn_fmnist", {}, 10, 1_630_090),
+    ("cnn_fmnist", {"bias": False}, 10, 1_629_472),
+    ("cnn_fmnist", {"extra_fc": True}, 10, 1_758_858),
+    ("cnn_cifar10", {}, 10, 2_122_186),
+    ("densenet121", {}, 1000, 7_978_856),
+    ("vit_b_16", {}, 10, 85_806_346),
+    ("efficientnet_b7", {}, 1000, 66_347_960),
+])
+def test_parameter_counts_match_the_book(name, kwargs, classes, expected):
+    assert models.parameter_count(models.build(name, classes=classes, **kwargs)) == expected
+
+
+@pytest.mark.parametrize("name", sorted(models.REGISTRY))
+def test_every_model_runs_its_input_shape(name):
+    if name in ("efficientnet_b7", "vit_b_16", "resnet50"):
+        pytest.skip("large: covered by the parameter-count test")
+    model = models.build(name, classes=10).eval()
+    with torch.no_grad():
+        out = model(torch.rand(2, *models.spec(name).input_shape))
+    assert out.shape == (2, 10)
+
+
+def test_weights_come_from_a_local_file_only(tmp_path):
+    source = models.build("cnn_fmnist")
+    path = tmp_path / "w.pt"
+    torch.save(source.state_dict(), path)
+    loaded = models.build("cnn_fmnist", weights=path)
+    assert all(torch.equal(a, b) for a, b in zip(source.state_dict().values(), loaded.state_dict().values()))
+    with pytest.raises(ConfigError, match="does not exist"):
+        models.build("cnn_fmnist", weights=tmp_path / "missing.pt")
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(ConfigError, match="could not be read"):
+        models.build("cnn_fmnist", weights=tmp_path / "junk.pt")
+    with pytest.raises(ConfigError, match="unknown model 'lenet'"):
+        models.build("lenet")

@@ -1,0 +1,69 @@
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from pipelines.core import results
+from pipelines.core.config import RunConfig
+
+GOLDEN = json.loads((Path(__file__).parent / "golden" / "result_v1.json").read_text())
+
+
+def test_golden_record_is_valid_and_its_keys_are_the_schema():
+    results.validate(GOLDEN)
+    assert set(GOLDEN) == set(results.REQUIRED_KEYS)
+    # The config section is exactly RunConfig plus what the runner adds; a renamed field breaks this.
+    runner_keys = {"data_source", "train_samples", "test_samples_available"}
+    assert set(GOLDEN["config"]) == set(RunConfig.__dataclass_fields__) | runner_keys
+
+
+def test_live_record_has_the_golden_shape(tmp_path):
+    """A real run's record carries every key of the golden one (new keys must be added there too)."""
+    from conftest import accel, records
+
+    run = accel("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--results-dir", str(tmp_path))
+    assert run.returncode == 0, run.stderr
+    (live,) = records(tmp_path)
+    for section in ("config", "metrics", "env", "dist"):
+        assert set(live[section]) == set(GOLDEN[section]), section
+    assert live["schema"] == results.SCHEMA and live["config"]["data_source"] == "synthetic"
+
+
+def test_write_is_atomic_and_leaves_nothing_on_failure(tmp_path):
+    path = tmp_path / "x.jsonl"
+    bad = dict(GOLDEN, metrics={"train_s": float("nan")})
+    with pytest.raises(results.SchemaError, match="finite"):
+        results.write(path, [GOLDEN, bad])
+    assert not path.exists() and not list(tmp_path.iterdir())
+    results.write(path, [GOLDEN, dict(GOLDEN, repeat=1)])
+    assert [r["repeat"] for r in results.read(path)] == [0, 1]
+
+
+def test_error_record_must_say_what_failed():
+    with pytest.raises(results.SchemaError, match="must say what failed"):
+        results.validate(dict(GOLDEN, status="error"))
+
+
+def test_reader_names_file_and_line_of_damage(tmp_path):
+    path = tmp_path / "damaged.jsonl"
+    path.write_text(json.dumps(GOLDEN) + "\n" + json.dumps(GOLDEN)[:50] + "\n")
+    with pytest.raises(results.SchemaError, match=r"damaged.jsonl:2: not JSON"):
+        list(results.read(path))
+    path.write_text(json.dumps(dict(GOLDEN, schema="accel.result/99")) + "\n")
+    with pytest.raises(results.SchemaError, match="unknown schema 'accel.result/99'"):
+        list(results.read(path))
+
+
+def test_unwritable_results_dir_is_a_config_error(tmp_path):
+    from pipelines.core.config import ConfigError
+
+    locked = tmp_path / "locked"
+    locked.mkdir()
+    os.chmod(locked, 0o500)
+    if os.access(locked, os.W_OK):  # root ignores permissions: use a path under a regular file instead
+        locked = tmp_path / "file"
+        locked.write_text("")
+        locked = locked / "sub"
+    with pytest.raises(ConfigError, match="not writable"):
+        results.check_writable(locked)
