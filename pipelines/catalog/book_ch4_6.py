@@ -1,4 +1,4 @@
-"""Book chapters 4-7: CPU libraries (OpenMP, IPEX), the data pipeline, pruning, mixed precision."""
+"""Book chapters 4-6: CPU libraries (OpenMP, IPEX), the data pipeline, pruning."""
 
 from pipelines.core.catalog import Experiment, Published as P
 
@@ -52,13 +52,4 @@ EXPERIMENTS = (
                    P("ratio", 1.37, "book:ch6:table6.1", "derived 122/89 at 50 %"),
                    P("test_accuracy_pct", 47.10, "book:ch6:table6.1", "unpruned")),
         hardware="CPU-only machine, unstated"),
-    Experiment(
-        id="ch7-amp", compares="FP32 (+cudnn.benchmark) -> AMP bf16 / AMP fp16 (EfficientNet-B7)",
-        pipeline=None, status="planned", planned_reason=SINGLE_DEVICE, target="cuda",
-        args={"model": "efficientnet_b7", "dataset": "cifar10", "batch_size": 2048, "epochs": 50, "lr": 1e-3,
-              "head_classes": 1000},
-        published=(P("train_time_s", 811, "book:ch7", "FP32"), P("train_time_s", 754, "book:ch7", "bf16"),
-                   P("train_time_s", 486, "book:ch7", "fp16"),
-                   P("ratio", 1.67, "book:ch7", "derived 811/486 (fp16); bf16 1.08")),
-        hardware="1x NVIDIA A100"),
 )
