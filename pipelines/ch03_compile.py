@@ -41,4 +41,6 @@ def setup(cfg, ctx) -> loop.Trainable:
     if cfg.options["backend"] == "inductor":
         kwargs["mode"] = cfg.options["mode"]
     compiled = torch.compile(model, **kwargs)
-    return loop.Trainable(model, plain_step(compiled, optimizer), predict=compiled)
+    backends = ", ".join(torch._dynamo.list_backends())
+    return loop.Trainable(model, plain_step(compiled, optimizer), predict=compiled,
+                          notes=[f"torch.compile({kwargs}); dynamo backends here: {backends}"])

@@ -113,6 +113,18 @@ EXPERIMENTS = (
                    "Compilation time is reported separately (warm-up / first epoch) and inside the book "
                    "scale total, as the book's total included it.", LR_DECISION)),
     Experiment(
+        id="ch3-compile-modes-cnn-cpu",
+        compares="eager -> each torch.compile mode and the aot_eager backend on the CPU CNN (beyond the book)",
+        pipeline="ch03_compile", args=FMNIST,
+        variants=(Variant("eager", options={"compile": False}), Variant("default"),
+                  Variant("reduce-overhead", options={"mode": "reduce-overhead"}),
+                  Variant("max-autotune-no-cudagraphs", options={"mode": "max-autotune-no-cudagraphs"}),
+                  Variant("aot_eager", options={"backend": "aot_eager"})),
+        hardware="this machine only (no published figures)",
+        band="No published numbers: shows what each mode costs in compile time (warm-up) and buys per step.",
+        decisions=("reduce-overhead uses CUDA graphs, which do nothing on CPU; it is listed to show that.",
+                   "aot_eager traces forward and backward without code generation: it isolates capture cost.")),
+    Experiment(
         id="ch3-compile-densenet-gpu",
         compares="eager -> compiled (inductor, reduce-overhead) DenseNet121, 1 GPU (Table 3.1)",
         pipeline="ch03_compile", target="cuda", args={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
