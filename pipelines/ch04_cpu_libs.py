@@ -39,8 +39,8 @@ def version_pair_problem(ipex_version: str | None, torch_version: str) -> str | 
     wanted = ".".join(ipex_version.split("+")[0].split(".")[:2])
     have = ".".join(torch_version.split("+")[0].split(".")[:2])
     if wanted != have:
-        return f"intel-extension-for-pytorch {ipex_version} needs torch {wanted}.x but torch {torch_version} " \
-               "is installed"
+        return (f"intel-extension-for-pytorch {ipex_version} needs torch {wanted}.x but torch "
+                f"{torch_version} is installed")
     return None
 
 
@@ -100,7 +100,8 @@ def setup(cfg, ctx) -> loop.Trainable:
         model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=dtype)
         # IPEX's own kernels are invisible to torch's FLOP counter: no count rather than a wrong one.
         return loop.Trainable(model, autocast_step(model, optimizer, ctx.device, dtype), count_flops=False,
-                              predict=autocast_predict(model, ctx.device, dtype), notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
+                              predict=autocast_predict(model, ctx.device, dtype),
+                              notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
     if optimize == "compile":
         torch._dynamo.reset()  # variants must not share compiled graphs
         compiled = torch.compile(model)

@@ -33,7 +33,8 @@ def check(cfg, ctx) -> None:
         raise ConfigError(f"option sparsity={sparsity} must be between 0 and 1 (exclusive), e.g. 0.5 "
                           "removes half of every convolution's filters")
     if cfg.model not in ("cnn_cifar10", "cnn_fmnist"):
-        raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), not {cfg.model}")
+        raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), "
+                          f"not {cfg.model}")
 
 
 def l1_filter_masks(model: nn.Module, sparsity: float) -> list[torch.Tensor]:

@@ -82,9 +82,9 @@ def test_non_ipex_variant_runs_with_current_torch(tmp_path, data_root):
 
 
 def _ipex_venv_versions() -> dict:
-    out = subprocess.run([str(IPEX_PYTHON), "-c", "import json, torch; from importlib.metadata import version; "
-                          "print(json.dumps({'torch': torch.__version__, "
-                          "'ipex': version('intel-extension-for-pytorch')}))"],
+    code = ("import json, torch; from importlib.metadata import version; print(json.dumps("
+            "{'torch': torch.__version__, 'ipex': version('intel-extension-for-pytorch')}))")
+    out = subprocess.run([str(IPEX_PYTHON), "-c", code],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)

@@ -8,7 +8,8 @@ CH4_HW = "Intel CPU, 16 physical / 32 logical cores"
 CH4_BAND = "The book used 16 physical cores; this machine has fewer: expect the direction, not the size."
 CH4_PLAIN = ("Same code as chapter 2 (pipelines/ch02_layers.py, the plain step): the technique is the "
              "launcher's knobs, and the record proves what loaded (env.openmp_runtime, env.thread_affinity).")
-THREADS = "OMP_NUM_THREADS is the number of cores this process may use (THREADS=N overrides), not the book's 16."
+THREADS = ("OMP_NUM_THREADS is the number of cores this process may use (THREADS=N overrides), "
+           "not the book's 16.")
 SPARSITIES = (10, 20, 30, 40, 50, 60, 70, 80)
 TABLE_6_1 = {10: (118, 47.26), 20: (113, 45.84), 30: (107, 44.66), 40: (100, 45.18), 50: (89, 42.71),
              60: (84, 41.90), 70: (81, 40.84), 80: (76, 38.87)}  # sparsity % -> (train s, accuracy %)
@@ -18,7 +19,8 @@ DENSENET_CIFAR = {"model": "densenet121", "dataset": "cifar10", "batch_size": 64
 
 def _alloc(name: str) -> Experiment:
     return Experiment(
-        id=f"ch4-alloc-{name}-cnn", compares=f"glibc malloc -> {name} preloaded (ALLOCATOR={name}), not in the book",
+        id=f"ch4-alloc-{name}-cnn",
+        compares=f"glibc malloc -> {name} preloaded (ALLOCATOR={name}), not in the book",
         pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", args=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "ALLOCATOR": name},
         band="Not in the book. The small CNN allocates little per step on the CPU: expect about 1.0x.",
@@ -42,10 +44,10 @@ EXPERIMENTS = (
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 1.56, "book:ch4", "derived 178/114")),
         hardware=CH4_HW, band=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS,
-                   "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per physical "
-                   "core first (pipelines/core/affinity.py), not the book's fixed 0-15, which is physical-only "
-                   "only when the OS numbers hyper-thread siblings last.",
-                   "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and the binding.")),
+                   "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per "
+                   "physical core first (pipelines/core/affinity.py), not the book's fixed 0-15, which is "
+                   "physical-only only when the OS numbers hyper-thread siblings last.",
+                   "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and binding.")),
     Experiment(
         id="ch4-iomp-cnn", compares="GNU pinned -> Intel OpenMP (KMP env)", pipeline="ch02_layers",
         variant="iomp", baseline="ch4-gomp-pinned-cnn", args=CNN_CIFAR,
@@ -89,7 +91,8 @@ EXPERIMENTS = (
                    "bf16 variants (not in the book) train under CPU autocast; compile variants are the "
                    "upstream replacement for IPEX, on the same workload.")),
     Experiment(
-        id="ch5-pipeline", compares="DataLoader workers 0, no pin -> 8 workers + pinned (heavy 224 transform)",
+        id="ch5-pipeline",
+        compares="DataLoader workers 0, no pin -> 8 workers + pinned (heavy 224 transform)",
         pipeline="ch05_dataloader", target="cuda", requires=("gpu",),
         args={"model": "densenet121", "dataset": "cifar10", "batch_size": 128, "epochs": 10, "lr": 1e-5,
               "head_classes": 1000, "image_size": 224, "device": "cuda"},
@@ -109,7 +112,8 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 92.34, "book:ch5", variant="w8-pin"),
                    P("ratio", 2.24, "book:ch5", "derived 1892/846", variant="w8-pin")),
         hardware="1x NVIDIA A100 (host CPU unstated)",
-        band="The worker benefit depends on the host's cores (recorded in env); 2 cores cannot feed 8 workers. "
+        band="The worker benefit depends on the host's cores (recorded in env); 2 cores cannot feed 8 "
+             "workers. "
              "On a CPU-only run pin_memory does nothing, and the record says so.",
         decisions=("The book's 'ResNet121' is DenseNet121 (as its repo); random init, 1000-class head.",
                    "The book changed workers and pinning at once; the variants separate them (0/2/4/8 "
@@ -126,7 +130,8 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 47.10, "book:ch6:table6.1", "unpruned", variant="unpruned"),
                    P("parameters", 2122186, "book:ch6", variant="unpruned"),
                    P("parameters", 1059306, "book:ch6", "conv 3->16, 16->32, fc 2048->512", variant="s50"),
-                   *(P("train_time_s", t, "book:ch6:table6.1", variant=f"s{s}") for s, (t, _) in TABLE_6_1.items()),
+                   *(P("train_time_s", t, "book:ch6:table6.1", variant=f"s{s}")
+                     for s, (t, _) in TABLE_6_1.items()),
                    *(P("test_accuracy_pct", a, "book:ch6:table6.1", variant=f"s{s}")
                      for s, (_, a) in TABLE_6_1.items()),
                    *(P("ratio", round(122 / t, 2), "book:ch6:table6.1", f"derived 122/{t}", variant=f"s{s}")
@@ -139,7 +144,8 @@ EXPERIMENTS = (
                    "and the pipeline slices the channels out itself.",
                    "Pruned runs get the book's untimed warm-up epoch before pruning (smoke/bench: as many "
                    "steps as the timed run); the unpruned reference does not, as the book.",
-                   "Both arms load data in-process (num_workers=0); the book's notebooks used 1 and 4 workers.",
+                   "Both arms load data in-process (num_workers=0); the book's notebooks used 1 and 4 "
+                   "workers.",
                    "Filter counts round like torch.nn.utils.prune (round(sparsity x filters)); at 50 % they "
                    "match the book's 16/32.")),
 )
