@@ -16,7 +16,7 @@ from pipelines.core import loop, models
 from pipelines.core.steps import book_optimizer, plain_step
 
 OPTIONS: dict = {}
-SMOKE_ARGS = {"model": "densenet_tiny", "batch_size": 8}  # the input pipeline stays the book's 224 one
+SMOKE_ARGS = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the book's 224 one
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
