@@ -13,7 +13,7 @@ PYTEST_ARGS ?=
 # Experiment ids come from the catalog (stdlib only, so no venv is needed to list them).
 IDS := $(shell python3 -m pipelines.core.catalog ids 2>/dev/null)
 
-.PHONY: help venv demo test list report data-generate data-verify $(IDS)
+.PHONY: help venv demo test list report data-generate data-verify ipex-venv $(IDS)
 
 help: ## Show the targets
 	@echo "make demo        fresh machine: venv + a CPU bench ladder on offline data + summary table"
@@ -22,6 +22,7 @@ help: ## Show the targets
 	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
 	@echo "make report      results/*.jsonl -> published vs reproduced table"
 	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
+	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -35,6 +36,7 @@ demo: venv ## CPU ladder at bench scale on offline (generated) data
 
 test: venv ## Install test prerequisites, run the whole suite
 	ci/install-test-deps.sh
+	if [[ "$${ACCEL_TEST_IPEX:-0}" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 list: venv ## Every experiment id
@@ -52,3 +54,18 @@ data-verify: venv
 
 $(IDS): venv
 	$(ACCEL) launch $@ $(ARGS)
+
+# The frozen Intel line: IPEX's last CPU release pairs with torch 2.8 only, so it gets its own venv
+# (about 4 GB, ~75 s here). `make test` builds it only when ACCEL_TEST_IPEX=1 (CI sets it).
+IPEX_VENV ?= .venv-ipex
+IPEX_PINS := torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0 intel-openmp==2024.2.1 \
+	click==8.5.1 numpy==2.2.6 pytest==9.2.0
+IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell echo '$(IPEX_PINS)' | cksum | cut -d' ' -f1)
+
+ipex-venv: $(IPEX_STAMP) ## .venv-ipex with torch 2.8.0 + intel-extension-for-pytorch 2.8.0
+$(IPEX_STAMP):
+	python3 -m venv $(IPEX_VENV)
+	$(IPEX_VENV)/bin/pip install --quiet --upgrade pip
+	$(IPEX_VENV)/bin/pip install --quiet $(IPEX_PINS)
+	$(IPEX_VENV)/bin/pip install --quiet --no-deps -e .
+	rm -f $(IPEX_VENV)/.installed-* && touch $@

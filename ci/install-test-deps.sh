@@ -4,6 +4,10 @@ set -euo pipefail
 
 needed=()
 command -v shellcheck >/dev/null || needed+=(shellcheck)
+# Preloadable allocators for the ch4-alloc-* experiments (ALLOCATOR=tcmalloc|jemalloc).
+for pkg in libtcmalloc-minimal4 libjemalloc2; do
+  dpkg -s "$pkg" >/dev/null 2>&1 || needed+=("$pkg")
+done
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then

@@ -38,3 +38,21 @@ run_accel() {
   echo "+ $(python_bin) -m pipelines $*" >&2
   exec "$(python_bin)" -m pipelines "$@"
 }
+
+# GOMP_CPU_AFFINITY for N threads: the usable cpus, one per physical core first (pipelines/core/affinity.py).
+physical_first_cpus() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.affinity gomp "$1"); }
+
+# Debian package and shared object of a preloadable allocator (tcmalloc | jemalloc).
+allocator_package() {
+  case "$1" in tcmalloc) echo libtcmalloc-minimal4 ;; jemalloc) echo libjemalloc2 ;; esac
+}
+allocator_library() {
+  local name dir
+  case "$1" in tcmalloc) name=libtcmalloc_minimal.so.4 ;; jemalloc) name=libjemalloc.so.2 ;; *) return 1 ;; esac
+  local -a dirs
+  IFS=: read -r -a dirs <<< "${ALLOCATOR_PATH:-/usr/lib/$(uname -m)-linux-gnu:/usr/lib64:/usr/lib:/usr/local/lib}"
+  for dir in "${dirs[@]}"; do
+    [[ -f "$dir/$name" ]] && { echo "$dir/$name"; return 0; }
+  done
+  return 1
+}

@@ -11,6 +11,12 @@
 #   THREADS       N                OMP_NUM_THREADS (default: the cores this process may use)
 #   KMP_AFFINITY  (intel only)     default granularity=fine,compact,1,0 (the book's setting)
 #   KMP_BLOCKTIME (intel only)     default 0 (the book's ch2 setting)
+#   OMP_BIND      none | pinned    pinned (gnu only): OMP_PROC_BIND=TRUE, OMP_SCHEDULE=STATIC and
+#                                  GOMP_CPU_AFFINITY = the cores this process may use, physical cores
+#                                  first (python -m pipelines.core.affinity). Intel binds via KMP_AFFINITY.
+#   ALLOCATOR     default | tcmalloc | jemalloc   preload Debian's libtcmalloc_minimal / libjemalloc
+#                                  (packages libtcmalloc-minimal4 / libjemalloc2); missing = error.
+#   ALLOCATOR_PATH dir:dir...      where to look for it (default: the system library folders)
 #   PYTHON        interpreter      default .venv/bin/python if present, else python3
 #   IMAGE         path.sif | podman:tag | docker:tag   run inside that container (launch/_container.sh)
 set -euo pipefail
@@ -23,6 +29,8 @@ source "$here/_common.sh"
 [[ $# -gt 0 ]] || die "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)"
 
 OMP_RUNTIME="${OMP_RUNTIME:-gnu}"
+OMP_BIND="${OMP_BIND:-none}"
+ALLOCATOR="${ALLOCATOR:-default}"
 THREADS="${THREADS:-$(usable_cores)}"
 check_positive_int THREADS "$THREADS"
 export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
@@ -39,5 +47,27 @@ case "$OMP_RUNTIME" in
   *) die "OMP_RUNTIME=$OMP_RUNTIME is not gnu or intel" ;;
 esac
 
-echo_knobs OMP_RUNTIME OMP_NUM_THREADS LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
+case "$OMP_BIND" in
+  none) ;;
+  pinned)
+    [[ "$OMP_RUNTIME" == gnu ]] || die "OMP_BIND=pinned is for OMP_RUNTIME=gnu; Intel OpenMP binds with KMP_AFFINITY"
+    export OMP_PROC_BIND=TRUE OMP_SCHEDULE=STATIC
+    GOMP_CPU_AFFINITY="$(physical_first_cpus "$THREADS")" || die "could not compute GOMP_CPU_AFFINITY"
+    export GOMP_CPU_AFFINITY
+    ;;
+  *) die "OMP_BIND=$OMP_BIND is not none or pinned" ;;
+esac
+
+case "$ALLOCATOR" in
+  default) ;;
+  tcmalloc|jemalloc)
+    lib="$(allocator_library "$ALLOCATOR")" || die "ALLOCATOR=$ALLOCATOR but its library is not installed; apt-get install $(allocator_package "$ALLOCATOR")"
+    export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
+    ;;
+  *) die "ALLOCATOR=$ALLOCATOR is not default, tcmalloc or jemalloc" ;;
+esac
+export OMP_BIND ALLOCATOR
+
+echo_knobs OMP_RUNTIME OMP_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
+  LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
 run_accel "$@"

@@ -3,6 +3,10 @@
 import pytest
 
 from conftest import accel
+from pipelines.core import catalog
+
+# Any entry still planned (ids become ready as issues land, so none is hard-coded here).
+PLANNED = next((e.id for e in catalog.all_experiments().values() if e.status == "planned"), "none-planned")
 
 CASES = [
     (["run", "ch2-nope"], 2, "unknown experiment id 'ch2-nope'"),
@@ -22,14 +26,15 @@ CASES = [
     (["run", "ch3-compile-cnn-cpu", "--variant", "turbo"], 2, "unknown variant turbo"),
     (["run", "ch3-compile-cnn-cpu", "-o", "mode=ludicrous"], 2, "mode='ludicrous' is unknown"),
     (["run", "ch3-compile-cnn-cpu", "-o", "backend=nope"], 2, "backend='nope' is not available"),
-    (["run", "ch6-prune"], 3, "planned, not implemented yet"),
+    pytest.param(["run", PLANNED], 3, "planned, not implemented yet",
+                 marks=pytest.mark.skipif(PLANNED == "none-planned", reason="every catalog entry is ready")),
     (["run", "ch3-compile-densenet-gpu", "--scale", "smoke"], 3, "no CUDA GPU is visible"),
     (["data", "generate", "mnist"], 2, "unknown dataset 'mnist'"),
     (["data", "generate", "cifar10", "--train", "0"], 2, "--train and --test must be at least 1"),
 ]
 
 
-@pytest.mark.parametrize("args,code,needle", CASES, ids=[" ".join(c[0]) for c in CASES])
+@pytest.mark.parametrize("args,code,needle", CASES, ids=[" ".join(getattr(c, "values", c)[0]) for c in CASES])
 def test_bad_input(args, code, needle, tmp_path, data_root):
     import torch
 

@@ -1,5 +1,7 @@
 """Every ready catalog entry, end to end through the real CLI at smoke scale on generated data."""
 
+import importlib.util
+
 import pytest
 import torch
 
@@ -14,6 +16,10 @@ def _marks(entry):
     if "gpu" in entry.requires:
         marks.append(pytest.mark.gpu)
         marks.append(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"))
+    if "ipex" in entry.requires:
+        marks.append(pytest.mark.ipex)
+        marks.append(pytest.mark.skipif(importlib.util.find_spec("intel_extension_for_pytorch") is None,
+                                        reason="needs IPEX (tests/test_cpu_libs.py runs it in .venv-ipex)"))
     return marks
 
 
@@ -30,6 +36,10 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         assert rec["config"]["data_source"] == "generated" and rec["config"]["scale"] == "smoke"
         if "OMP_RUNTIME" in entry.knobs:
             assert rec["env"]["openmp_runtime"] == entry.knobs["OMP_RUNTIME"]
+        if entry.knobs.get("OMP_BIND") == "pinned":  # every thread was bound to a single core
+            assert all(cores.isdigit() for cores in rec["env"]["thread_affinity"]), rec["env"]["thread_affinity"]
+        if entry.knobs.get("ALLOCATOR", "default") != "default":
+            assert rec["env"]["allocator"] == entry.knobs["ALLOCATOR"]
         metrics = rec["metrics"]
         if rec["pipeline"] == "ch01_profile" and rec["variant"] == "profile":
             assert metrics["share_mkldnn_convolution_pct"] > 0 and "profile_table" in rec["artifacts"]

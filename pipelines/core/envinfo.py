@@ -59,6 +59,18 @@ def openmp_runtime() -> dict[str, Any]:
     return {"openmp_runtime": name, "openmp_library": provider, "openmp_libraries_mapped": mapped}
 
 
+def allocator() -> dict[str, Any]:
+    """The malloc in use: a preloaded tcmalloc/jemalloc/mimalloc if one is mapped, else the C library's."""
+    maps = Path("/proc/self/maps").read_text() if Path("/proc/self/maps").exists() else ""
+    mapped = sorted(set(re.findall(r"(/\S*lib(?:tcmalloc|jemalloc|mimalloc)[^/\s]*\.so[^/\s]*)", maps)))
+    name = "libc"
+    for candidate in ("tcmalloc", "jemalloc", "mimalloc"):
+        if any(candidate in os.path.basename(path) for path in mapped):
+            name = candidate
+            break
+    return {"allocator": name, "allocator_libraries_mapped": mapped}
+
+
 def thread_affinity() -> dict[str, str]:
     """Cores each thread of this process may run on (Cpus_allowed_list per task), grouped."""
     groups: dict[str, int] = {}
@@ -143,6 +155,7 @@ def fingerprint() -> dict[str, Any]:
         "torch_interop_threads": torch.get_num_interop_threads(),
         "parallel_info": torch.__config__.parallel_info(),
         **openmp_runtime(),
+        **allocator(),
         "thread_affinity": thread_affinity(),
         "gpus": gpus(),
         "packages": packages(),

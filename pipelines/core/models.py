@@ -62,12 +62,22 @@ def _vit_tiny(classes: int = 10, **kwargs) -> nn.Module:
                              mlp_dim=768, num_classes=classes, **kwargs)
 
 
+def _densenet_tiny(classes: int = 1000, **kwargs) -> nn.Module:
+    """DenseNet121's structure (BN-ReLU-conv dense layers, concatenation, transitions) at toy size:
+    two blocks of two layers, growth 8. For smoke tests of DenseNet pipelines on CPU."""
+    from torchvision.models import DenseNet
+
+    return DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16, bn_size=2,
+                    num_classes=classes, **kwargs)
+
+
 REGISTRY: dict[str, ModelSpec] = {
     "cnn_fmnist": ModelSpec(lambda classes=10, **kw: BookCNN(1, 28, classes, **kw), (1, 28, 28),
                             "book CNN for Fashion-MNIST (1,630,090 params)"),
     "cnn_cifar10": ModelSpec(lambda classes=10, **kw: BookCNN(3, 32, classes, **kw), (3, 32, 32),
                              "book CNN for CIFAR-10 (2,122,186 params)"),
     "densenet121": ModelSpec(_torchvision("densenet121"), (3, 32, 32), "torchvision DenseNet121"),
+    "densenet_tiny": ModelSpec(_densenet_tiny, (3, 32, 32), "DenseNet structure, 2 blocks x 2 layers: smoke scale"),
     "efficientnet_b0": ModelSpec(_torchvision("efficientnet_b0"), (3, 32, 32), "torchvision EfficientNet-B0"),
     "efficientnet_b7": ModelSpec(_torchvision("efficientnet_b7"), (3, 32, 32), "torchvision EfficientNet-B7"),
     "resnet18": ModelSpec(_torchvision("resnet18"), (3, 32, 32), "torchvision ResNet-18"),

@@ -3,7 +3,8 @@
 A pipeline module provides `OPTIONS` (its option defaults) and either
 - `setup(cfg, ctx) -> Trainable`: a training technique, run by the shared loop; or
 - `analyze(cfg, ctx, loaders) -> (metrics, artifacts)`: a measurement that is not a training run.
-It may also provide `check(cfg, ctx)` to refuse an unsupported combination before anything runs.
+It may also provide `check(cfg, ctx)` to refuse an unsupported combination before anything runs, and
+`transforms(cfg) -> (train_transform, test_transform)` when its technique is the input pipeline.
 """
 
 from __future__ import annotations
@@ -121,6 +122,13 @@ def _preflight(entry: catalog.Experiment, cfg: RunConfig, module: ModuleType, ct
             raise NotRunnable(f"{entry.id} needs the {wanted} OpenMP runtime but {loaded} is loaded; "
                               f"start it with `make {entry.id}` or `OMP_RUNTIME={wanted} "
                               f"launch/local.sh run {entry.id}`")
+    wanted_allocator = os.environ.get("ALLOCATOR") or entry.knobs.get("ALLOCATOR")
+    if wanted_allocator in ("tcmalloc", "jemalloc"):
+        loaded = envinfo.allocator()["allocator"]
+        if loaded != wanted_allocator:
+            raise NotRunnable(f"{entry.id} needs the {wanted_allocator} allocator but {loaded} is loaded; "
+                              f"start it with `make {entry.id}` or `ALLOCATOR={wanted_allocator} "
+                              f"launch/local.sh run {entry.id}`")
     if hasattr(module, "check"):
         module.check(cfg, ctx)
     if cfg.dataset != "synthetic":
@@ -134,7 +142,9 @@ def _one(cfg: RunConfig, module: ModuleType, ctx, repeat: int, run_id: str, dist
     from pipelines.core import data, envinfo, loop, models
 
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
-    loaders = data.loaders(cfg, _input_shape(cfg, models), rank=ctx.rank, world_size=ctx.world_size)
+    train_tf, test_tf = module.transforms(cfg) if hasattr(module, "transforms") else (None, None)
+    loaders = data.loaders(cfg, _input_shape(cfg, models), rank=ctx.rank, world_size=ctx.world_size,
+                           train_transform=train_tf, test_transform=test_tf)
     notes: list[str] = []
     artifacts: dict[str, Any] = {}
     if hasattr(module, "analyze"):

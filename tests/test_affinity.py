@@ -1,0 +1,58 @@
+"""GOMP_CPU_AFFINITY lists: physical cores first, from the usable cpus, on fake and real topologies."""
+
+import os
+
+import pytest
+
+from pipelines.core import affinity
+
+# 4 cores x 2 hyper-threads, siblings numbered last (cpu n and n+4 share a core), as many Intel servers.
+SIBLINGS_LAST = {cpu: (0, cpu % 4) for cpu in range(8)}
+# The same machine numbered with siblings adjacent (cpu 2k and 2k+1 share a core), as many AMD/laptops.
+SIBLINGS_ADJACENT = {cpu: (0, cpu // 2) for cpu in range(8)}
+
+
+def test_siblings_numbered_last_keep_numeric_order():
+    assert affinity.physical_first(range(8), SIBLINGS_LAST) == [0, 1, 2, 3, 4, 5, 6, 7]
+
+
+def test_adjacent_siblings_put_one_cpu_per_core_first():
+    assert affinity.physical_first(range(8), SIBLINGS_ADJACENT) == [0, 2, 4, 6, 1, 3, 5, 7]
+    assert affinity.gomp_list(4, SIBLINGS_ADJACENT) == "0,2,4,6"  # 4 threads on 4 distinct cores
+
+
+def test_two_sockets_with_the_same_core_ids_are_different_cores():
+    topology = {0: (0, 0), 1: (0, 1), 2: (1, 0), 3: (1, 1), 4: (0, 0), 5: (0, 1), 6: (1, 0), 7: (1, 1)}
+    assert affinity.gomp_list(4, topology) == "0,1,2,3"
+    assert affinity.physical_cores(topology) == 4
+
+
+def test_only_usable_cpus_are_listed():
+    """A cpuset of {1, 3, 5} on the adjacent-sibling machine: cores 0, 1, 2 once each."""
+    usable = {cpu: SIBLINGS_ADJACENT[cpu] for cpu in (1, 3, 5)}
+    assert affinity.gomp_list(None, usable) == "1,3,5"
+
+
+def test_zero_threads_is_an_error():
+    with pytest.raises(ValueError, match="at least 1"):
+        affinity.gomp_list(0, SIBLINGS_LAST)
+
+
+def test_reads_sysfs_layout(tmp_path):
+    """The real reader over a sysfs-shaped folder; a cpu without topology files is its own core."""
+    for cpu, (package, core) in {0: (0, 0), 1: (0, 0), 2: (0, 1)}.items():
+        folder = tmp_path / f"cpu{cpu}" / "topology"
+        folder.mkdir(parents=True)
+        (folder / "physical_package_id").write_text(f"{package}\n")
+        (folder / "core_id").write_text(f"{core}\n")
+    topology = affinity.read_topology([0, 1, 2, 3], root=tmp_path)
+    assert topology == {0: (0, 0), 1: (0, 0), 2: (0, 1), 3: (-1, 3)}
+    assert affinity.physical_first(topology, topology) == [0, 2, 3, 1]
+
+
+def test_cli_lists_this_process_usable_cpus(capsys):
+    assert affinity.main(["gomp"]) == 0
+    listed = [int(c) for c in capsys.readouterr().out.strip().split(",")]
+    assert sorted(listed) == sorted(os.sched_getaffinity(0))
+    assert affinity.main(["gomp", "1"]) == 0 and len(capsys.readouterr().out.strip().split(",")) == 1
+    assert affinity.main(["bogus"]) == 2 and affinity.main(["gomp", "0"]) == 2
