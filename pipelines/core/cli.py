@@ -86,8 +86,17 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
 
     entry = catalog.get(experiment_id)
     configs, module = runner.build_configs(entry, scale, overrides, _key_values(option_items), variants)
-    outcome = runner.run(entry, configs, module)
-    print_run_summary(outcome.records, outcome.path)
+    from pipelines.core import dist
+
+    place = dist.placement()  # started by torchrun / mpirun / srun: one rank of a distributed run
+    if place.launched:
+        from pipelines.core import distrun
+
+        outcome = distrun.run(entry, configs, module, place)
+    else:
+        outcome = runner.run(entry, configs, module)
+    if outcome.path or not place.launched:
+        print_run_summary(outcome.records, outcome.path)
 
 
 @cli.command()
@@ -177,7 +186,25 @@ def verify(names: tuple[str, ...], root: Path) -> None:
         click.echo(f"{name}: {len(checked)} files OK ({datafiles.source(name, root)} data)")
 
 
+@cli.command()
+@click.option("--addr", default=None, help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
+@click.option("--port", type=int, default=None, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
+@click.option("--record", type=click.Path(path_type=Path), default=None, help="Also write the findings as JSON here.")
+def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
+    """Check this machine before a distributed run; exits 1 with the list of problems."""
+    from pipelines.core import doctor as checks
+
+    findings = checks.run_checks(addr, port)
+    click.echo(checks.render(findings))
+    if record:
+        checks.write_record(findings, record)
+    problems = [f for f in findings if f["status"] == "problem"]
+    if problems:
+        _fail(f"{len(problems)} problem(s): " + "; ".join(f"{f['check']}: {f['detail']}" for f in problems), 1)
+
+
 def main(argv: list[str] | None = None) -> None:
+    from pipelines.core.dist import DistError
     from pipelines.core.runner import NotRunnable
 
     try:
@@ -191,6 +218,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
     except NotRunnable as exc:
         _fail(str(exc), EXIT_NOT_RUNNABLE)
+    except DistError as exc:
+        _fail(str(exc), 1)
     except (ConfigError, catalog.UnknownExperiment) as exc:
         _fail(str(exc).strip("'\""), EXIT_USAGE)
 
