@@ -45,9 +45,12 @@ if [[ -n "$HOSTS" ]]; then
     || die "HOSTS=$HOSTS is not host[:slots][,host[:slots]...] (e.g. node1:8,node2:8)"
   IFS=, read -r -a entries <<< "$HOSTS"
   for entry in "${entries[@]}"; do
-    getent hosts "${entry%%:*}" >/dev/null || die "HOSTS=$HOSTS: host ${entry%%:*} does not resolve"
+    name="${entry%%:*}"
+    [[ "$name" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || getent hosts "$name" >/dev/null \
+      || die "HOSTS=$HOSTS: host $name does not resolve"
   done
   first="${entries[0]%%:*}"
+  if [[ "$first" =~ ^[0-9.]+$ ]]; then MASTER_ADDR="${MASTER_ADDR:-$first}"; fi
   MASTER_ADDR="${MASTER_ADDR:-$(getent hosts "$first" | awk '{print $1; exit}')}"
   [[ "${entries[0]}" == *:* ]] && local_ranks="${entries[0]##*:}"
   hosts=(--host "$HOSTS")

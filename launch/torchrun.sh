@@ -11,6 +11,9 @@
 #   MASTER_ADDR  rendezvous host (default 127.0.0.1)  MASTER_PORT rendezvous port (default 29500;
 #                                                     node 0 refuses a port already in use)
 #   RDZV         static | c10d (default static)       RDZV_ID     c10d run id (default accel)
+#   LOCAL_ADDR   this node's address as the other nodes reach it (default: MASTER_ADDR on node 0 of
+#                several, else torchrun's hostname lookup, which is wrong on multi-homed hosts)
+#   RDZV_TIMEOUT c10d: seconds to wait for all nodes to join (default 300)
 #   MAX_RESTARTS torchrun restarts of the whole worker group after a failure (default 0)
 #   THREADS      OMP_NUM_THREADS per rank (default: usable cores / NPROC, at least 1)
 #   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   passed through when set
@@ -33,8 +36,10 @@ MASTER_PORT="${MASTER_PORT:-29500}"
 RDZV="${RDZV:-static}"
 RDZV_ID="${RDZV_ID:-accel}"
 MAX_RESTARTS="${MAX_RESTARTS:-0}"
+RDZV_TIMEOUT="${RDZV_TIMEOUT:-300}"
 check_positive_int NPROC "$NPROC"
 check_positive_int NNODES "$NNODES"
+check_positive_int RDZV_TIMEOUT "$RDZV_TIMEOUT"
 if ! [[ "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
   die "NODE_RANK=$NODE_RANK must be an integer from 0 to NNODES-1 ($((NNODES - 1)))"
 fi
@@ -55,11 +60,16 @@ case "$RDZV" in
     rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT") ;;
   c10d)
     [[ "$NODE_RANK" -ne 0 ]] || check_port_free "$MASTER_ADDR" "$MASTER_PORT"
-    rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID") ;;
+    # node 0 hosts the rendezvous store (torchrun's own guess misses addresses not tied to the hostname)
+    host=$(( NODE_RANK == 0 ? 1 : 0 ))
+    rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
+                --rdzv-conf "is_host=$host,join_timeout=$RDZV_TIMEOUT")
+    if [[ -z "${LOCAL_ADDR:-}" && "$NNODES" -gt 1 && "$NODE_RANK" -eq 0 ]]; then LOCAL_ADDR="$MASTER_ADDR"; fi
+    [[ -z "${LOCAL_ADDR:-}" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR") ;;
   *) die "RDZV=$RDZV is not static or c10d" ;;
 esac
 
-echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV MAX_RESTARTS OMP_NUM_THREADS \
+echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
 run_launcher "$(python_bin)" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$NPROC" \
   "${rendezvous[@]}" --max-restarts "$MAX_RESTARTS" -m pipelines "$@"

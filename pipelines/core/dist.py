@@ -81,9 +81,9 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
         place = Placement("torchrun", _int(env, "RANK"), _int(env, "LOCAL_RANK", 0), _int(env, "WORLD_SIZE"),
                           _int(env, "LOCAL_WORLD_SIZE", 1), _int(env, "GROUP_RANK", 0), addr, port)
     elif "OMPI_COMM_WORLD_RANK" in env:
-        place = Placement("mpirun", _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
-                          _int(env, "OMPI_COMM_WORLD_SIZE"), _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1),
-                          _int(env, "OMPI_COMM_WORLD_NODE_RANK", 0), addr, port)
+        rank, local_size = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1)
+        place = Placement("mpirun", rank, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
+                          _int(env, "OMPI_COMM_WORLD_SIZE"), local_size, rank // max(local_size, 1), addr, port)
     elif "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
         node = _int(env, "SLURM_NODEID", 0)
         local_world = _tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
@@ -167,7 +167,8 @@ def pin(place: Placement) -> dict[str, Any]:
         os.sched_setaffinity(0, cores)
     asked = os.environ.get("OMP_NUM_THREADS", "")
     torch.set_num_threads(int(asked) if asked.isdigit() and int(asked) > 0 else len(cores))
-    return {"rank": place.rank, "local_rank": place.local_rank, "host": os.uname().nodename,
+    return {"rank": place.rank, "local_rank": place.local_rank, "node_rank": place.node_rank,
+            "host": os.uname().nodename,
             "cores": cores, "threads": torch.get_num_threads(), "oversubscribed": oversubscribed}
 
 
@@ -237,7 +238,7 @@ def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
 def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """The result's `dist` section."""
     return {"launcher": place.source, "backend": backend, "world_size": place.world_size,
-            "nodes": len({r["host"] for r in per_rank}) if per_rank else place.nodes,
+            "nodes": max(place.nodes, len({(r["host"], r["node_rank"]) for r in per_rank})),
             "local_world_size": place.local_world_size, "master": f"{place.master_addr}:{place.master_port}",
             "ranks": per_rank, "placement": asdict(place)}
 
