@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -169,3 +170,30 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
     assert metrics["start_epoch"] + metrics["epochs_completed"] == 6
     state = checkpoint.load(ckpt / checkpoint.FILENAME)
     assert state["epoch"] == 6 and state["complete"]
+
+
+@pytest.mark.parametrize("experiment,extra", [
+    ("vit-ddp-4gpu", ("--model", "vit_tiny")),
+    ("vit-fsdp-4gpu-sched", ("--model", "vit_tiny")),
+    ("s004-fsdp", ()),
+    ("ch10-gpu-nccl", ("--model", "cnn_cifar10")),  # the GPU entry's code path, over Gloo on CPU
+])
+def test_gpu_entries_run_their_path_on_cpu_with_gloo(experiment, extra, tmp_path):
+    run = subprocess.run(accel_argv("launch", experiment, *SMOKE, *extra, "--device", "cpu", "--num-workers", "0",
+                                    "-o", "backend=gloo", "--results-dir", str(tmp_path)),
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port())})
+    assert run.returncode == 0, run.stderr[-3000:]
+    rec = the_record(tmp_path)
+    assert rec["dist"]["world_size"] == 2 and rec["dist"]["launcher"] == "torchrun"
+    assert rec["config"]["options"]["backend"] == "gloo" and rec["metrics"]["measured_steps"] == 3
+    if rec["config"]["options"]["strategy"] == "fsdp":
+        assert rec["metrics"]["flops_per_step"] is None and rec["metrics"]["test_accuracy_pct"] is not None
+
+
+@pytest.mark.skipif(any(Path("/dev").glob("nvidia[0-9]*")), reason="a GPU is present: the entry would run")
+def test_gpu_entry_without_gpu_is_refused_before_any_launcher_starts(tmp_path):
+    run = subprocess.run(accel_argv("launch", "ch10-gpu-nccl", "--scale", "smoke"), cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 3 and "needs NVIDIA GPUs and this machine has none" in run.stderr
+    assert "torch.distributed.run" not in run.stderr

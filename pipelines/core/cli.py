@@ -70,6 +70,7 @@ POSITIVE = click.IntRange(min=None)
 @click.option("--batch-size", type=int)
 @click.option("--lr", type=float)
 @click.option("--device", type=str)
+@click.option("--model", type=str, help="Override the model, e.g. vit_tiny to smoke-test a ViT entry on CPU.")
 @click.option("--dataset", type=str, help="Override the dataset, e.g. synthetic for pure throughput.")
 @click.option("--data-root", type=click.Path(path_type=Path))
 @click.option("--results-dir", type=click.Path(path_type=Path))
@@ -114,6 +115,9 @@ def show(experiment_id: str) -> None:
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
     entry = catalog.get(experiment_id)
+    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and "--device" not in args:
+        _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
+              "machine, or smoke-test the path on CPU with --device cpu -o backend=gloo", EXIT_NOT_RUNNABLE)
     script = REPO / "launch" / f"{entry.launcher}.sh"
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
