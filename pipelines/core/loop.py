@@ -186,7 +186,6 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if step_times and train_s > 0 else None,
         "final_loss": final_loss if math.isfinite(final_loss) else None,
         "epochs_completed": len(epoch_times),
-        "start_epoch": start_epoch,
         "epoch_times_s": epoch_times,
         "epoch_last_loss": epoch_losses,
         "first_epoch_s": epoch_times[0] if epoch_times else None,
@@ -196,6 +195,8 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if flops and step_times and train_s > 0 else None,
     }
     metrics.update(memory(device))
+    if start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
+        metrics["start_epoch"] = start_epoch
     return metrics
 
 
