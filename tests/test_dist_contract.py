@@ -175,3 +175,27 @@ def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
     run = accel("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o", "backend=nccl",
                 "--device", "cpu", "--results-dir", str(results_dir))
     assert run.returncode == 3 and "backend nccl needs CUDA GPUs" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
+    run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
+    assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
+    assert "torch.distributed.run" not in run.stderr
+
+
+def test_doctor_lists_problems_and_records_findings(tmp_path):
+    record = tmp_path / "doctor.json"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = accel("doctor", "--port", str(port), "--record", str(record), env={"KMP_AFFINITY": "compact"},
+                    timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert "openmp: KMP_AFFINITY set but the gnu OpenMP runtime is loaded" in run.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in run.stderr
+    import json
+
+    checks = {f["check"]: f for f in json.loads(record.read_text())["findings"]}
+    assert {"shm", "rendezvous_port", "backend_gloo", "backend_nccl", "openmp", "slurm", "gpus"} <= set(checks)
+    assert checks["backend_gloo"]["status"] == "ok"

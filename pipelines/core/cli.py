@@ -118,6 +118,13 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and "--device" not in args:
         _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
               "machine, or smoke-test the path on CPU with --device cpu -o backend=gloo", EXIT_NOT_RUNNABLE)
+    if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
+        import importlib.util
+
+        if importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
+            _fail(f"{experiment_id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
+                  "provides; run it with IMAGE=<cpu-intel image> or compare with -o backend=gloo",
+                  EXIT_NOT_RUNNABLE)
     script = REPO / "launch" / f"{entry.launcher}.sh"
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
