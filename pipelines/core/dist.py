@@ -135,18 +135,6 @@ def check_backend(backend: str, device: str) -> None:
                               ) from None
 
 
-def backend_availability() -> dict[str, str]:
-    """backend -> 'ok' or the reason it cannot run here (for `accel doctor`)."""
-    out = {}
-    for backend, device in (("gloo", "cpu"), ("mpi", "cpu"), ("ccl", "cpu"), ("nccl", "cuda")):
-        try:
-            check_backend(backend, device)
-            out[backend] = "ok"
-        except ValueError as exc:
-            out[backend] = str(exc)
-    return out
-
-
 def core_map(cores: list[int], local_rank: int, local_world: int) -> tuple[list[int], bool]:
     """The disjoint slice of `cores` for this local rank; shared cores when ranks outnumber cores."""
     cores = sorted(cores)
@@ -178,12 +166,11 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
     import torch.distributed as tdist
 
     check_backend(backend, device)
-    if place.source != "torchrun" and (not place.master_addr or not place.master_port):
+    if not place.master_addr or not place.master_port:
         raise _config_error(f"{place.source} started rank {place.rank} without MASTER_ADDR/MASTER_PORT; "
-                            "start it with launch/mpirun.sh or launch/srun.sh, which export them")
+                            "start it with launch/torchrun.sh, mpirun.sh or srun.sh, which export them")
     if backend == "ccl":
         import oneccl_bindings_for_pytorch  # noqa: F401
-    method = "env://" if place.source == "torchrun" else f"tcp://{place.master_addr}:{place.master_port}"
     kwargs: dict[str, Any] = {}
     if backend == "nccl":
         torch.cuda.set_device(place.local_rank)
@@ -193,14 +180,27 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
         if backend == "mpi":  # MPI takes rank and size from its own launcher
             tdist.init_process_group("mpi", timeout=timeout)
         else:
-            tdist.init_process_group(backend, init_method=method, rank=place.rank, world_size=place.world_size,
-                                     timeout=timeout, **kwargs)
+            tdist.init_process_group(backend, store=_store(place, timeout), rank=place.rank,
+                                     world_size=place.world_size, timeout=timeout, **kwargs)
     except (RuntimeError, ValueError) as exc:
-        where = f"{place.master_addr or os.environ.get('MASTER_ADDR')}:{place.master_port}"
         raise DistError(f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
-                        f"{where} within {timeout_s:g} s ({_first_line(exc)}); are all ranks started and "
-                        "is the address reachable?") from None
+                        f"{place.master_addr}:{place.master_port} within {timeout_s:g} s ({_first_line(exc)}); "
+                        "are all ranks started and is the address reachable?") from None
     return timeout
+
+
+def _store(place: Placement, timeout: datetime.timedelta):
+    """The rendezvous store: torchrun's agent hosts it (a client everywhere), else rank 0 does.
+
+    Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
+    killed rank published in the previous attempt (it would connect to a dead port until the timeout).
+    """
+    import torch.distributed as tdist
+
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = tdist.TCPStore(place.master_addr, place.master_port, place.world_size,
+                           is_master=not agent and place.rank == 0, timeout=timeout)
+    return tdist.PrefixStore(f"accel/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
 def gather_objects(obj: Any) -> list[Any]:

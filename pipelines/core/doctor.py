@@ -68,11 +68,23 @@ def _reachable(address: str, port: int) -> bool:
         return False
 
 
-def backends() -> list[dict[str, Any]]:
+def backend_availability() -> dict[str, str]:
+    """backend -> 'ok' or the reason it cannot run here."""
     from pipelines.core import dist
 
+    out = {}
+    for backend, device in (("gloo", "cpu"), ("mpi", "cpu"), ("ccl", "cpu"), ("nccl", "cuda")):
+        try:
+            dist.check_backend(backend, device)
+            out[backend] = "ok"
+        except ValueError as exc:
+            out[backend] = str(exc)
+    return out
+
+
+def backends() -> list[dict[str, Any]]:
     out = []
-    for name, verdict in dist.backend_availability().items():
+    for name, verdict in backend_availability().items():
         status = "ok" if verdict == "ok" else ("problem" if name == "gloo" else "info")
         out.append(_finding(f"backend_{name}", status, verdict))
     return out
