@@ -198,9 +198,9 @@ def verify(names: tuple[str, ...], root: Path) -> None:
 
 
 @cli.command()
-@click.option("--addr", default=None, help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
-@click.option("--port", type=int, default=None, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
-@click.option("--record", type=click.Path(path_type=Path), default=None, help="Also write the findings as JSON here.")
+@click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
+@click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
+@click.option("--record", type=click.Path(path_type=Path), help="Also write the findings as JSON here.")
 def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
     """Check this machine before a distributed run; exits 1 with the list of problems."""
     from pipelines.core import doctor as checks

@@ -111,7 +111,8 @@ def slurm() -> dict[str, Any]:
     found = [c for c in ("scontrol", "srun", "sbatch") if shutil.which(c)]
     if len(found) == 3:
         return _finding("slurm", "ok", "scontrol, srun and sbatch are on PATH")
-    return _finding("slurm", "info", f"SLURM commands missing: {', '.join(sorted({'scontrol', 'srun', 'sbatch'} - set(found)))}"
+    missing = ", ".join(sorted({"scontrol", "srun", "sbatch"} - set(found)))
+    return _finding("slurm", "info", f"SLURM commands missing: {missing}"
                     " (only launch/srun.sh and slurm.sbatch need them)")
 
 
