@@ -12,6 +12,7 @@ PYTEST_ARGS ?=
 
 # Experiment ids come from the catalog (stdlib only, so no venv is needed to list them).
 IDS := $(shell python3 -m pipelines.core.catalog ids 2>/dev/null)
+DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the distributed section below
 
 .PHONY: help venv demo test list report data-generate data-verify ipex-venv $(IDS)
 
@@ -23,6 +24,8 @@ help: ## Show the targets
 	@echo "make report      results/*.jsonl -> published vs reproduced table"
 	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
 	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
+	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
+	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -52,7 +55,7 @@ data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly ma
 data-verify: venv
 	$(ACCEL) data verify --root $(DATA)
 
-$(IDS): venv
+$(filter-out $(DIST_IDS),$(IDS)): venv
 	$(ACCEL) launch $@ $(ARGS)
 
 # The frozen Intel line: IPEX's last CPU release pairs with torch 2.8 only, so it gets its own venv
@@ -69,3 +72,34 @@ $(IPEX_STAMP):
 	$(IPEX_VENV)/bin/pip install --quiet $(IPEX_PINS)
 	$(IPEX_VENV)/bin/pip install --quiet --no-deps -e .
 	rm -f $(IPEX_VENV)/.installed-* && touch $@
+# ---------------------------------------------------------------------------------------------------
+# Distributed training (chapters 8-11). The launcher comes from the catalog (launch/torchrun.sh,
+# mpirun.sh, srun.sh); knobs pass through the environment: NPROC, THREADS, NNODES, MASTER_ADDR/PORT, ...
+# ch9-cpu-threads, ch9-cpu-gloo and ch10-gpu-nccl have sweep targets of their own (DIST_IDS, above).
+CORES := $(shell nproc 2>/dev/null || echo 1)
+NPROC ?= 2
+NGPU ?= $(or $(filter-out 0,$(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')),1)
+THREAD_SWEEP := $(foreach t,1 2 4 8 12 16,$(if $(shell [ $(t) -le $(CORES) ] && echo y),$(t)))
+RANK_SWEEP := $(foreach n,2 4 8,$(if $(shell [ $(n) -le $(CORES) ] && echo y),$(n)))
+
+.PHONY: cpu-ddp ch11-multinode doctor
+
+cpu-ddp: venv ## Chapter 9: NPROC Gloo ranks under torchrun, THREADS per rank (default: cores / NPROC)
+	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) $(ARGS)
+
+ch9-cpu-threads: venv ## Table 9.1: 1, 2, 4, ... threads, up to the cores this machine has
+	$(ACCEL) launch ch9-cpu-threads $(foreach t,$(THREAD_SWEEP),--variant threads=$(t)) $(ARGS)
+
+ch9-cpu-gloo: venv ## Table 9.2: ranks x threads at this machine's core count (2 ranks at least)
+	set -e; for n in $(or $(RANK_SWEEP),2); do \
+	  NPROC=$$n $(ACCEL) launch ch9-cpu-gloo --variant ranks=$$n $(ARGS); done
+
+ch10-gpu-nccl: venv ## Table 10.2: one process per GPU over NCCL (NGPU, default: all visible)
+	NPROC=$(NGPU) $(ACCEL) launch ch10-gpu-nccl $(ARGS)
+
+ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = total ranks)
+	@[ -n "$(HOSTS)" ] || { echo "make: HOSTS=host:slots,host:slots is required (e.g. HOSTS=node1:8,node2:8)" >&2; exit 2; }
+	HOSTS=$(HOSTS) $(if $(NP),NP=$(NP)) $(ACCEL) launch ch11-multinode-mpi-nccl $(ARGS)
+
+doctor: venv ## Check this machine for distributed runs (shm, rendezvous port, backends, OpenMP, SLURM, GPUs)
+	$(ACCEL) doctor

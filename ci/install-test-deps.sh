@@ -8,6 +8,12 @@ command -v shellcheck >/dev/null || needed+=(shellcheck)
 for pkg in libtcmalloc-minimal4 libjemalloc2; do
   dpkg -s "$pkg" >/dev/null 2>&1 || needed+=("$pkg")
 done
+# distributed tests: Open MPI's mpirun, a single-machine SLURM cluster, network namespaces (ip netns)
+command -v mpirun >/dev/null || needed+=(openmpi-bin)
+command -v slurmctld >/dev/null || needed+=(slurm-wlm)
+command -v munged >/dev/null || needed+=(munge)
+command -v ip >/dev/null || needed+=(iproute2)
+command -v taskset >/dev/null || needed+=(util-linux)
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then

@@ -56,3 +56,46 @@ allocator_library() {
   done
   return 1
 }
+
+# --- distributed launchers (torchrun.sh, mpirun.sh, srun.sh, slurm.sbatch) ---
+
+check_port() {
+  if ! [[ "$2" =~ ^[0-9]+$ ]] || (( $2 < 1 || $2 > 65535 )); then die "$1=$2 is not a TCP port (1-65535)"; fi
+}
+
+# Refuse a rendezvous port that something on this host already listens on (exit 2, names the port).
+check_port_free() {
+  local addr="$1" port="$2"
+  "$(python_bin)" - "$addr" "$port" <<'PY' || die "MASTER_PORT=$port is already in use on $addr; pick another (e.g. MASTER_PORT=$((port + 1)))"
+import socket, sys
+addr, port = sys.argv[1], int(sys.argv[2])
+with socket.socket() as s:
+    try:
+        s.bind(("" if addr in ("localhost", "127.0.0.1", "0.0.0.0") else addr, port))
+    except OSError:
+        sys.exit(1)
+PY
+}
+
+# A free TCP port on this host (for the default rendezvous port).
+free_port() {
+  "$(python_bin)" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
+}
+
+# Cores per rank: the cores this process may use divided by the ranks on this node (at least 1).
+threads_per_rank() {
+  local cores
+  cores="$(usable_cores)"
+  echo $(( cores / $1 > 0 ? cores / $1 : 1 ))
+}
+
+# Run a launcher command line (torchrun/mpirun/srun), inside IMAGE when one is given.
+run_launcher() {
+  cd "$repo" || die "cannot enter $repo"
+  echo "+ $*" >&2
+  if [[ -n "${IMAGE:-}" ]]; then
+    [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
+    exec "$repo/launch/_container.sh" "$@"
+  fi
+  exec "$@"
+}

@@ -70,6 +70,7 @@ POSITIVE = click.IntRange(min=None)
 @click.option("--batch-size", type=int)
 @click.option("--lr", type=float)
 @click.option("--device", type=str)
+@click.option("--model", type=str, help="Override the model, e.g. vit_tiny to smoke-test a ViT entry on CPU.")
 @click.option("--dataset", type=str, help="Override the dataset, e.g. synthetic for pure throughput.")
 @click.option("--data-root", type=click.Path(path_type=Path))
 @click.option("--results-dir", type=click.Path(path_type=Path))
@@ -86,8 +87,17 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
 
     entry = catalog.get(experiment_id)
     configs, module = runner.build_configs(entry, scale, overrides, _key_values(option_items), variants)
-    outcome = runner.run(entry, configs, module)
-    print_run_summary(outcome.records, outcome.path)
+    from pipelines.core import dist
+
+    place = dist.placement()  # started by torchrun / mpirun / srun: one rank of a distributed run
+    if place.launched:
+        from pipelines.core import distrun
+
+        outcome = distrun.run(entry, configs, module, place)
+    else:
+        outcome = runner.run(entry, configs, module)
+    if outcome.path or not place.launched:
+        print_run_summary(outcome.records, outcome.path)
 
 
 @cli.command()
@@ -105,6 +115,16 @@ def show(experiment_id: str) -> None:
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
     entry = catalog.get(experiment_id)
+    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and "--device" not in args:
+        _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
+              "machine, or smoke-test the path on CPU with --device cpu -o backend=gloo", EXIT_NOT_RUNNABLE)
+    if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
+        import importlib.util
+
+        if importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
+            _fail(f"{experiment_id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
+                  "provides; run it with IMAGE=<cpu-intel image> or compare with -o backend=gloo",
+                  EXIT_NOT_RUNNABLE)
     script = REPO / "launch" / f"{entry.launcher}.sh"
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
@@ -177,7 +197,25 @@ def verify(names: tuple[str, ...], root: Path) -> None:
         click.echo(f"{name}: {len(checked)} files OK ({datafiles.source(name, root)} data)")
 
 
+@cli.command()
+@click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
+@click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
+@click.option("--record", type=click.Path(path_type=Path), help="Also write the findings as JSON here.")
+def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
+    """Check this machine before a distributed run; exits 1 with the list of problems."""
+    from pipelines.core import doctor as checks
+
+    findings = checks.run_checks(addr, port)
+    click.echo(checks.render(findings))
+    if record:
+        checks.write_record(findings, record)
+    problems = [f for f in findings if f["status"] == "problem"]
+    if problems:
+        _fail(f"{len(problems)} problem(s): " + "; ".join(f"{f['check']}: {f['detail']}" for f in problems), 1)
+
+
 def main(argv: list[str] | None = None) -> None:
+    from pipelines.core.dist import DistError
     from pipelines.core.runner import NotRunnable
 
     try:
@@ -191,6 +229,8 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
     except NotRunnable as exc:
         _fail(str(exc), EXIT_NOT_RUNNABLE)
+    except DistError as exc:
+        _fail(str(exc), 1)
     except (ConfigError, catalog.UnknownExperiment) as exc:
         _fail(str(exc).strip("'\""), EXIT_USAGE)
 

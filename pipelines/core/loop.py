@@ -35,6 +35,9 @@ class Trainable:
     predict: Callable[[torch.Tensor], torch.Tensor] | None = None  # defaults to model(x)
     count_flops: bool = True
     notes: list[str] = field(default_factory=list)  # facts the record should carry (e.g. "no effect")
+    optimizer: Any = None  # for checkpoints (saved and restored with the model)
+    finish: Callable[[], None] | None = None  # called on every rank after the last step (e.g. unshard)
+    on_epoch_end: Callable[[int], None] | None = None  # per-epoch technique (e.g. an lr scheduler)
 
 
 class Hooks:
@@ -42,6 +45,11 @@ class Hooks:
 
     def epoch_start(self, epoch: int) -> None: ...
     def epoch_end(self, epoch: int, last_loss: float) -> None: ...
+    def train_start(self, trainable: Trainable, loaders) -> int | None:
+        """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
+        return None
+
+    def train_end(self, trainable: Trainable, epoch: int) -> None: ...
 
 
 @dataclass
@@ -114,6 +122,10 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
     if device.type == "cuda":
         torch.cuda.reset_peak_memory_stats(device)
     total_steps = cfg.warmup_steps + cfg.steps if cfg.steps else None
+    offset = start_epoch
+    resumed = hooks.train_start(trainable, loaders)
+    if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
+        start_epoch, offset = resumed, 0
     stream = _batches(loaders.train, hooks, start_epoch)
 
     flops = None
@@ -148,13 +160,18 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if last_in_epoch:
             epoch_times.append(t2 - epoch_started)
             epoch_losses.append(float(loss.detach()))
+            if trainable.on_epoch_end is not None:
+                trainable.on_epoch_end(epoch)
             hooks.epoch_end(epoch, epoch_losses[-1])
             epoch_started = now(device)
         if total_steps is not None and done >= total_steps:
             break
-        if total_steps is None and last_in_epoch and epoch + 1 - start_epoch >= cfg.epochs:
+        if total_steps is None and last_in_epoch and epoch + 1 - offset >= cfg.epochs:
             break
     train_s = now(device) - measured_started
+    if trainable.finish is not None:
+        trainable.finish()
+    hooks.train_end(trainable, epoch + 1 if last_in_epoch else epoch)
     final_loss = float(loss.detach())
     metrics = {
         "warmup_s": warmup_s,
@@ -178,6 +195,8 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if flops and step_times and train_s > 0 else None,
     }
     metrics.update(memory(device))
+    if start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
+        metrics["start_epoch"] = start_epoch
     return metrics
 
 

@@ -150,8 +150,10 @@ def _one(cfg: RunConfig, module: ModuleType, ctx, repeat: int, run_id: str, dist
     if hasattr(module, "analyze"):
         metrics, artifacts = module.analyze(cfg, ctx, loaders)
     else:
+        from pipelines.core import checkpoint
+
         trainable = module.setup(cfg, ctx)
-        metrics = loop.train(trainable, loaders, cfg, ctx, hooks=hooks)
+        metrics = loop.train(trainable, loaders, cfg, ctx, hooks=hooks or checkpoint.from_options(cfg, ctx))
         if ctx.is_main:
             metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
         metrics["parameters"] = models.parameter_count(trainable.model)

@@ -1,0 +1,58 @@
+#!/usr/bin/env bash
+# Start one accel command as NTASKS SLURM tasks with srun (inside an allocation, or asking for one).
+#
+# Usage: [KNOB=value ...] launch/srun.sh ACCEL-ARGS...
+#   NTASKS=2 launch/srun.sh run ch8-ddp-template --scale smoke
+#   sbatch launch/slurm.sbatch run ch8-ddp-template      (the batch script calls this one)
+#
+# Knobs (echoed below):
+#   NTASKS       tasks in total (default: SLURM_NTASKS of the allocation, else 2)
+#   NODES        nodes (default: SLURM_JOB_NUM_NODES, else 1)
+#   MASTER_ADDR  rendezvous host (default: the first node of the allocation, from scontrol show hostnames)
+#   MASTER_PORT  rendezvous port (default 29500)
+#   THREADS      OMP_NUM_THREADS per task (default: usable cores / tasks per node, at least 1)
+#   SRUN_ARGS    extra srun arguments (e.g. "--partition debug")
+#   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   exported to every task when set
+#   PYTHON       interpreter (default .venv/bin/python, else python3)
+#   IMAGE        path.sif | podman:tag | docker:tag   each task runs inside that container
+# --kill-on-bad-exit: one failed task ends the step, so the others never wait for it.
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="${ACCEL_REPO:-$(dirname "$here")}"
+# shellcheck source=launch/_common.sh
+source "$here/_common.sh"
+
+[[ $# -gt 0 ]] || die "usage: launch/srun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)"
+command -v srun >/dev/null || die "srun not found; run on a SLURM cluster (Debian: slurm-wlm) or use torchrun.sh"
+
+NTASKS="${NTASKS:-${SLURM_NTASKS:-2}}"
+NODES="${NODES:-${SLURM_JOB_NUM_NODES:-1}}"
+MASTER_PORT="${MASTER_PORT:-29500}"
+check_positive_int NTASKS "$NTASKS"
+check_positive_int NODES "$NODES"
+check_port MASTER_PORT "$MASTER_PORT"
+if [[ -z "${MASTER_ADDR:-}" ]]; then
+  if [[ -n "${SLURM_JOB_NODELIST:-}" ]]; then
+    MASTER_ADDR="$(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1)"
+  else
+    MASTER_ADDR="$(hostname)"
+  fi
+fi
+[[ -n "$MASTER_ADDR" ]] || die "could not find the first node of the allocation; set MASTER_ADDR"
+per_node=$(( (NTASKS + NODES - 1) / NODES ))
+THREADS="${THREADS:-$(threads_per_rank "$per_node")}"
+check_positive_int THREADS "$THREADS"
+export MASTER_ADDR MASTER_PORT OMP_NUM_THREADS="$THREADS"
+for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG; do
+  [[ -n "${!name:-}" ]] && export "${name?}"
+done
+read -r -a extra <<< "${SRUN_ARGS:-}"
+
+echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
+args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --export=ALL "${extra[@]}")
+if [[ -n "${IMAGE:-}" ]]; then
+  [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
+  run_launcher srun "${args[@]}" "$repo/launch/_container.sh" python3 -m pipelines "$@"
+fi
+run_launcher srun "${args[@]}" "$(python_bin)" -m pipelines "$@"

@@ -1,0 +1,75 @@
+#!/usr/bin/env bash
+# Start one accel command as NPROC processes per node under torchrun (chapters 8-10, the talk's DDP/FSDP).
+#
+# Usage: [KNOB=value ...] launch/torchrun.sh ACCEL-ARGS...
+#   NPROC=4 launch/torchrun.sh run ch9-cpu-gloo --variant ranks=4
+#   NNODES=2 NODE_RANK=0 MASTER_ADDR=10.0.0.1 GLOO_SOCKET_IFNAME=eth1 launch/torchrun.sh run ch8-ddp-template
+#
+# Knobs (echoed below; dist.py records each rank's cores, threads and host):
+#   NPROC        processes on this node (default 2)
+#   NNODES       nodes taking part (default 1)        NODE_RANK   this node's index (default 0)
+#   MASTER_ADDR  rendezvous host (default 127.0.0.1)  MASTER_PORT rendezvous port (default 29500;
+#                                                     node 0 refuses a port already in use)
+#   RDZV         static | c10d (default static)       RDZV_ID     c10d run id (default accel)
+#   LOCAL_ADDR   this node's address as the other nodes reach it (default: MASTER_ADDR on node 0 of
+#                several, else torchrun's hostname lookup, which is wrong on multi-homed hosts)
+#   RDZV_TIMEOUT c10d: seconds to wait for all nodes to join (default 300)
+#   MAX_RESTARTS torchrun restarts of the whole worker group after a failure (default 0)
+#   THREADS      OMP_NUM_THREADS per rank (default: usable cores / NPROC, at least 1)
+#   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   passed through when set
+#   PYTHON       interpreter (default .venv/bin/python, else python3)
+#   IMAGE        path.sif | podman:tag | docker:tag   run torchrun inside that container
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+# shellcheck source=launch/_common.sh
+source "$here/_common.sh"
+
+[[ $# -gt 0 ]] || die "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)"
+
+NPROC="${NPROC:-2}"
+NNODES="${NNODES:-1}"
+NODE_RANK="${NODE_RANK:-0}"
+MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
+MASTER_PORT="${MASTER_PORT:-29500}"
+RDZV="${RDZV:-static}"
+RDZV_ID="${RDZV_ID:-accel}"
+MAX_RESTARTS="${MAX_RESTARTS:-0}"
+RDZV_TIMEOUT="${RDZV_TIMEOUT:-300}"
+check_positive_int NPROC "$NPROC"
+check_positive_int NNODES "$NNODES"
+check_positive_int RDZV_TIMEOUT "$RDZV_TIMEOUT"
+if ! [[ "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
+  die "NODE_RANK=$NODE_RANK must be an integer from 0 to NNODES-1 ($((NNODES - 1)))"
+fi
+[[ "$MAX_RESTARTS" =~ ^[0-9]+$ ]] || die "MAX_RESTARTS=$MAX_RESTARTS is not a non-negative integer"
+[[ -n "$MASTER_ADDR" ]] || die "MASTER_ADDR is empty; set it to the rendezvous host of node 0"
+check_port MASTER_PORT "$MASTER_PORT"
+THREADS="${THREADS:-$(threads_per_rank "$NPROC")}"
+check_positive_int THREADS "$THREADS"
+export OMP_NUM_THREADS="$THREADS"
+for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG; do
+  [[ -n "${!name:-}" ]] && export "${name?}"
+done
+
+rendezvous=()
+case "$RDZV" in
+  static)
+    [[ "$NODE_RANK" -ne 0 ]] || check_port_free "$MASTER_ADDR" "$MASTER_PORT"
+    rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT") ;;
+  c10d)
+    [[ "$NODE_RANK" -ne 0 ]] || check_port_free "$MASTER_ADDR" "$MASTER_PORT"
+    # node 0 hosts the rendezvous store (torchrun's own guess misses addresses not tied to the hostname)
+    host=$(( NODE_RANK == 0 ? 1 : 0 ))
+    rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
+                --rdzv-conf "is_host=$host,join_timeout=$RDZV_TIMEOUT")
+    if [[ -z "${LOCAL_ADDR:-}" && "$NNODES" -gt 1 && "$NODE_RANK" -eq 0 ]]; then LOCAL_ADDR="$MASTER_ADDR"; fi
+    [[ -z "${LOCAL_ADDR:-}" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR") ;;
+  *) die "RDZV=$RDZV is not static or c10d" ;;
+esac
+
+echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
+  GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
+run_launcher "$(python_bin)" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$NPROC" \
+  "${rendezvous[@]}" --max-restarts "$MAX_RESTARTS" -m pipelines "$@"

@@ -1,0 +1,107 @@
+"""Checkpoints as loop hooks: rank 0 writes atomically every N epochs and at the end; every rank resumes.
+
+A checkpoint holds the model's and the optimizer's state, the next epoch to run (which is also the
+distributed sampler's state: `set_epoch(epoch)` reproduces its shuffle) and the RNG states of torch,
+numpy and `random`. It is written to a temporary file in the same folder and renamed into place, so a
+rank killed mid-write leaves the previous checkpoint intact. Loads use `weights_only=True`.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from pipelines.core import loop
+
+FILENAME = "checkpoint.pt"
+
+
+def rng_state() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, cached = np.random.get_state()
+    version, internal, gauss = random.getstate()
+    return {"torch": torch.get_rng_state(), "numpy": [kind, torch.from_numpy(keys.astype(np.int64)), pos,
+                                                      has_gauss, cached],
+            "python": [version, list(internal), gauss]}
+
+
+def set_rng_state(state: dict[str, Any]) -> None:
+    torch.set_rng_state(state["torch"])
+    kind, keys, pos, has_gauss, cached = state["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, cached))
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+
+
+def save(path: Path, trainable: loop.Trainable, epoch: int, complete: bool) -> Path:
+    """Atomic write: temporary file in the same folder, fsync, rename."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    state = {"model": trainable.model.state_dict(), "epoch": epoch, "complete": complete, "rng": rng_state(),
+             "optimizer": trainable.optimizer.state_dict() if trainable.optimizer is not None else None}
+    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        with os.fdopen(handle, "wb") as out:
+            torch.save(state, out)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+    return path
+
+
+def load(path: Path) -> dict[str, Any]:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+class CheckpointHooks(loop.Hooks):
+    """Rank 0 saves every `every` epochs (0: only at the end); all ranks resume from `folder` if it holds one."""
+
+    def __init__(self, folder: Path, every: int, is_main: bool, barrier=None):
+        self.path = Path(folder) / FILENAME
+        self.every, self.is_main, self.barrier = every, is_main, barrier or (lambda: None)
+        self.trainable: loop.Trainable | None = None
+        self.resumed_from: int | None = None
+
+    def train_start(self, trainable: loop.Trainable, loaders) -> int | None:
+        self.trainable = trainable
+        if not self.path.is_file():
+            return None
+        state = load(self.path)
+        if state.get("complete"):
+            return None  # a finished run: start a new one (its checkpoint is overwritten as it goes)
+        trainable.model.load_state_dict(state["model"])
+        if trainable.optimizer is not None and state.get("optimizer") is not None:
+            trainable.optimizer.load_state_dict(state["optimizer"])
+        set_rng_state(state["rng"])
+        self.resumed_from = int(state["epoch"])
+        return self.resumed_from
+
+    def epoch_end(self, epoch: int, last_loss: float) -> None:
+        if self.every and (epoch + 1) % self.every == 0:
+            self._save(epoch + 1, complete=False)
+
+    def train_end(self, trainable: loop.Trainable, epoch: int) -> None:
+        self._save(epoch, complete=True)
+
+    def _save(self, next_epoch: int, complete: bool) -> None:
+        if self.is_main and self.trainable is not None:
+            save(self.path, self.trainable, next_epoch, complete)
+        self.barrier()  # no rank runs ahead of a checkpoint that a restart would need
+
+
+def from_options(cfg, ctx) -> CheckpointHooks | None:
+    """Hooks for a pipeline that declares `checkpoint_dir` (and `checkpoint_every`) options, if one is set."""
+    import torch.distributed as tdist
+
+    folder = cfg.options.get("checkpoint_dir")
+    if not folder:
+        return None
+    barrier = tdist.barrier if tdist.is_available() and tdist.is_initialized() else None
+    return CheckpointHooks(Path(folder), int(cfg.options.get("checkpoint_every", 0)), ctx.is_main, barrier)

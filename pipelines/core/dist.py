@@ -1,0 +1,248 @@
+"""One rank/world contract for every launcher, process groups with timeouts, per-rank cores, clean exit.
+
+Who started the processes, in order of precedence (the first whose variables are present wins):
+1. torchrun (or anything exporting RANK + WORLD_SIZE): RANK, LOCAL_RANK, WORLD_SIZE, LOCAL_WORLD_SIZE.
+   `srun torchrun ...` sets SLURM_* for the torchrun agent as well; the worker's own RANK is the truth.
+2. Open MPI mpirun: OMPI_COMM_WORLD_RANK / _LOCAL_RANK / _SIZE / _LOCAL_SIZE. `mpirun` inside a SLURM
+   allocation inherits the batch step's SLURM_PROCID=0 in every process; the OMPI values are the truth.
+3. SLURM srun: SLURM_PROCID / SLURM_LOCALID / SLURM_NTASKS, only inside a job step (SLURM_STEP_ID set):
+   the batch script itself also carries SLURM_PROCID=0 and SLURM_NTASKS=N, but it is one process.
+4. Nothing: a single process.
+The rendezvous address comes from MASTER_ADDR/MASTER_PORT, which the launch scripts export.
+
+This module reads the environment; it never writes it. Threads and affinity are process calls.
+"""
+
+from __future__ import annotations
+
+import datetime
+import gc
+import os
+import re
+from dataclasses import asdict, dataclass
+from typing import Any, Mapping
+
+BACKENDS = ("gloo", "ccl", "nccl", "mpi")
+DEFAULT_TIMEOUT_S = 120
+
+
+class DistError(RuntimeError):
+    """A distributed failure (a peer missing or lost): one clear line naming ranks and addresses."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    source: str  # torchrun | mpirun | srun | single
+    rank: int = 0
+    local_rank: int = 0
+    world_size: int = 1
+    local_world_size: int = 1
+    node_rank: int = 0
+    master_addr: str | None = None
+    master_port: int | None = None
+
+    @property
+    def launched(self) -> bool:
+        return self.source != "single"
+
+    @property
+    def nodes(self) -> int:
+        return max(1, -(-self.world_size // max(self.local_world_size, 1)))
+
+
+def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
+    value = env.get(name)
+    if value is None or value == "":
+        if default is None:
+            raise _config_error(f"{name} is not set, but the launcher's other variables are")
+        return default
+    if not re.fullmatch(r"\d+", value.strip()):
+        raise _config_error(f"{name}={value!r} is not a non-negative integer")
+    return int(value)
+
+
+def _tasks_on_node(spec: str, node: int) -> int:
+    """SLURM_TASKS_PER_NODE syntax, e.g. '2(x3),1' -> tasks on node index `node`."""
+    counts: list[int] = []
+    for part in spec.split(","):
+        match = re.fullmatch(r"(\d+)(?:\(x(\d+)\))?", part.strip())
+        if not match:
+            return 1
+        counts += [int(match.group(1))] * int(match.group(2) or 1)
+    return counts[min(node, len(counts) - 1)] if counts else 1
+
+
+def placement(env: Mapping[str, str] | None = None) -> Placement:
+    """Map the launcher's variables to one contract (see the module docstring for the precedence)."""
+    env = os.environ if env is None else env
+    port = _int(env, "MASTER_PORT", 0) or None
+    addr = env.get("MASTER_ADDR") or None
+    if "RANK" in env and "WORLD_SIZE" in env:
+        place = Placement("torchrun", _int(env, "RANK"), _int(env, "LOCAL_RANK", 0), _int(env, "WORLD_SIZE"),
+                          _int(env, "LOCAL_WORLD_SIZE", 1), _int(env, "GROUP_RANK", 0), addr, port)
+    elif "OMPI_COMM_WORLD_RANK" in env:
+        rank, local_size = _int(env, "OMPI_COMM_WORLD_RANK"), _int(env, "OMPI_COMM_WORLD_LOCAL_SIZE", 1)
+        place = Placement("mpirun", rank, _int(env, "OMPI_COMM_WORLD_LOCAL_RANK", 0),
+                          _int(env, "OMPI_COMM_WORLD_SIZE"), local_size, rank // max(local_size, 1), addr, port)
+    elif "SLURM_PROCID" in env and ("SLURM_STEP_ID" in env or "SLURM_STEPID" in env):
+        node = _int(env, "SLURM_NODEID", 0)
+        local_world = _tasks_on_node(env.get("SLURM_STEP_TASKS_PER_NODE") or env.get("SLURM_TASKS_PER_NODE")
+                                     or "1", node)
+        place = Placement("srun", _int(env, "SLURM_PROCID"), _int(env, "SLURM_LOCALID", 0),
+                          _int(env, "SLURM_NTASKS", 1), local_world, node, addr, port)
+    else:
+        return Placement("single")
+    if place.world_size < 1 or not 0 <= place.rank < place.world_size:
+        raise _config_error(f"rank {place.rank} is outside world size {place.world_size} ({place.source})")
+    return place
+
+
+def _config_error(message: str):
+    from pipelines.core.config import ConfigError
+
+    return ConfigError(message)
+
+
+def check_backend(backend: str, device: str) -> None:
+    """Refuse a backend that cannot run here, before any process group exists."""
+    import torch
+    import torch.distributed as tdist
+
+    from pipelines.core.runner import NotRunnable
+
+    if backend not in BACKENDS:
+        raise _config_error(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)} "
+                            "(e.g. -o backend=gloo)")
+    if not tdist.is_available():
+        raise NotRunnable("this torch build has no torch.distributed")
+    if backend == "nccl":
+        if device != "cuda" or not torch.cuda.is_available():
+            raise NotRunnable("backend nccl needs CUDA GPUs (--device cuda on a GPU machine); "
+                              "on CPU use -o backend=gloo")
+        if not tdist.is_nccl_available():
+            raise NotRunnable(f"backend nccl is not built into torch {torch.__version__}")
+    elif backend == "gloo" and not tdist.is_gloo_available():
+        raise NotRunnable(f"backend gloo is not built into torch {torch.__version__}")
+    elif backend == "mpi" and not tdist.is_mpi_available():
+        raise NotRunnable("backend mpi needs a torch built with MPI (torch.distributed.is_mpi_available() "
+                          "is False here); use the mpi container target or -o backend=gloo under mpirun")
+    elif backend == "ccl":
+        try:
+            import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
+        except ImportError:
+            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel "
+                              "image provides (IMAGE=... of target cpu-intel); elsewhere use -o backend=gloo"
+                              ) from None
+
+
+def core_map(cores: list[int], local_rank: int, local_world: int) -> tuple[list[int], bool]:
+    """The disjoint slice of `cores` for this local rank; shared cores when ranks outnumber cores."""
+    cores = sorted(cores)
+    if local_world <= len(cores):
+        per, extra = divmod(len(cores), local_world)
+        start = local_rank * per + min(local_rank, extra)
+        return cores[start:start + per + (1 if local_rank < extra else 0)], False
+    return [cores[local_rank % len(cores)]], True
+
+
+def pin(place: Placement) -> dict[str, Any]:
+    """Bind this rank to its cores and set intra-op threads = its core count (OMP_NUM_THREADS wins)."""
+    import torch
+
+    available = sorted(os.sched_getaffinity(0))
+    cores, oversubscribed = core_map(available, place.local_rank, place.local_world_size)
+    if cores != available:
+        os.sched_setaffinity(0, cores)
+    asked = os.environ.get("OMP_NUM_THREADS", "")
+    torch.set_num_threads(int(asked) if asked.isdigit() and int(asked) > 0 else len(cores))
+    return {"rank": place.rank, "local_rank": place.local_rank, "node_rank": place.node_rank,
+            "host": os.uname().nodename,
+            "cores": cores, "threads": torch.get_num_threads(), "oversubscribed": oversubscribed}
+
+
+def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S):
+    """Create the default process group with a timeout; a missing peer is a DistError, never a hang."""
+    import torch
+    import torch.distributed as tdist
+
+    check_backend(backend, device)
+    if not place.master_addr or not place.master_port:
+        raise _config_error(f"{place.source} started rank {place.rank} without MASTER_ADDR/MASTER_PORT; "
+                            "start it with launch/torchrun.sh, mpirun.sh or srun.sh, which export them")
+    if backend == "ccl":
+        import oneccl_bindings_for_pytorch  # noqa: F401
+    kwargs: dict[str, Any] = {}
+    if backend == "nccl":
+        torch.cuda.set_device(place.local_rank)
+        kwargs["device_id"] = torch.device("cuda", place.local_rank)
+    timeout = datetime.timedelta(seconds=timeout_s)
+    try:
+        if backend == "mpi":  # MPI takes rank and size from its own launcher
+            tdist.init_process_group("mpi", timeout=timeout)
+        else:
+            tdist.init_process_group(backend, store=_store(place, timeout), rank=place.rank,
+                                     world_size=place.world_size, timeout=timeout, **kwargs)
+    except (RuntimeError, ValueError) as exc:
+        raise DistError(f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
+                        f"{place.master_addr}:{place.master_port} within {timeout_s:g} s ({_first_line(exc)}); "
+                        "are all ranks started and is the address reachable?") from None
+    return timeout
+
+
+def _store(place: Placement, timeout: datetime.timedelta):
+    """The rendezvous store: torchrun's agent hosts it (a client everywhere), else rank 0 does.
+
+    Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
+    killed rank published in the previous attempt (it would connect to a dead port until the timeout).
+    """
+    import torch.distributed as tdist
+
+    agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
+    store = tdist.TCPStore(place.master_addr, place.master_port, place.world_size,
+                           is_master=not agent and place.rank == 0, timeout=timeout)
+    return tdist.PrefixStore(f"accel/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
+
+
+def gather_objects(obj: Any) -> list[Any]:
+    import torch.distributed as tdist
+
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return [obj]
+    out: list[Any] = [None] * tdist.get_world_size()
+    tdist.all_gather_object(out, obj)
+    return out
+
+
+def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    """Release DDP state, then a barrier with a timeout, then destroy the group.
+
+    A Gloo DDP run that exits with the group (and the DDP reducer) still alive can abort at interpreter
+    exit: a Gloo thread races Python's teardown. Collecting garbage first frees the reducer while the
+    group exists; destroying the group joins Gloo's threads before Python tears itself down.
+    """
+    import torch.distributed as tdist
+
+    gc.collect()
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return
+    try:
+        if tdist.get_backend() == "gloo":
+            tdist.monitored_barrier(timeout=datetime.timedelta(seconds=timeout_s))
+        else:
+            tdist.barrier()
+    finally:
+        tdist.destroy_process_group()
+        gc.collect()
+
+
+def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+    """The result's `dist` section."""
+    return {"launcher": place.source, "backend": backend, "world_size": place.world_size,
+            "nodes": max(place.nodes, len({(r["host"], r["node_rank"]) for r in per_rank})),
+            "local_world_size": place.local_world_size, "master": f"{place.master_addr}:{place.master_port}",
+            "ranks": per_rank, "placement": asdict(place)}
+
+
+def _first_line(exc: BaseException) -> str:
+    text = str(exc).strip().splitlines()
+    return (text[0] if text else exc.__class__.__name__)[:300]

@@ -1,0 +1,203 @@
+"""The rank/world contract, core maps, backend refusals, checkpoints and launcher knob validation.
+
+Pure functions are tested directly; scripts and the CLI run for real as subprocesses.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import socket
+import subprocess
+
+import numpy as np
+import pytest
+import torch
+
+from conftest import REPO, accel
+from pipelines.core import checkpoint, dist, loop
+from pipelines.core.config import ConfigError
+from pipelines.core.runner import NotRunnable
+
+TORCHRUN = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
+            "MASTER_ADDR": "10.1.0.1", "MASTER_PORT": "29511"}
+OMPI = {"OMPI_COMM_WORLD_RANK": "5", "OMPI_COMM_WORLD_LOCAL_RANK": "1", "OMPI_COMM_WORLD_SIZE": "8",
+        "OMPI_COMM_WORLD_LOCAL_SIZE": "4"}
+SRUN = {"SLURM_PROCID": "2", "SLURM_LOCALID": "0", "SLURM_NTASKS": "4", "SLURM_NODEID": "1",
+        "SLURM_STEP_ID": "0", "SLURM_STEP_TASKS_PER_NODE": "2(x2)"}
+BATCH = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7"}  # the batch script: no step
+
+
+@pytest.mark.parametrize("env,expected", [
+    ({}, ("single", 0, 0, 1, 1)),
+    (TORCHRUN, ("torchrun", 3, 1, 4, 2)),
+    (OMPI, ("mpirun", 5, 1, 8, 4)),
+    (SRUN, ("srun", 2, 0, 4, 2)),
+    (BATCH, ("single", 0, 0, 1, 1)),  # the batch script itself is one process, not rank 0 of 4
+    ({**SRUN, **TORCHRUN}, ("torchrun", 3, 1, 4, 2)),  # srun torchrun: the worker's RANK wins
+    ({**BATCH, **OMPI}, ("mpirun", 5, 1, 8, 4)),  # mpirun inside an allocation: OMPI wins over SLURM
+    ({**SRUN, **OMPI}, ("mpirun", 5, 1, 8, 4)),
+])
+def test_placement_precedence(env, expected):
+    place = dist.placement(env)
+    assert (place.source, place.rank, place.local_rank, place.world_size, place.local_world_size) == expected
+
+
+def test_placement_reads_the_rendezvous_and_rejects_nonsense():
+    place = dist.placement({**OMPI, "MASTER_ADDR": "10.2.0.1", "MASTER_PORT": "29600"})
+    assert (place.master_addr, place.master_port, place.node_rank) == ("10.2.0.1", 29600, 1)
+    with pytest.raises(ConfigError, match="RANK='x'"):
+        dist.placement({"RANK": "x", "WORLD_SIZE": "2"})
+    with pytest.raises(ConfigError, match="outside world size"):
+        dist.placement({"RANK": "2", "WORLD_SIZE": "2"})
+
+
+@pytest.mark.parametrize("cores,world,expected", [
+    (list(range(16)), 2, [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15]]),
+    (list(range(16)), 8, [[2 * r, 2 * r + 1] for r in range(8)]),
+    ([4, 5, 6, 7, 8], 2, [[4, 5, 6], [7, 8]]),  # a cpuset that starts at 4, with a remainder
+    ([0, 1], 4, [[0], [1], [0], [1]]),  # more ranks than cores: shared, marked oversubscribed
+])
+def test_core_map_is_disjoint_and_covers_the_available_cores(cores, world, expected):
+    maps = [dist.core_map(cores, rank, world) for rank in range(world)]
+    assert [m[0] for m in maps] == expected
+    if world <= len(cores):
+        flat = [c for m in maps for c in m[0]]
+        assert sorted(flat) == sorted(cores) and len(flat) == len(set(flat)) and not any(m[1] for m in maps)
+    else:
+        assert all(m[1] for m in maps)
+
+
+@pytest.mark.parametrize("backend,device,error,needle", [
+    ("tcp", "cpu", ConfigError, "unknown backend 'tcp'"),
+    ("nccl", "cpu", NotRunnable, "backend nccl needs CUDA GPUs"),
+    ("ccl", "cpu", NotRunnable, "only the cpu-intel image provides"),
+])
+def test_backends_refused_here_say_why(backend, device, error, needle):
+    if backend == "nccl" and torch.cuda.is_available():
+        pytest.skip("a GPU is present: nccl is runnable here")
+    with pytest.raises(error, match=needle):
+        dist.check_backend(backend, device)
+
+
+@pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch has MPI: the mpi backend runs here")
+def test_mpi_backend_refused_without_an_mpi_build():
+    with pytest.raises(NotRunnable, match="is_mpi_available"):
+        dist.check_backend("mpi", "cpu")
+    from pipelines.core import doctor
+
+    assert doctor.backend_availability()["gloo"] == "ok"
+
+
+def test_checkpoint_round_trip_restores_model_optimizer_epoch_and_rng(tmp_path):
+    model = torch.nn.Linear(4, 2)
+    optimizer = torch.optim.Adam(model.parameters(), lr=0.1)
+    model(torch.ones(3, 4)).sum().backward()
+    optimizer.step()
+    trainable = loop.Trainable(model, step=None, optimizer=optimizer)
+    hooks = checkpoint.CheckpointHooks(tmp_path, every=2, is_main=True)
+    hooks.trainable = trainable
+    hooks.epoch_end(0, 1.0)
+    assert not (tmp_path / checkpoint.FILENAME).exists()  # every 2 epochs: not after the first
+    torch.manual_seed(1), np.random.seed(2), random.seed(3)
+    hooks.epoch_end(1, 1.0)
+    expected = (torch.rand(1), np.random.rand(), random.random())
+    saved = {k: v.clone() for k, v in model.state_dict().items()}
+    fresh = torch.nn.Linear(4, 2)
+    fresh_opt = torch.optim.Adam(fresh.parameters(), lr=0.1)
+    resumed = checkpoint.CheckpointHooks(tmp_path, every=2, is_main=True).train_start(
+        loop.Trainable(fresh, step=None, optimizer=fresh_opt), None)
+    assert resumed == 2
+    assert all(torch.equal(fresh.state_dict()[k], saved[k]) for k in saved)
+    assert fresh_opt.state_dict()["state"][0]["step"] == 1
+    assert (torch.rand(1), np.random.rand(), random.random()) == expected
+    assert not [p for p in tmp_path.iterdir() if p.name != checkpoint.FILENAME]  # no temp files left
+    hooks.train_end(trainable, 2)  # a finished run: the next run starts from scratch
+    assert checkpoint.CheckpointHooks(tmp_path, 2, True).train_start(trainable, None) is None
+
+
+def _script(name, env, *args, timeout=60):
+    return subprocess.run([f"launch/{name}", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                          env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("script,env,needle", [
+    ("torchrun.sh", {"NPROC": "0"}, "NPROC=0 is not a positive integer"),
+    ("torchrun.sh", {"NPROC": "-1"}, "NPROC=-1 is not a positive integer"),
+    ("torchrun.sh", {"NPROC": "abc"}, "NPROC=abc is not a positive integer"),
+    ("torchrun.sh", {"NNODES": "2", "NODE_RANK": "2"}, "NODE_RANK=2 must be an integer from 0 to NNODES-1"),
+    ("torchrun.sh", {"RDZV": "etcd"}, "RDZV=etcd is not static or c10d"),
+    ("torchrun.sh", {"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
+    ("torchrun.sh", {"THREADS": "0"}, "THREADS=0 is not a positive integer"),
+    ("mpirun.sh", {"NP": "0"}, "NP=0 is not a positive integer"),
+    ("mpirun.sh", {"NP": "abc"}, "NP=abc is not a positive integer"),
+    ("mpirun.sh", {"HOSTS": "a b"}, "is not host[:slots]"),
+    ("mpirun.sh", {"HOSTS": "no-such-host.invalid:2"}, "host no-such-host.invalid does not resolve"),
+    ("mpirun.sh", {"MAP_BY": "diagonal"}, "MAP_BY=diagonal is not"),
+    ("srun.sh", {"NTASKS": "-1"}, "NTASKS=-1 is not a positive integer"),
+])
+def test_launchers_reject_bad_knobs(script, env, needle):
+    if script != "torchrun.sh" and not _have(script.split(".")[0]):
+        pytest.skip(f"{script.split('.')[0]} is not installed (make test installs it)")
+    run = _script(script, env, "run", "ch8-ddp-template", "--scale", "smoke")
+    assert run.returncode == 2, run.stderr
+    assert needle in run.stderr and "Traceback" not in run.stderr
+
+
+def _have(command):
+    return subprocess.run(["sh", "-c", f"command -v {command}"], capture_output=True).returncode == 0
+
+
+def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = _script("torchrun.sh", {"MASTER_PORT": str(port)}, "run", "ch8-ddp-template", "--scale", "smoke")
+    assert run.returncode == 2 and f"MASTER_PORT={port} is already in use" in run.stderr
+    assert "torch.distributed.run" not in run.stderr  # refused before anything started
+
+
+@pytest.mark.parametrize("option,code,needle", [
+    ("backend=tcp", 2, "unknown backend 'tcp'"),
+    ("backend=ccl", 3, "only the cpu-intel image provides"),
+    ("strategy=zero", 2, "option strategy='zero' is unknown"),
+])
+def test_cli_refuses_bad_backends_in_one_line(option, code, needle, results_dir):
+    run = accel("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o", option,
+                "--results-dir", str(results_dir))
+    assert run.returncode == code and needle in run.stderr, run.stderr
+    assert "Traceback" not in run.stderr and not results_dir.exists()
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: nccl would run")
+def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
+    run = accel("run", "ch10-gpu-nccl", "--scale", "smoke", "--results-dir", str(results_dir))
+    assert run.returncode == 3 and ("no CUDA GPU is visible" in run.stderr or "nccl needs CUDA" in run.stderr)
+    run = accel("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o", "backend=nccl",
+                "--device", "cpu", "--results-dir", str(results_dir))
+    assert run.returncode == 3 and "backend nccl needs CUDA GPUs" in run.stderr and "Traceback" not in run.stderr
+
+
+def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
+    run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
+    assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
+    assert "torch.distributed.run" not in run.stderr
+
+
+def test_doctor_lists_problems_and_records_findings(tmp_path):
+    record = tmp_path / "doctor.json"
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = accel("doctor", "--port", str(port), "--record", str(record), env={"KMP_AFFINITY": "compact"},
+                    timeout=120)
+    assert run.returncode == 1, run.stderr
+    assert "openmp: KMP_AFFINITY set but the gnu OpenMP runtime is loaded" in run.stderr
+    assert f"port {port} on 127.0.0.1 is in use" in run.stderr
+    import json
+
+    checks = {f["check"]: f for f in json.loads(record.read_text())["findings"]}
+    assert {"shm", "rendezvous_port", "backend_gloo", "backend_nccl", "openmp", "slurm", "gpus"} <= set(checks)
+    assert checks["backend_gloo"]["status"] == "ok"

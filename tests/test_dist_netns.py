@@ -1,0 +1,108 @@
+"""Two hosts on one machine: two network namespaces joined by a veth pair, made (and removed) by the test.
+
+One torchrun node runs in each namespace (--nnodes 2, static and c10d rendezvous over the veth
+addresses, Gloo told the interface), and Open MPI's mpirun spans both namespaces with a small
+`ip netns exec` remote agent (tests/netns-rsh) in place of ssh. Traffic stays on the private veth.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import REPO, records
+from distutil import Procs
+
+pytestmark = pytest.mark.slow
+ADDRS = ("10.231.0.1", "10.231.0.2")
+IFACE = "accel0"
+
+
+def _can_make_namespaces() -> bool:
+    if os.geteuid() != 0 or shutil.which("ip") is None:
+        return False
+    name = f"accel-probe-{os.getpid()}"
+    made = subprocess.run(["ip", "netns", "add", name], capture_output=True).returncode == 0
+    if made:
+        subprocess.run(["ip", "netns", "del", name], capture_output=True)
+    return made
+
+
+if not _can_make_namespaces():
+    pytest.skip("network namespaces need root and iproute2 (CI runs as root with iproute2)", allow_module_level=True)
+
+
+def ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True, timeout=30)
+
+
+@pytest.fixture
+def hosts():
+    """Two namespaces A and B, each with lo up and one end of a veth pair named accel0."""
+    tag = f"{os.getpid() % 100000}"
+    names = (f"accel-a-{tag}", f"accel-b-{tag}")
+    procs = Procs()
+    try:
+        for name in names:
+            ip("netns", "add", name)
+            ip("-n", name, "link", "set", "lo", "up")
+        ip("link", "add", f"acca{tag}", "type", "veth", "peer", "name", f"accb{tag}")
+        for end, name, addr in zip((f"acca{tag}", f"accb{tag}"), names, ADDRS):
+            ip("link", "set", end, "netns", name)
+            ip("-n", name, "link", "set", end, "name", IFACE)
+            ip("-n", name, "addr", "add", f"{addr}/24", "dev", IFACE)
+            ip("-n", name, "link", "set", IFACE, "up")
+        yield names, procs
+    finally:
+        procs.close()
+        for name in names:
+            subprocess.run(["ip", "netns", "pids", name], capture_output=True)
+            pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True).stdout.split()
+            for pid in pids:
+                subprocess.run(["kill", "-9", pid], capture_output=True)
+            subprocess.run(["ip", "netns", "del", name], capture_output=True)
+
+
+def in_ns(ns: str, env: dict, *argv: str, procs: Procs):
+    return procs.start(["ip", "netns", "exec", ns, *argv], env={**os.environ, **env})
+
+
+@pytest.mark.parametrize("rdzv", ["static", "c10d"])
+def test_torchrun_two_nodes_over_veth(hosts, rdzv, tmp_path):
+    names, procs = hosts
+    results = tmp_path / "results"
+    common = {"NNODES": "2", "NPROC": "1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29531", "RDZV": rdzv,
+              "GLOO_SOCKET_IFNAME": IFACE}
+    args = ("launch/torchrun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic",
+            "-o", "timeout_s=60", "--results-dir", str(results))
+    nodes = [in_ns(ns, {**common, "NODE_RANK": str(i), "LOCAL_ADDR": ADDRS[i]}, *args, procs=procs)
+             for i, ns in enumerate(names)]
+    outputs = [node.communicate(timeout=300) for node in nodes]
+    for node, (out, err) in zip(nodes, outputs):
+        assert node.returncode == 0, [o[-3000:] for output in outputs for o in output]
+    found = [r for r in records(results) if r["status"] == "ok"]
+    assert len(found) == 1
+    rec = found[0]
+    assert rec["dist"]["world_size"] == 2 and rec["dist"]["nodes"] == 2
+    assert sorted(r["node_rank"] for r in rec["dist"]["ranks"]) == [0, 1]
+    assert rec["env"]["vars"].get("GLOO_SOCKET_IFNAME") == IFACE
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
+def test_mpirun_across_two_namespaces(hosts, tmp_path):
+    names, procs = hosts
+    results = tmp_path / "results"
+    env = {"NP": "2", "HOSTS": f"{ADDRS[0]}:1,{ADDRS[1]}:1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29532",
+           "GLOO_SOCKET_IFNAME": IFACE, "RSH_AGENT": str(REPO / "tests" / "netns-rsh"),
+           "ACCEL_NETNS_MAP": f"{ADDRS[0]}={names[0]} {ADDRS[1]}={names[1]}",
+           "OMPI_MCA_oob_tcp_if_include": IFACE, "OMPI_MCA_btl_tcp_if_include": IFACE}
+    run = in_ns(names[0], env, "launch/mpirun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset",
+                "synthetic", "-o", "timeout_s=60", "--results-dir", str(results), procs=procs)
+    out, err = run.communicate(timeout=300)
+    assert run.returncode == 0, out[-2000:] + err[-3000:]
+    rec = [r for r in records(results) if r["status"] == "ok"][0]
+    assert rec["dist"]["launcher"] == "mpirun" and rec["dist"]["world_size"] == 2
+    assert rec["dist"]["nodes"] == 2 and rec["dist"]["master"] == f"{ADDRS[0]}:29532"

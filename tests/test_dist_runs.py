@@ -1,0 +1,200 @@
+"""Real multi-process runs on this machine: torchrun, Open MPI's mpirun, faults, restarts, clean exit.
+
+Every process is bounded by a timeout and killed by a finalizer; every run uses loopback only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import REPO, records
+from distutil import Procs, accel_argv, free_port, processes_matching, rank_env, wait_for
+from pipelines.core import checkpoint
+
+pytestmark = pytest.mark.slow
+SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
+
+
+@pytest.fixture
+def procs():
+    group = Procs()
+    yield group
+    group.close()
+
+
+def launch(script: str, env: dict, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
+    run = subprocess.run([f"launch/{script}", *args], cwd=REPO, capture_output=True, text=True, timeout=timeout,
+                         env={**os.environ, **env})
+    return run
+
+
+def the_record(results_dir):
+    found = [r for r in records(results_dir) if r["status"] == "ok"]
+    assert len(found) == 1, found
+    return found[0]
+
+
+def test_torchrun_two_ranks_gloo(data_root, results_dir):
+    run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template",
+                 "--scale", "smoke", "--data-root", str(data_root), "--results-dir", str(results_dir))
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "launch: NPROC=2" in run.stderr
+    rec = the_record(results_dir)  # rank 0 alone writes, once
+    assert rec["dist"]["launcher"] == "torchrun" and rec["dist"]["world_size"] == 2
+    assert rec["dist"]["backend"] == "gloo" and rec["config"]["data_source"] == "generated"
+    ranks = rec["dist"]["ranks"]
+    assert [r["rank"] for r in ranks] == [0, 1]
+    if len(os.sched_getaffinity(0)) >= 2:  # disjoint core ranges, threads = cores per rank
+        assert not set(ranks[0]["cores"]) & set(ranks[1]["cores"])
+        assert all(r["threads"] == len(r["cores"]) for r in ranks)
+    assert rec["metrics"]["test_accuracy_pct"] is not None
+
+
+def test_four_ranks_on_two_cores_oversubscribed(results_dir):
+    port = free_port()
+    two_cores = ",".join(str(c) for c in sorted(os.sched_getaffinity(0))[:2])
+    run = subprocess.run(["taskset", "-c", two_cores, "launch/torchrun.sh", "run", "ch9-cpu-gloo", "--variant",
+                          "ranks=4", *SMOKE, "--results-dir", str(results_dir)], cwd=REPO, capture_output=True,
+                         text=True, timeout=300, env={**os.environ, "NPROC": "4", "MASTER_PORT": str(port)})
+    assert run.returncode == 0, run.stderr[-3000:]
+    rec = the_record(results_dir)
+    ranks = rec["dist"]["ranks"]
+    assert rec["dist"]["world_size"] == 4 and [r["rank"] for r in ranks] == [0, 1, 2, 3]
+    assert all(r["oversubscribed"] and r["threads"] == 1 and len(r["cores"]) == 1 for r in ranks)
+    assert rec["metrics"]["final_loss"] is not None and rec["metrics"]["measured_steps"] == 3
+
+
+def test_variant_and_world_size_must_agree(results_dir):
+    run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch9-cpu-gloo",
+                 "--variant", "ranks=4", *SMOKE, "--results-dir", str(results_dir))
+    assert run.returncode != 0 and "variant ranks=4 needs 4 processes" in run.stderr
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
+def test_mpirun_two_ranks_gloo(results_dir):
+    run = launch("mpirun.sh", {"NP": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template", *SMOKE,
+                 "--results-dir", str(results_dir))
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    rec = the_record(results_dir)
+    assert rec["dist"]["launcher"] == "mpirun" and rec["dist"]["world_size"] == 2
+    assert sorted(r["rank"] for r in rec["dist"]["ranks"]) == [0, 1]
+
+
+def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(data_root, tmp_path):
+    """Per-rank batch 8 on 2 ranks (DistributedSampler, no shuffle) = batch 16 in one process."""
+    common = ("--scale", "bench", "--steps", "3", "--warmup-steps", "0", "--repeats", "1", "--lr", "1e-3",
+              "--data-root", str(data_root), "-o", "checkpoint_every=0")
+    ddp_dir, one_dir = tmp_path / "ddp", tmp_path / "one"
+    run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template",
+                 *common, "--batch-size", "8", "-o", f"checkpoint_dir={ddp_dir}", "--results-dir",
+                 str(tmp_path / "r1"))
+    assert run.returncode == 0, run.stderr[-3000:]
+    run = subprocess.run(accel_argv("run", "ch8-ddp-template", *common, "--batch-size", "16", "-o",
+                                    f"checkpoint_dir={one_dir}", "--results-dir", str(tmp_path / "r2")),
+                         cwd=REPO, capture_output=True, text=True, timeout=240)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ddp = checkpoint.load(ddp_dir / checkpoint.FILENAME)["model"]
+    one = checkpoint.load(one_dir / checkpoint.FILENAME)["model"]
+    assert ddp.keys() == one.keys()
+    for key in ddp:
+        torch.testing.assert_close(ddp[key], one[key], rtol=1e-4, atol=1e-5, msg=key)
+
+
+def test_clean_exit_twenty_two_rank_runs(procs):
+    """The Gloo teardown race aborted naive runs at exit; dist.shutdown must make every exit clean."""
+    failures = []
+    for attempt in range(20):
+        port = free_port()
+        ranks = [procs.start([sys.executable, "tests/dist_probe.py"], env=rank_env(r, 2, port)) for r in (0, 1)]
+        for rank, proc in enumerate(ranks):
+            out, err = proc.communicate(timeout=120)
+            if proc.returncode != 0 or f"rank {rank} clean" not in out:
+                failures.append(f"run {attempt} rank {rank}: exit {proc.returncode}: {err[-500:]}")
+    assert not failures, failures
+
+
+def _ddp_args(ckpt, results_dir, epochs):
+    return ("run", "ch8-ddp-template", "--scale", "book", "--dataset", "synthetic", "--epochs", str(epochs),
+            "--batch-size", "32", "-o", f"checkpoint_dir={ckpt}", "-o", "checkpoint_every=1",
+            "-o", "timeout_s=20", "--results-dir", str(results_dir))
+
+
+def test_killing_one_rank_makes_the_other_fail_fast_with_a_clear_message(procs, tmp_path):
+    port = free_port()
+    ckpt = tmp_path / "ckpt"
+    args = _ddp_args(ckpt, tmp_path / "results", 200)
+    ranks = [procs.start(accel_argv(*args), env=rank_env(r, 2, port)) for r in (0, 1)]
+    assert wait_for(lambda: (ckpt / checkpoint.FILENAME).exists(), 180), "training never reached epoch 1"
+    ranks[1].send_signal(signal.SIGKILL)
+    started = time.monotonic()
+    _, err = ranks[0].communicate(timeout=90)
+    assert ranks[0].returncode not in (0, None)
+    assert time.monotonic() - started < 60  # within the 20 s group timeout plus teardown, never a hang
+    assert "accel: error: rank 0/2" in err and "peer was lost" in err, err[-2000:]
+    assert not processes_matching(str(ckpt))
+
+
+def test_missing_peer_is_an_error_naming_the_address_within_the_timeout(procs, tmp_path):
+    port = free_port()
+    lonely = procs.start(accel_argv("run", "ch8-ddp-template", *SMOKE, "-o", "timeout_s=10", "--results-dir",
+                                    str(tmp_path)), env=rank_env(0, 2, port))
+    _, err = lonely.communicate(timeout=120)
+    assert lonely.returncode == 1, err[-2000:]
+    assert f"rank 0 of 2 could not join the gloo group at 127.0.0.1:{port} within 10 s" in err
+    assert "Traceback" not in err
+
+
+def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
+    ckpt, results_dir = tmp_path / "ckpt", tmp_path / "results"
+    env = {**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port()), "MAX_RESTARTS": "1"}
+    agent = procs.start(["launch/torchrun.sh", *_ddp_args(ckpt, results_dir, 6)], env=env)
+    assert wait_for(lambda: (ckpt / checkpoint.FILENAME).exists(), 180), "training never reached epoch 1"
+    workers = [p for p in processes_matching(str(ckpt)) if "torch.distributed.run" not in
+               open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
+    assert workers, "no worker processes found"
+    os.kill(max(workers), signal.SIGKILL)
+    out, err = agent.communicate(timeout=400)
+    assert agent.returncode == 0, err[-3000:]
+    rec = the_record(results_dir)
+    metrics = rec["metrics"]
+    assert metrics["start_epoch"] >= 1  # resumed, not restarted from scratch
+    assert metrics["start_epoch"] + metrics["epochs_completed"] == 6
+    state = checkpoint.load(ckpt / checkpoint.FILENAME)
+    assert state["epoch"] == 6 and state["complete"]
+
+
+@pytest.mark.parametrize("experiment,extra", [
+    ("vit-ddp-4gpu", ("--model", "vit_tiny")),
+    ("vit-fsdp-4gpu-sched", ("--model", "vit_tiny")),
+    ("s004-fsdp", ()),
+    ("ch10-gpu-nccl", ("--model", "cnn_cifar10")),  # the GPU entry's code path, over Gloo on CPU
+])
+def test_gpu_entries_run_their_path_on_cpu_with_gloo(experiment, extra, tmp_path):
+    run = subprocess.run(accel_argv("launch", experiment, *SMOKE, *extra, "--device", "cpu", "--num-workers", "0",
+                                    "-o", "backend=gloo", "--results-dir", str(tmp_path)),
+                         cwd=REPO, capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port())})
+    assert run.returncode == 0, run.stderr[-3000:]
+    rec = the_record(tmp_path)
+    assert rec["dist"]["world_size"] == 2 and rec["dist"]["launcher"] == "torchrun"
+    assert rec["config"]["options"]["backend"] == "gloo" and rec["metrics"]["measured_steps"] == 3
+    if rec["config"]["options"]["strategy"] == "fsdp":
+        assert rec["metrics"]["flops_per_step"] is None and rec["metrics"]["test_accuracy_pct"] is not None
+
+
+@pytest.mark.skipif(any(Path("/dev").glob("nvidia[0-9]*")), reason="a GPU is present: the entry would run")
+def test_gpu_entry_without_gpu_is_refused_before_any_launcher_starts(tmp_path):
+    run = subprocess.run(accel_argv("launch", "ch10-gpu-nccl", "--scale", "smoke"), cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 3 and "needs NVIDIA GPUs and this machine has none" in run.stderr
+    assert "torch.distributed.run" not in run.stderr

@@ -1,0 +1,113 @@
+"""A single-machine SLURM cluster started by the test: munged, slurmctld and slurmd by hand (no systemd),
+with a minimal slurm.conf in a temporary folder; then `srun` with 2 tasks and `sbatch launch/slurm.sbatch`.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+
+import pytest
+
+from conftest import REPO, records
+from distutil import free_port, wait_for
+
+pytestmark = [pytest.mark.slow,
+              pytest.mark.skipif(any(shutil.which(c) is None for c in ("munged", "slurmctld", "slurmd", "srun")),
+                                 reason="SLURM and munge are not installed (Debian slurm-wlm, munge)"),
+              pytest.mark.skipif(os.geteuid() != 0, reason="the test cluster runs its daemons as root")]
+
+CONF = """ClusterName=accel
+SlurmctldHost={host}
+SlurmUser=root
+SlurmdUser=root
+AuthType=auth/munge
+AuthInfo=socket={dir}/munge.sock
+CredType=cred/munge
+SlurmctldPort={ctld_port}
+SlurmdPort={slurmd_port}
+StateSaveLocation={dir}/state
+SlurmdSpoolDir={dir}/spool
+SlurmctldPidFile={dir}/slurmctld.pid
+SlurmdPidFile={dir}/slurmd.pid
+SlurmctldLogFile={dir}/slurmctld.log
+SlurmdLogFile={dir}/slurmd.log
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core
+MpiDefault=none
+ReturnToService=2
+JobAcctGatherType=jobacct_gather/none
+AccountingStorageType=accounting_storage/none
+NodeName={host} CPUs={cpus} State=UNKNOWN
+PartitionName=debug Nodes={host} Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
+"""
+
+
+def _kill_pidfile(path) -> None:
+    if path.is_file():
+        try:
+            os.kill(int(path.read_text().split()[0]), 9)
+        except (ProcessLookupError, ValueError):
+            pass
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("slurm")
+    for sub in ("state", "spool"):
+        (folder / sub).mkdir()
+    (folder / "munge.key").write_bytes(os.urandom(1024))
+    os.chmod(folder / "munge.key", 0o400)
+    conf = folder / "slurm.conf"
+    conf.write_text(CONF.format(host=socket.gethostname(), dir=folder, ctld_port=free_port(),
+                                slurmd_port=free_port(), cpus=os.cpu_count()))
+    env = {**os.environ, "SLURM_CONF": str(conf)}
+    try:
+        subprocess.run(["munged", f"--key-file={folder}/munge.key", f"--socket={folder}/munge.sock",
+                        f"--pid-file={folder}/munged.pid", f"--log-file={folder}/munged.log",
+                        f"--seed-file={folder}/munge.seed", "--force"], check=True, timeout=30)
+        subprocess.run(["slurmctld", "-f", str(conf), "-i"], check=True, timeout=60, env=env)
+        subprocess.run(["slurmd", "-f", str(conf)], check=True, timeout=60, env=env)
+        idle = lambda: "idle" in subprocess.run(["sinfo", "-h", "-o", "%T"], capture_output=True, text=True,
+                                                env=env, timeout=30).stdout
+        assert wait_for(idle, 60, 0.5), (folder / "slurmctld.log").read_text()[-2000:]
+        yield env
+    finally:
+        subprocess.run(["scancel", "--full", "-u", "root"], env=env, capture_output=True, timeout=30)
+        for name in ("slurmd.pid", "slurmctld.pid", "munged.pid"):
+            _kill_pidfile(folder / name)
+
+
+def test_srun_two_tasks(cluster, tmp_path):
+    env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port())}
+    run = subprocess.run(["launch/srun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset",
+                          "synthetic", "--results-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    rec = [r for r in records(tmp_path) if r["status"] == "ok"]
+    assert len(rec) == 1 and rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
+
+
+def test_sbatch_runs_the_batch_script(cluster, tmp_path):
+    out = tmp_path / "job.out"
+    env = {**cluster, "MASTER_PORT": str(free_port())}
+    submit = subprocess.run(["sbatch", "--parsable", "--ntasks", "2", "--output", str(out), "launch/slurm.sbatch",
+                             "run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic",
+                             "--results-dir", str(tmp_path / "results")], cwd=REPO, env=env, capture_output=True,
+                            text=True, timeout=60)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    done = lambda: job not in subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
+                                             env=env, timeout=30).stdout
+    assert wait_for(done, 300, 1), f"job {job} still queued or running"
+    time.sleep(1)
+    log = out.read_text() if out.exists() else ""
+    rec = [r for r in records(tmp_path / "results") if r["status"] == "ok"]
+    assert len(rec) == 1, log[-3000:]
+    assert rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
+    assert f"MASTER_ADDR={socket.gethostname()}" in log  # from the allocation's node list
