@@ -22,6 +22,7 @@ help: ## Show the targets
 	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
 	@echo "make report      results/*.jsonl -> published vs reproduced table"
 	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
+	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -52,3 +53,20 @@ data-verify: venv
 
 $(IDS): venv
 	$(ACCEL) launch $@ $(ARGS)
+
+# ---- Containers: containers/<target>/{Dockerfile,<target>.def,requirements.lock} (containers/build.sh) ----
+CONTAINER_TARGETS := cpu cpu-intel cuda mpi
+TARGET ?=
+.PHONY: image sif sif-from-image wheelhouse lock image-digests
+image: ## OCI image with Podman or Docker: make image TARGET=cpu [OFFLINE=1] [BASE_IMAGE=...]
+	containers/build.sh image "$(TARGET)"
+sif: ## Apptainer image from the .def: make sif TARGET=cpu -> containers/cpu.sif
+	containers/build.sh sif "$(TARGET)"
+sif-from-image: ## Apptainer image from the local OCI image (make image first)
+	containers/build.sh sif-from-image "$(TARGET)"
+wheelhouse: ## Wheels for an air-gapped build: containers/wheelhouse/TARGET/ from the lock
+	containers/build.sh wheelhouse "$(TARGET)"
+lock: ## Regenerate containers/TARGET/requirements.lock with uv (hashes)
+	containers/build.sh lock "$(TARGET)"
+image-digests: ## Resolve the pinned base tags to digests where a registry answers
+	containers/build.sh digests

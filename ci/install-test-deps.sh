@@ -4,6 +4,10 @@ set -euo pipefail
 
 needed=()
 command -v shellcheck >/dev/null || needed+=(shellcheck)
+# Container tests: a real Podman build (runc runtime) from a debootstrap'd Debian base.
+command -v podman >/dev/null || needed+=(podman)
+command -v runc >/dev/null || needed+=(runc)
+command -v debootstrap >/dev/null || needed+=(debootstrap)
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then
