@@ -8,7 +8,8 @@
 #   IMAGE_TAG      default accel-TARGET:local (the local OCI image `image` builds, `sif-from-image` reads)
 #   BASE_IMAGE     override the Dockerfile's pinned base (e.g. a local debootstrap'd image)
 #   OFFLINE        1 = install only from containers/wheelhouse/TARGET (air-gapped); default 0
-#   PIP_INDEX_URL  package index for non-air-gapped builds (default: PyPI)
+#   PIP_INDEX_URL  package index for non-air-gapped builds and `lock` (default: PyPI)
+#   PIP_EXTRA_INDEX_URL  a second index (e.g. PyPI beside torch's CPU index)
 #   PIP_CERT_FILE  CA bundle passed as the build secret pip_cert (default /etc/ssl/certs/ca-certificates.crt)
 #   BUILD_ARGS     extra arguments for the engine's build command
 #   PYTHON         interpreter whose pip downloads the wheelhouse (default .venv/bin/python, else python3)
@@ -72,6 +73,7 @@ cmd_image() {
     --build-arg "BASE_IMAGE=$from" --build-arg "BASE_DIGEST=$digest" --build-arg "OFFLINE=${OFFLINE:-0}"
     "${secret[@]}")
   [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
+  [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL")
   # shellcheck disable=SC2206  # BUILD_ARGS is a user-supplied list of words
   cmd+=(${BUILD_ARGS:-} "$here")
   echo "+ ${cmd[*]}" >&2
@@ -136,6 +138,7 @@ cmd_lock() {
       --index-strategy unsafe-best-match)
   else
     cmd+=(--index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
+    [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--extra-index-url "$PIP_EXTRA_INDEX_URL" --index-strategy unsafe-best-match)
   fi
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"

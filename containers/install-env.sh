@@ -61,4 +61,13 @@ with open("/opt/accel/build-info.json", "w") as out:
     json.dump(info, out, indent=1, sort_keys=True)
 print(json.dumps(info, sort_keys=True))
 PY
+# `accel` runs the bind-mounted checkout's package (nothing of the code is installed in the image).
+cat > "$venv/bin/accel" <<'SH'
+#!/bin/sh
+# accel inside the image: the checkout is bind-mounted, not installed; run it from there (or ACCEL_REPO).
+if [ -n "${ACCEL_REPO:-}" ]; then cd "$ACCEL_REPO" || exit 2; fi
+[ -d pipelines ] || { echo "accel: error: no checkout here; cd to the bind-mounted repository or set ACCEL_REPO" >&2; exit 2; }
+exec python3 -m pipelines "$@"
+SH
+chmod 755 "$venv/bin/accel"
 chmod a+r /opt/accel/build-info.json /opt/accel/requirements.lock && chmod -R a+rX "$venv"

@@ -68,3 +68,9 @@ def test_smoke_pipeline_in_the_image_records_its_build_info(cpu_image, tmp_path)
     assert env["image"]["base_digest"] == "unresolved"
     assert env["executable"].startswith("/opt/venv/"), "the run used the image's Python, not the host's"
     assert env["vars"]["OMP_NUM_THREADS"] == "2", "the launcher's knobs cross into the container"
+
+
+def test_accel_inside_the_image_runs_the_mounted_checkout(cpu_image, tmp_path):
+    run = _run(["launch/_container.sh", "accel", "list", "--status", "ready"], timeout=300,
+               IMAGE=f"podman:{cpu_image['tag']}", CONTAINER_ARGS=SANDBOX_ARGS, RESULTS_DIR=str(tmp_path))
+    assert "ch2-baseline" in run.stdout
