@@ -135,7 +135,7 @@ cmd_lock() {
   if [[ "$target" == cpu-intel ]]; then
     cmd+=(--index-url https://download.pytorch.org/whl/cpu
       --extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/
-      --index-strategy unsafe-best-match)
+      --extra-index-url https://pypi.org/simple --index-strategy unsafe-best-match)
   else
     cmd+=(--index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
     [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--extra-index-url "$PIP_EXTRA_INDEX_URL" --index-strategy unsafe-best-match)
