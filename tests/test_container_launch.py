@@ -100,3 +100,22 @@ def test_gpu_requested_where_none_exists_is_an_error(tmp_path, sif, env, args, n
     _tool(bin_dir, "apptainer", RECORDER)
     run = _container(tmp_path, *args, env={"IMAGE": str(sif), **env}, path=f"{bin_dir}:/usr/bin:/bin")
     assert run.returncode == 2 and needle in run.stderr, run.stderr
+
+
+@pytest.mark.parametrize("engine,gpu_args", [("docker", ["--gpus", "all"]), ("podman", ["--device", "nvidia.com/gpu=all"])])
+def test_oci_engines_get_gpus_only_on_a_gpu_node(tmp_path, engine, gpu_args):
+    """No GPU and no Docker engine here: recording stand-ins for the engine and nvidia-smi show the GPU
+    arguments each engine gets (the Podman path itself runs for real in test_container_build.py)."""
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, engine, RECORDER)
+    record = tmp_path / "argv.json"
+    env = {"IMAGE": f"{engine}:accel-cuda:local", "RECORD_TO": str(record), "NCCL_DEBUG": "INFO"}
+    assert _container(tmp_path, "true", env=env, path=f"{bin_dir}:/usr/bin:/bin").returncode == 0
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[:2] == ["run", "--rm"] and "--ipc=host" in argv and "NCCL_DEBUG=INFO" in argv
+    assert gpu_args[0] not in argv
+    _tool(bin_dir, "nvidia-smi", FAKE_GPU)
+    assert _container(tmp_path, "true", env=env, path=f"{bin_dir}:/usr/bin:/bin").returncode == 0
+    argv = json.loads(record.read_text())["argv"]
+    at = argv.index(gpu_args[0])
+    assert argv[at:at + 2] == gpu_args and argv[-2:] == ["accel-cuda:local", "true"]
