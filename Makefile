@@ -55,7 +55,6 @@ $(IDS): venv
 	$(ACCEL) launch $@ $(ARGS)
 
 # ---- Containers: containers/<target>/{Dockerfile,<target>.def,requirements.lock} (containers/build.sh) ----
-CONTAINER_TARGETS := cpu cpu-intel cuda mpi
 TARGET ?=
 .PHONY: image sif sif-from-image wheelhouse lock image-digests
 image: ## OCI image with Podman or Docker: make image TARGET=cpu [OFFLINE=1] [BASE_IMAGE=...]
