@@ -26,6 +26,7 @@ help: ## Show the targets
 	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
 	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
 	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
+	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -103,3 +104,19 @@ ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = tot
 
 doctor: venv ## Check this machine for distributed runs (shm, rendezvous port, backends, OpenMP, SLURM, GPUs)
 	$(ACCEL) doctor
+
+# ---- Containers: containers/<target>/{Dockerfile,<target>.def,requirements.lock} (containers/build.sh) ----
+TARGET ?=
+.PHONY: image sif sif-from-image wheelhouse lock image-digests
+image: ## OCI image with Podman or Docker: make image TARGET=cpu [OFFLINE=1] [BASE_IMAGE=...]
+	containers/build.sh image "$(TARGET)"
+sif: ## Apptainer image from the .def: make sif TARGET=cpu -> containers/cpu.sif
+	containers/build.sh sif "$(TARGET)"
+sif-from-image: ## Apptainer image from the local OCI image (make image first)
+	containers/build.sh sif-from-image "$(TARGET)"
+wheelhouse: ## Wheels for an air-gapped build: containers/wheelhouse/TARGET/ from the lock
+	containers/build.sh wheelhouse "$(TARGET)"
+lock: ## Regenerate containers/TARGET/requirements.lock with uv (hashes)
+	containers/build.sh lock "$(TARGET)"
+image-digests: ## Resolve the pinned base tags to digests where a registry answers
+	containers/build.sh digests

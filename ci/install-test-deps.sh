@@ -14,6 +14,10 @@ command -v slurmctld >/dev/null || needed+=(slurm-wlm)
 command -v munged >/dev/null || needed+=(munge)
 command -v ip >/dev/null || needed+=(iproute2)
 command -v taskset >/dev/null || needed+=(util-linux)
+# Container tests: a real Podman build (runc runtime) from a debootstrap'd Debian base.
+command -v podman >/dev/null || needed+=(podman)
+command -v runc >/dev/null || needed+=(runc)
+command -v debootstrap >/dev/null || needed+=(debootstrap)
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then

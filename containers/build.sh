@@ -1,0 +1,181 @@
+#!/usr/bin/env bash
+# Container builds for one target (make image/sif/sif-from-image/wheelhouse/lock/image-digests call this).
+#
+# Usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET
+#        containers/build.sh digests
+# Knobs:
+#   ENGINE         podman | docker    default: whichever exists and answers `info` (podman first)
+#   IMAGE_TAG      default accel-TARGET:local (the local OCI image `image` builds, `sif-from-image` reads)
+#   BASE_IMAGE     override the Dockerfile's pinned base (e.g. a local debootstrap'd image)
+#   OFFLINE        1 = install only from containers/wheelhouse/TARGET (air-gapped); default 0
+#   PIP_INDEX_URL  package index for non-air-gapped builds and `lock` (default: PyPI)
+#   PIP_EXTRA_INDEX_URL  a second index (e.g. PyPI beside torch's CPU index)
+#   PIP_CERT_FILE  CA bundle passed as the build secret pip_cert (default /etc/ssl/certs/ca-certificates.crt)
+#   BUILD_ARGS     extra arguments for the engine's build command
+#   PYTHON         interpreter whose pip downloads the wheelhouse (default .venv/bin/python, else python3)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+TARGETS=(cpu cpu-intel cuda mpi)
+die() { echo "containers: error: $*" >&2; exit 2; }
+
+# Python version and platform each target's lock is resolved for (its base image's python).
+py_version() { case "$1" in cuda|mpi) echo 3.12 ;; *) echo 3.11 ;; esac; }
+py_platform() { case "$1" in cuda|mpi) echo x86_64-manylinux_2_39 ;; *) echo x86_64-manylinux_2_36 ;; esac; }
+
+check_target() {
+  local t
+  for t in "${TARGETS[@]}"; do [[ "$1" == "$t" ]] && return 0; done
+  die "TARGET=$1 is not one of: ${TARGETS[*]} (e.g. make image TARGET=cpu)"
+}
+
+# The default base of a target: the Dockerfile's `ARG BASE_IMAGE=` (the .def's From: must match).
+default_base() { sed -n 's/^ARG BASE_IMAGE=//p' "$here/$1/Dockerfile" | head -1; }
+
+# A recorded digest for a base reference, or "unresolved" (containers/base-digests.txt, make image-digests).
+base_digest() {
+  local found
+  found="$(awk -v ref="$1" '$1 == ref {print $2}' "$here/base-digests.txt" 2>/dev/null | head -1)"
+  echo "${found:-unresolved}"
+}
+
+pick_engine() {
+  local e
+  if [[ -n "${ENGINE:-}" ]]; then
+    command -v "$ENGINE" >/dev/null || die "ENGINE=$ENGINE is not installed; install podman or docker"
+    echo "$ENGINE"; return
+  fi
+  for e in podman docker; do
+    if command -v "$e" >/dev/null && "$e" info >/dev/null 2>&1; then echo "$e"; return; fi
+  done
+  die "neither podman nor docker works here (install podman, or start the docker daemon)"
+}
+
+need_apptainer() {
+  command -v apptainer >/dev/null || die "apptainer is not installed; install it (https://apptainer.org) or build the OCI image with: make image TARGET=$1"
+}
+
+cmd_image() {
+  local target="$1" engine base digest tag secret=()
+  engine="$(pick_engine)"
+  base="${BASE_IMAGE:-$(default_base "$target")}"
+  digest="$(base_digest "$base")"
+  tag="${IMAGE_TAG:-accel-$target:local}"
+  mkdir -p "$here/wheelhouse/$target"
+  cert="${PIP_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
+  [[ -f "$cert" ]] && secret=(--secret "id=pip_cert,src=$cert")
+  local from="$base"
+  [[ "$digest" != unresolved ]] && from="$base@$digest"
+  # Podman writes OCI images by default, which drop SHELL (pipefail); docker format keeps it.
+  local format=()
+  [[ "$engine" == podman ]] && format=(--format docker)
+  local cmd=("$engine" build "${format[@]}" --network host -f "$here/$target/Dockerfile" -t "$tag"
+    --build-arg "BASE_IMAGE=$from" --build-arg "BASE_DIGEST=$digest" --build-arg "OFFLINE=${OFFLINE:-0}"
+    "${secret[@]}")
+  [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
+  [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_EXTRA_INDEX_URL=$PIP_EXTRA_INDEX_URL")
+  # shellcheck disable=SC2206  # BUILD_ARGS is a user-supplied list of words
+  cmd+=(${BUILD_ARGS:-} "$here")
+  echo "+ ${cmd[*]}" >&2
+  "${cmd[@]}"
+}
+
+cmd_sif() {
+  local target="$1"
+  need_apptainer "$target"
+  mkdir -p "$here/wheelhouse/$target"
+  local cmd=(apptainer build --build-arg "BASE_DIGEST=$(base_digest "$(default_base "$target")")")
+  [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
+  [[ "${OFFLINE:-0}" == 1 ]] && cmd+=(--build-arg "OFFLINE=1")
+  cmd+=("$target.sif" "$target/$target.def")
+  echo "+ (cd $here && ${cmd[*]})" >&2
+  cd "$here" && "${cmd[@]}"
+}
+
+cmd_sif_from_image() {
+  local target="$1" tag engine archive
+  need_apptainer "$target"
+  engine="$(pick_engine)"
+  tag="${IMAGE_TAG:-accel-$target:local}"
+  "$engine" image exists "$tag" 2>/dev/null || "$engine" image inspect "$tag" >/dev/null 2>&1 \
+    || die "no local image $tag; build it first: make image TARGET=$target"
+  archive="$here/accel-$target.tar"
+  echo "+ $engine save -o $archive $tag && apptainer build $here/$target.sif docker-archive:$archive" >&2
+  "$engine" save -o "$archive" "$tag"
+  apptainer build "$here/$target.sif" "docker-archive:$archive"
+}
+
+cmd_wheelhouse() {
+  local target="$1" py dest
+  py="${PYTHON:-}"
+  [[ -z "$py" && -x "$here/../.venv/bin/python" ]] && py="$here/../.venv/bin/python"
+  py="${py:-python3}"
+  dest="$here/wheelhouse/$target"
+  mkdir -p "$dest"
+  # Every manylinux tag up to the base image's glibc (pip does not expand --platform by itself).
+  local glibc platforms=() v
+  glibc="$(py_platform "$target")"; glibc="${glibc##*_}"
+  for ((v = glibc; v >= 5; v--)); do platforms+=(--platform "manylinux_2_${v}_x86_64"); done
+  local cmd=("$py" -m pip download --dest "$dest" --require-hashes --no-deps --only-binary=:all:
+    --implementation cp --python-version "$(py_version "$target")" "${platforms[@]}"
+    --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64
+    --platform linux_x86_64 -r "$here/$target/requirements.lock")
+  echo "+ ${cmd[*]}" >&2
+  "${cmd[@]}"
+  du -sh "$dest" >&2
+}
+
+cmd_lock() {
+  local target="$1" uv="${UV:-uv}"
+  command -v "$uv" >/dev/null || die "uv is not installed; pip install uv==0.13.8 (or set UV=/path/to/uv)"
+  local cmd=("$uv" pip compile "$here/$target/requirements.in" --generate-hashes --custom-compile-command "make lock TARGET=$target"
+    --python-version "$(py_version "$target")" --python-platform "$(py_platform "$target")"
+    -o "$here/$target/requirements.lock")
+  # The Intel line needs torch's CPU index and Intel's wheel index (oneccl_bind_pt is not on PyPI).
+  if [[ "$target" == cpu-intel ]]; then
+    cmd+=(--index-url https://download.pytorch.org/whl/cpu
+      --extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/
+      --extra-index-url https://pypi.org/simple --index-strategy unsafe-best-match)
+  else
+    cmd+=(--index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
+    [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--extra-index-url "$PIP_EXTRA_INDEX_URL" --index-strategy unsafe-best-match)
+  fi
+  echo "+ ${cmd[*]}" >&2
+  "${cmd[@]}"
+}
+
+# Resolve every pinned base tag to its digest where a registry answers; never invent one.
+cmd_digests() {
+  local out="$here/base-digests.txt" ref digest refs
+  refs="$(sed -n 's/^ARG BASE_IMAGE=//p; s/^ARG BUILDER_IMAGE=//p' "$here"/*/Dockerfile | sort -u)"
+  {
+    echo "# base image -> digest (make image-digests); 'unresolved' = no registry answered where it ran"
+    for ref in $refs; do
+      digest=""
+      if command -v skopeo >/dev/null; then
+        digest="$(skopeo inspect --format '{{.Digest}}' "docker://$ref" 2>/dev/null || true)"
+      fi
+      if [[ -z "$digest" ]] && command -v docker >/dev/null; then
+        digest="$(docker buildx imagetools inspect --format '{{json .Manifest.Digest}}' "$ref" 2>/dev/null | tr -d '"' || true)"
+      fi
+      [[ "$digest" == sha256:* ]] || digest=unresolved
+      echo "$ref $digest"
+    done
+  } > "$out.tmp"
+  mv "$out.tmp" "$out"
+  cat "$out"
+}
+
+[[ $# -ge 1 ]] || die "usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET | digests"
+action="$1"; shift
+if [[ "$action" == digests ]]; then cmd_digests; exit; fi
+[[ $# -eq 1 && -n "$1" ]] || die "$action needs a TARGET (one of: ${TARGETS[*]}), e.g. make $action TARGET=cpu"
+check_target "$1"
+case "$action" in
+  image) cmd_image "$1" ;;
+  sif) cmd_sif "$1" ;;
+  sif-from-image) cmd_sif_from_image "$1" ;;
+  wheelhouse) cmd_wheelhouse "$1" ;;
+  lock) cmd_lock "$1" ;;
+  *) die "unknown action $action (image, sif, sif-from-image, wheelhouse, lock, digests)" ;;
+esac

@@ -1,0 +1,114 @@
+#!/usr/bin/env bash
+# Run one command inside the container named by IMAGE; launch/_common.sh's run_accel calls this for every
+# launcher. The image holds the environment; the checkout is mounted read-only at its host path, data
+# read-only, results writable, and the launcher's knobs are passed through (they are recorded inside).
+#
+# Usage: IMAGE=... launch/_container.sh COMMAND [ARGS...]
+#   IMAGE           path/to/x.sif     apptainer exec --cleanenv (--nv when GPUs exist)
+#                   podman:TAG        podman run --rm --ipc=host
+#                   docker:TAG        docker run --rm --ipc=host
+#   GPUS            auto | yes | no   auto: pass GPUs through when nvidia-smi lists one (default auto)
+#   DATA_DIR        host data folder, read-only (default: the --data-root argument, else REPO/data)
+#   RESULTS_DIR     host results folder, writable (default: the --results-dir argument, else REPO/results)
+#   CONTAINER_ARGS  extra words for `run`/`exec`; e.g. rootful Podman without CAP_SYS_RESOURCE needs
+#                   '--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096'
+#   CONTAINER_USER  uid:gid in Docker/Podman (default: the caller's, so results belong to the caller)
+#   SHM_SIZE        e.g. 16g: use --shm-size instead of --ipc=host
+#   NETWORK         Docker/Podman network (default host: rendezvous ports and hostnames as on the host)
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
+die() { echo "launch: error: $*" >&2; exit 2; }
+
+[[ $# -gt 0 ]] || die "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...]"
+[[ -n "${IMAGE:-}" ]] || die "IMAGE is empty; set IMAGE=path.sif, podman:TAG or docker:TAG"
+GPUS="${GPUS:-auto}"
+NETWORK="${NETWORK:-host}"
+
+# Knobs that cross into the container: the prefixes the fingerprint records plus the launchers' own.
+PASS_PREFIXES=(OMP_ KMP_ GOMP_ MKL_ LD_PRELOAD MALLOC_CONF TCMALLOC_ CUDA_VISIBLE_DEVICES NCCL_ CCL_ GLOO_
+  TORCH_ TORCHINDUCTOR_ PYTORCH_ MASTER_ADDR MASTER_PORT RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE
+  GROUP_RANK OMPI_ PMIX_ UCX_ SLURM_ ACCEL_ THREADS)
+knobs() {
+  local name prefix
+  while IFS= read -r name; do
+    for prefix in "${PASS_PREFIXES[@]}"; do
+      [[ "$name" == "$prefix"* ]] && { echo "$name"; break; }
+    done
+  done < <(compgen -e | sort)
+}
+
+# The value of --NAME in the accel arguments (either `--NAME V` or `--NAME=V`), or nothing.
+arg_value() {
+  local want="$1"; shift
+  while [[ $# -gt 0 ]]; do
+    case "$1" in
+      "$want") echo "${2:-}"; return ;;
+      "$want"=*) echo "${1#*=}"; return ;;
+    esac
+    shift
+  done
+}
+
+# Relative paths are relative to the checkout (the launchers run there); mounts need absolute ones.
+absolute() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$repo/$1"; fi; }
+
+gpus_present() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
+
+want_gpus=0
+case "$GPUS" in
+  auto) gpus_present && want_gpus=1 ;;
+  yes) gpus_present || die "GPUS=yes but no NVIDIA GPU is visible here (nvidia-smi -L lists none); run on a GPU node or set GPUS=auto" ; want_gpus=1 ;;
+  no) ;;
+  *) die "GPUS=$GPUS is not auto, yes or no" ;;
+esac
+if [[ "$(arg_value --device "$@")" == cuda* && $want_gpus -eq 0 ]]; then
+  die "--device $(arg_value --device "$@") but no GPU is passed into the container (GPUS=$GPUS, nvidia-smi -L lists none); run on a GPU node or use --device cpu"
+fi
+
+data="$(absolute "${DATA_DIR:-$(arg_value --data-root "$@")}")"
+[[ -n "${DATA_DIR:-}$(arg_value --data-root "$@")" ]] || data="$repo/data"
+results="$(absolute "${RESULTS_DIR:-$(arg_value --results-dir "$@")}")"
+[[ -n "${RESULTS_DIR:-}$(arg_value --results-dir "$@")" ]] || results="$repo/results"
+mkdir -p "$results" || die "cannot create the results folder $results"
+data_mount=()
+
+# shellcheck disable=SC2206  # CONTAINER_ARGS is a user-supplied list of words
+extra=(${CONTAINER_ARGS:-})
+
+case "$IMAGE" in
+  podman:*|docker:*)
+    engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
+    [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
+    command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed; install it or use another IMAGE scheme"
+    [[ -d "$data" ]] && data_mount=(-v "$data:$data:ro")
+    cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" -v "$results:$results:rw"
+      -w "$repo" --user "${CONTAINER_USER:-$(id -u):$(id -g)}" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1)
+    if [[ -n "${SHM_SIZE:-}" ]]; then cmd+=(--shm-size "$SHM_SIZE"); else cmd+=(--ipc=host); fi
+    if [[ $want_gpus -eq 1 ]]; then
+      if [[ "$engine" == docker ]]; then cmd+=(--gpus all); else cmd+=(--device nvidia.com/gpu=all); fi
+    fi
+    while IFS= read -r name; do cmd+=(-e "$name=${!name}"); done < <(knobs)
+    cmd+=("${extra[@]}" "$tag" "$@")
+    ;;
+  *.sif|*/*)
+    [[ "$IMAGE" == *.sif ]] || die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG"
+    [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
+    APPTAINER="${APPTAINER:-apptainer}"
+    command -v "$APPTAINER" >/dev/null || die "IMAGE=$IMAGE needs apptainer, which is not installed here; install Apptainer or use IMAGE=podman:TAG"
+    [[ -d "$data" ]] && data_mount=(--bind "$data:$data:ro")
+    # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,
+    # unlike --env, and KMP_AFFINITY has commas).
+    cmd=(env)
+    while IFS= read -r name; do cmd+=("APPTAINERENV_$name=${!name}"); done < <(knobs)
+    cmd+=("$APPTAINER" exec --cleanenv --bind "$repo:$repo:ro" "${data_mount[@]}" --bind "$results:$results:rw"
+      --pwd "$repo")
+    [[ $want_gpus -eq 1 ]] && cmd+=(--nv)
+    cmd+=("${extra[@]}" "$IMAGE" "$@")
+    ;;
+  *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
+esac
+
+echo "+ $(printf '%q ' "${cmd[@]}")" >&2
+exec "${cmd[@]}"
