@@ -19,6 +19,7 @@
 #   ALLOCATOR_PATH dir:dir...      where to look for it (default: the system library folders)
 #   PYTHON        interpreter      default .venv/bin/python if present, else python3
 #   IMAGE         path.sif | podman:tag | docker:tag   run inside that container (launch/_container.sh)
+#   IMAGE_PREFIX  the image's Python environment (default /opt/venv), where libiomp5.so is found
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -38,8 +39,13 @@ export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
 case "$OMP_RUNTIME" in
   gnu) ;;
   intel)
-    iomp="$(python_prefix)/lib/libiomp5.so"
-    [[ -f "$iomp" ]] || die "OMP_RUNTIME=intel but $iomp does not exist; install intel-openmp into that environment (make venv does)"
+    if [[ -n "${IMAGE:-}" ]]; then
+      # Inside an image the environment lives at IMAGE_PREFIX; the runner there refuses a GNU run.
+      iomp="${IMAGE_PREFIX:-/opt/venv}/lib/libiomp5.so"
+    else
+      iomp="$(python_prefix)/lib/libiomp5.so"
+      [[ -f "$iomp" ]] || die "OMP_RUNTIME=intel but $iomp does not exist; install intel-openmp into that environment (make venv does)"
+    fi
     export LD_PRELOAD="$iomp${LD_PRELOAD:+:$LD_PRELOAD}"
     export KMP_AFFINITY="${KMP_AFFINITY:-granularity=fine,compact,1,0}"
     export KMP_BLOCKTIME="${KMP_BLOCKTIME:-0}"
