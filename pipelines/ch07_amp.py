@@ -53,7 +53,8 @@ TORCH_DEFAULTS = {(p, a): getattr(_holder(p), a) for flags in FLAGS.values() for
 def check(cfg, ctx) -> None:
     opts = cfg.options
     if opts["precision"] not in DTYPES:
-        raise ConfigError(f"option precision={opts['precision']!r} is unknown; choose one of: {', '.join(DTYPES)}")
+        raise ConfigError(f"option precision={opts['precision']!r} is unknown; choose one of: "
+                          f"{', '.join(DTYPES)}")
     for name in FLAGS:
         if opts[name] not in SWITCH:
             raise ConfigError(f"option {name}={opts[name]!r} is unknown; choose one of: {', '.join(SWITCH)}")
@@ -108,7 +109,8 @@ def setup(cfg, ctx) -> loop.Trainable:
     step, predict = make_step(model, optimizer, ctx.device, opts["precision"], opts["scaler"])
     notes = []
     if ctx.device.type != "cuda":
-        changed = [n for n in FLAGS if opts[n] != "default"] + (["cudnn_benchmark"] if opts["cudnn_benchmark"] else [])
+        changed = [n for n in FLAGS if opts[n] != "default"]
+        changed += ["cudnn_benchmark"] if opts["cudnn_benchmark"] else []
         if changed:
             notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")
     if opts["precision"] == "fp16" and not opts["scaler"]:

@@ -74,7 +74,8 @@ def analyze(cfg, ctx, loaders):
                           f"raise -o memory_cap_mib (cap {cap} MiB)")
     failed = [point["batch_size"] for point in curve if not point["fits"]]
     best = fitted[-1]
-    metrics = {"chosen_batch_size": best["batch_size"], "first_failed_batch_size": failed[0] if failed else None,
+    metrics = {"chosen_batch_size": best["batch_size"],
+               "first_failed_batch_size": failed[0] if failed else None,
                "throughput_samples_per_s": best["throughput_samples_per_s"], "memory_cap_mib": cap,
                "trials": len(curve), "parameters": models.parameter_count(model)}
     return metrics, {"curve": curve, "input_shape": list(shape)}

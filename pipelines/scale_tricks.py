@@ -35,5 +35,7 @@ def setup(cfg, ctx) -> loop.Trainable:
 
     notes = []
     if cfg.pin_memory and ctx.device.type != "cuda":
-        notes.append("pin_memory=true has no effect without a GPU: pinned pages only speed host-to-GPU copies")
-    return loop.Trainable(model, step, predict=lambda x: model(x.contiguous(memory_format=layout)), notes=notes)
+        notes.append("pin_memory=true has no effect without a GPU: pinned pages only speed host-to-GPU "
+                     "copies")
+    predict = lambda x: model(x.contiguous(memory_format=layout))  # noqa: E731
+    return loop.Trainable(model, step, predict=predict, notes=notes)

@@ -73,7 +73,8 @@ def setup(cfg, ctx) -> loop.Trainable:
     torch.set_float32_matmul_precision(opts["matmul_precision"])  # set for every variant: it is global
     notes = []
     if opts["pretrained"] and cfg.weights is None:
-        notes.append("random init: no --weights given (the talk fine-tuned ImageNet weights; this run did not)")
+        notes.append("random init: no --weights given (the talk fine-tuned ImageNet weights; this run "
+                     "did not)")
     elif cfg.weights is not None:
         notes.append(f"weights from {cfg.weights}; classification head re-initialised for "
                      f"{cfg.head_classes} classes")

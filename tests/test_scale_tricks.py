@@ -81,21 +81,27 @@ def test_checkpointing_entry_records_memory_and_time(data_root, tmp_path):
 
 
 @pytest.mark.slow
-def test_batch_size_finder_doubles_until_the_memory_cap(tmp_path):
-    """A cap just above the first trial's peak: 2 fits, a larger size does not (predicted or measured)."""
-    probe = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--results-dir", str(tmp_path / "a"))
+def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
+    """Uncapped (smoke: 3 trials) every size fits; with a cap between the peaks of sizes 2 and 8 the search
+    stops early, chooses the last size that fitted and names the first one that did not."""
+    probe = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
+                  "--results-dir", str(tmp_path / "a"))
     assert probe.returncode == 0, probe.stderr[-3000:]
     (rec,) = records(tmp_path / "a")
     curve = rec["artifacts"]["curve"]
     assert [p["batch_size"] for p in curve] == [2, 4, 8] and all(p["fits"] for p in curve)
     assert rec["metrics"]["chosen_batch_size"] == 8 and rec["metrics"]["first_failed_batch_size"] is None
     assert all(p["throughput_samples_per_s"] > 0 and p["peak_mib"] > 0 for p in curve)
+    assert curve[0]["peak_mib"] < curve[2]["peak_mib"]
 
-    capped = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--results-dir", str(tmp_path / "b"),
-                   "-o", f"memory_cap_mib={int(curve[0]['peak_mib'] * 3)}", "-o", "start=8")
+    cap = (curve[0]["peak_mib"] + curve[2]["peak_mib"]) / 2
+    capped = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
+                   "--results-dir", str(tmp_path / "b"), "-o", f"memory_cap_mib={int(cap)}")
     assert capped.returncode == 0, capped.stderr[-3000:]
     (rec,) = records(tmp_path / "b")
-    assert rec["metrics"]["chosen_batch_size"] >= 8 and rec["metrics"]["memory_cap_mib"] > 0
+    chosen, failed = rec["metrics"]["chosen_batch_size"], rec["metrics"]["first_failed_batch_size"]
+    assert chosen in (2, 4) and failed == 2 * chosen and rec["metrics"]["memory_cap_mib"] == int(cap)
+    assert "over the cap" in rec["artifacts"]["curve"][-1]["why"]
 
 
 def _refused(args, code, needle, tmp_path, data_root):

@@ -58,13 +58,14 @@ EXPERIMENTS = (
                           "fp32 plain loop so it runs on CPU too; the course ran 16-mixed on one GPU: add "
                           "--device cuda -o fabric=true -o precision=16-mixed for that setting.")),
     Experiment(id="dlf-u9-bsfinder", compares="batch-size finder: doubling until memory runs out (stand-in ViT)",
-               pipeline="scale_bsfinder", args={**STANDIN, "dataset": "synthetic"},
+               pipeline="scale_bsfinder", args={**STANDIN, "num_workers": 0},
                published=(P("chosen_batch_size", 128, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("first_failed_batch_size", 256, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128 (not run by the finder)")),
                hardware=A100, band="The chosen size depends on the model, precision and memory: not comparable.",
                decisions=(STANDIN_DECISION,
-                          "Random inputs of the data's shape (memory depends on shapes only); fp32, where the "
+                          "Random inputs of the data's shape (memory depends on shapes only; one batch is "
+                          "read for the shape); fp32, where the "
                           "course's finder ran 16-mixed. On CPU the search stops at a memory cap (default half "
                           "of this machine's memory; -o memory_cap_mib=N) since running out kills the process.",
                           "The finder reports the size and the throughput curve; it does not go on to train.")),
