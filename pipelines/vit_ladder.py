@@ -79,14 +79,15 @@ def setup(cfg, ctx) -> loop.Trainable:
         notes.append(f"weights from {cfg.weights}; classification head re-initialised for "
                      f"{cfg.head_classes} classes")
     model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)
-    run_model = torch.compile(model) if opts["compile"] else model
     if not opts["fabric"]:
+        run_model = torch.compile(model) if opts["compile"] else model
         model.to(ctx.device)
         step = plain_step(run_model, book_optimizer(model, cfg))
         return loop.Trainable(model, step, predict=run_model, notes=notes)
 
-    from lightning.fabric import Fabric
+    from lightning.fabric import Fabric  # imported before torch.compile: Fabric records compile's arguments
 
+    run_model = torch.compile(model) if opts["compile"] else model
     fabric = Fabric(accelerator=ctx.device.type, devices=1, precision=opts["precision"])
     fabric_model, optimizer = fabric.setup(run_model, book_optimizer(model, cfg))
     # FLOPs are counted on the eager fp32 model; "-true" precisions convert the weights themselves.

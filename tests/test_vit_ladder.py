@@ -121,3 +121,25 @@ def test_gpu_entries_refuse_to_run_silently_on_cpu(entry, tmp_path, data_root):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present, so the no-GPU refusal cannot be shown")
     _refused(["run", entry, "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root)
+
+
+def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
+    """Lightning must be imported before torch.compile to re-wrap a compiled model; a fresh process shows
+    the order in vit_ladder.setup is right (compilation itself is lazy, so this stays cheap)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = (
+        "import torch\n"
+        "from pipelines.core import catalog, runner\n"
+        "from pipelines.core.loop import RunContext\n"
+        "from pipelines import vit_ladder\n"
+        "(cfg,), _ = runner.build_configs(catalog.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
+        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',))\n"
+        "t = vit_ladder.setup(cfg, RunContext(device=torch.device('cpu')))\n"
+        "print(type(t.predict).__name__, cfg.options['compile'])\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["_FabricModule", "True"]
