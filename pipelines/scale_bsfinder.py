@@ -76,6 +76,7 @@ def analyze(cfg, ctx, loaders):
     best = fitted[-1]
     metrics = {"chosen_batch_size": best["batch_size"],
                "first_failed_batch_size": failed[0] if failed else None,
-               "throughput_samples_per_s": best["throughput_samples_per_s"], "memory_cap_mib": cap,
+               "throughput_samples_per_s": best["throughput_samples_per_s"],
+               "step_time_ms_median": best["step_time_ms_median"], "memory_cap_mib": cap,
                "trials": len(curve), "parameters": models.parameter_count(model)}
     return metrics, {"curve": curve, "input_shape": list(shape)}

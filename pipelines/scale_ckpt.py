@@ -4,8 +4,9 @@ Every block of the model's block list runs under `torch.utils.checkpoint.checkpo
 use_reentrant=False)`: the forward pass keeps only each block's input, and the backward pass re-runs
 the block to rebuild what it needs. Memory for activations falls; time rises by about one extra
 forward pass. The record carries both sides of the trade: `saved_for_backward_mib` (what autograd
-keeps from one forward pass, measured the same way on every device), the step time, and on CUDA the
-allocator's peak (`peak_gpu_mib`). The non-reentrant variant is the one PyTorch recommends: it works
+keeps from one forward pass, measured the same way on every device), the step time, and the peak
+memory of this variant's training alone (`variant_peak_mib`: CUDA allocator, or the CPU process's RSS
+high-water mark reset before training, which includes the model, data and loader buffers). The non-reentrant variant is the one PyTorch recommends: it works
 with inputs that do not require grad and with torch.autograd.grad.
 """
 
@@ -63,7 +64,9 @@ def analyze(cfg, ctx, loaders):
     x, y = next(iter(loaders.train))
     saved = memory.saved_for_backward_mib(model, x.to(ctx.device), y.to(ctx.device))
     trainable = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+    memory.reset_peak(ctx.device)
     metrics = loop.train(trainable, loaders, cfg, ctx)
+    metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training peak only
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
     metrics.update(saved_for_backward_mib=saved, parameters=models.parameter_count(model))

@@ -78,12 +78,14 @@ def test_checkpointing_entry_records_memory_and_time(data_root, tmp_path):
     recs = {r["variant"]: r["metrics"] for r in records(tmp_path)}
     assert recs["checkpointed"]["saved_for_backward_mib"] < recs["plain"]["saved_for_backward_mib"]
     assert recs["checkpointed"]["step_time_ms_median"] > 0 and recs["plain"]["step_time_ms_median"] > 0
+    assert recs["checkpointed"]["variant_peak_mib"] > 0 and recs["plain"]["variant_peak_mib"] > 0
 
 
 @pytest.mark.slow
 def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
-    """Uncapped (smoke: 3 trials) every size fits; with a cap between the peaks of sizes 2 and 8 the search
-    stops early, chooses the last size that fitted and names the first one that did not."""
+    """Uncapped (smoke: 3 trials) every size fits; with a cap between the peaks of sizes 4 and 8 the search
+    stops early (measured or predicted over the cap), chooses the last size that fitted and names the
+    first one that did not. CPU peaks are per trial (the RSS high-water mark is reset before each)."""
     probe = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
                   "--results-dir", str(tmp_path / "a"))
     assert probe.returncode == 0, probe.stderr[-3000:]
@@ -93,8 +95,10 @@ def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
     assert rec["metrics"]["chosen_batch_size"] == 8 and rec["metrics"]["first_failed_batch_size"] is None
     assert all(p["throughput_samples_per_s"] > 0 and p["peak_mib"] > 0 for p in curve)
     assert curve[0]["peak_mib"] < curve[2]["peak_mib"]
+    report = accel("report", "--results-dir", str(tmp_path / "a"))
+    assert report.returncode == 0 and "| dlf-u9-bsfinder | default | 1 |" in report.stdout, report.stderr
 
-    cap = (curve[0]["peak_mib"] + curve[2]["peak_mib"]) / 2
+    cap = (curve[1]["peak_mib"] + curve[2]["peak_mib"]) / 2
     capped = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
                    "--results-dir", str(tmp_path / "b"), "-o", f"memory_cap_mib={int(cap)}")
     assert capped.returncode == 0, capped.stderr[-3000:]

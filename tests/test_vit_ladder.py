@@ -50,7 +50,8 @@ def test_finetune_without_weights_says_it_ran_from_random_init(data_root, tmp_pa
 
 @pytest.mark.slow
 def test_finetune_loads_a_local_weights_file_and_replaces_the_head(data_root, tmp_path):
-    """A 1000-class state_dict (as torchvision's ImageNet file): the body loads, the head is re-initialised."""
+    """A 1000-class state_dict (as torchvision's ImageNet file): the body loads, the head is re-initialised
+    (the bf16-mixed entry here, so the same run also covers Fabric's precision plugin end to end)."""
     torch.manual_seed(1)
     imagenet_like = models.build("vit_tiny", classes=1000)
     path = tmp_path / "vit_tiny_imagenet.pt"
@@ -63,22 +64,14 @@ def test_finetune_loads_a_local_weights_file_and_replaces_the_head(data_root, tm
     assert not any("random init" in note for note in rec["notes"])
 
 
-def test_weights_are_loaded_into_the_body():
+def test_weights_are_loaded_into_the_body(tmp_path):
     torch.manual_seed(1)
     source = models.build("vit_tiny", classes=1000)
     target = models.build("vit_tiny", classes=10)
-    models.load_weights(target, _saved(source))
+    torch.save(source.state_dict(), tmp_path / "w.pt")
+    models.load_weights(target, tmp_path / "w.pt")
     assert torch.equal(target.conv_proj.weight, source.conv_proj.weight)
     assert target.heads.head.weight.shape == (10, 192)
-
-
-def _saved(model):
-    import tempfile
-    from pathlib import Path
-
-    path = Path(tempfile.mkdtemp()) / "w.pt"
-    torch.save(model.state_dict(), path)
-    return path
 
 
 @pytest.mark.slow
@@ -140,6 +133,7 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',))\n"
         "t = vit_ladder.setup(cfg, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options['compile'])\n")
-    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=300)
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]
     assert run.stdout.split() == ["_FabricModule", "True"]
