@@ -17,7 +17,8 @@ def _cnn():
 
 def test_bf16_autocast_runs_for_real_on_cpu():
     model = _cnn()
-    step, predict = ch07_amp.make_step(model, torch.optim.Adam(model.parameters(), lr=1e-3), CPU, "bf16", True)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step, predict = ch07_amp.make_step(model, optimizer, CPU, "bf16", True)
     x, y = torch.rand(8, 3, 32, 32), torch.randint(0, 10, (8,))
     before = [p.detach().clone() for p in model.parameters()]
     loss = step(x, y)
@@ -85,7 +86,8 @@ def _refused(args, code, needle, tmp_path, data_root):
 
 
 @pytest.mark.parametrize("args,code,needle", [
-    (["run", "ch7-amp", "--scale", "smoke", "--device", "cpu", "--variant", "fp16"], 3, "nothing can run here"),
+    (["run", "ch7-amp", "--scale", "smoke", "--device", "cpu", "--variant", "fp16"], 3,
+     "nothing can run here"),
     (["run", "ch7-amp", "--scale", "smoke", "--device", "cpu", "-o", "precision=fp8"], 2, "precision='fp8'"),
     (["run", "ch7-amp", "--scale", "smoke", "--device", "cpu", "-o", "tf32=maybe"], 2, "tf32='maybe'"),
     (["run", "s004-amp", "--scale", "smoke", "-o", "optimizer=sgd"], 2, "optimizer='sgd'"),

@@ -73,7 +73,8 @@ def test_checkpointing_keeps_less_for_backward():
 
 @pytest.mark.slow
 def test_checkpointing_entry_records_memory_and_time(data_root, tmp_path):
-    run = accel("run", "s004-ckpt", "--scale", "smoke", "--data-root", str(data_root), "--results-dir", str(tmp_path))
+    run = accel("run", "s004-ckpt", "--scale", "smoke", "--data-root", str(data_root),
+                "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     recs = {r["variant"]: r["metrics"] for r in records(tmp_path)}
     assert recs["checkpointed"]["saved_for_backward_mib"] < recs["plain"]["saved_for_backward_mib"]
@@ -117,7 +118,8 @@ def _refused(args, code, needle, tmp_path, data_root):
 
 
 @pytest.mark.parametrize("args,code,needle", [
-    (["run", "s004-gradaccum", "--scale", "smoke", "-o", "accum_steps=0"], 2, "accum_steps must be at least 1"),
+    (["run", "s004-gradaccum", "--scale", "smoke", "-o", "accum_steps=0"], 2,
+     "accum_steps must be at least 1"),
     (["run", "s004-gradaccum", "--scale", "smoke", "-o", "accum_steps=-2"], 2, "got -2"),
     (["run", "dlf-u9-bsfinder", "--scale", "smoke", "-o", "start=0"], 2, "start must be at least 1"),
     (["run", "dlf-u9-bsfinder", "--scale", "smoke", "-o", "memory_cap_mib=1"], 2, "raise -o memory_cap_mib"),
