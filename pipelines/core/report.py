@@ -67,7 +67,9 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
     for rec in records:
         m = rec["metrics"]
         if rec["status"] != "ok":
-            click.echo(f"{rec['experiment']} [{rec['variant']}] repeat {rec['repeat']}: {rec['status']}")
+            why = "; ".join(rec.get("notes", []))
+            click.echo(f"{rec['experiment']} [{rec['variant']}] repeat {rec['repeat']}: {rec['status']}"
+                       + (f" ({why})" if why else ""))
             continue
         click.echo(f"{rec['experiment']} [{rec['variant']}] repeat {rec['repeat']}: "
                    f"train {_fmt(m.get('train_s'), 2)} s, warm-up {_fmt(m.get('warmup_s'), 2)} s, "
@@ -145,4 +147,6 @@ def summary_table(results_dir: Path) -> str:
     if not rows:
         lines.append(f"(no successful runs under {results_dir})")
     lines += [f"- error: {e}" for e in errors] + [f"- skipped: {s}" for s in skipped]
+    lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
+              for r in records if r["status"] == "skipped"]
     return "\n".join(lines)

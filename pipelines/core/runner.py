@@ -3,8 +3,10 @@
 A pipeline module provides `OPTIONS` (its option defaults) and either
 - `setup(cfg, ctx) -> Trainable`: a training technique, run by the shared loop; or
 - `analyze(cfg, ctx, loaders) -> (metrics, artifacts)`: a measurement that is not a training run.
-It may also provide `check(cfg, ctx)` to refuse an unsupported combination before anything runs, and
-`transforms(cfg) -> (train_transform, test_transform)` when its technique is the input pipeline.
+It may also provide `check(cfg, ctx)` to refuse an unsupported combination before anything runs,
+`transforms(cfg) -> (train_transform, test_transform)` when its technique is the input pipeline,
+and `skip(cfg, ctx) -> str | None` to name why one variant cannot run on this device: that variant
+gets a "skipped" record carrying the reason while the others run (all skipped: NotRunnable, exit 3).
 """
 
 from __future__ import annotations
@@ -84,6 +86,7 @@ def run(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType,
     ctx = ctx or loop.RunContext(device=torch.device(first.device))
     for cfg in configs:
         _preflight(entry, cfg, module, ctx)
+    skips = _skip_reasons(entry, configs, module, ctx)
     dist_info = dist_info or {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}
     run_id = results.new_run_id()
     path = results.result_path(first.results_dir, entry.id, run_id)
@@ -92,7 +95,10 @@ def run(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType,
     try:
         for repeat in range(max(c.repeats for c in configs)):
             for cfg in configs:
-                if repeat < cfg.repeats:
+                if cfg.variant in skips:
+                    if repeat == 0:
+                        records.append(_skipped_record(cfg, skips[cfg.variant], run_id, dist_info))
+                elif repeat < cfg.repeats:
                     records.append(_one(cfg, module, ctx, repeat, run_id, dist_info, hooks))
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): no result file, one-line message
@@ -135,6 +141,23 @@ def _preflight(entry: catalog.Experiment, cfg: RunConfig, module: ModuleType, ct
         datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
     if ctx.is_main:
         results.check_writable(cfg.results_dir)
+
+
+def _skip_reasons(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType, ctx
+                  ) -> dict[str, str]:
+    """Variant -> why it cannot run on this device (from the pipeline's optional `skip`)."""
+    skip = getattr(module, "skip", None)
+    reasons = {cfg.variant: reason for cfg in configs if skip and (reason := skip(cfg, ctx))}
+    if reasons and len(reasons) == len(configs):
+        raise NotRunnable(f"{entry.id}: nothing can run here: " + "; ".join(sorted(set(reasons.values()))))
+    return reasons
+
+
+def _skipped_record(cfg: RunConfig, reason: str, run_id: str, dist_info) -> dict[str, Any]:
+    from pipelines.core import envinfo
+
+    return results.make_record(status="skipped", run_id=run_id, config=cfg.to_record(), repeat=0, metrics={},
+                               dist=dist_info, env=envinfo.fingerprint(), notes=[reason])
 
 
 def _one(cfg: RunConfig, module: ModuleType, ctx, repeat: int, run_id: str, dist_info, hooks

@@ -1,0 +1,118 @@
+"""Chapter 7: automatic mixed precision (fp32 / bf16 / fp16 + GradScaler) and the backend flags.
+
+The technique, all of it visible below:
+1. Backend flags. `cudnn.benchmark` times the convolution algorithms once per input shape and keeps
+   the fastest. `tf32` lets fp32 matmuls/convolutions use TF32 Tensor Cores. `reduced_precision_
+   reduction` lets fp16/bf16 matmuls accumulate partial sums in reduced precision. Each is set for
+   every variant ("default" restores torch's own default), so interleaved variants never inherit
+   another variant's flags. They are CUDA settings: on CPU the record says they changed nothing.
+2. `torch.autocast(device.type, dtype=...)` around forward and loss: matmuls and convolutions run in
+   the low-precision type; reductions, softmax and the loss stay in fp32.
+3. `torch.amp.GradScaler(device.type)` for fp16: the loss is scaled so small gradients do not flush
+   to zero in fp16's 5-bit exponent; gradients are unscaled before the step, and a step with inf/nan
+   gradients is skipped. bf16 has fp32's exponent range and needs no scaler.
+`scaler=false` with fp16 is what the book repository's last notebook cell actually ran (autocast
+float16, no scaler); the catalog keeps it as a labelled variant, not as the recommended recipe.
+
+On CPU, bf16 autocast runs for real. fp16 variants are skipped with a reason (see `skip`): torch can
+run fp16 autocast on CPU, but the book's fp16 recipe is a CUDA Tensor Core technique and most CPUs have
+no fp16 arithmetic units, so a CPU time would not measure it.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pipelines.core import loop, models
+from pipelines.core.config import ConfigError
+from pipelines.core.steps import book_optimizer
+
+OPTIONS = {"precision": "fp32", "scaler": True, "cudnn_benchmark": True, "tf32": "default",
+           "reduced_precision_reduction": "default", "optimizer": "adam"}
+SMOKE_ARGS = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+SWITCH = ("default", "on", "off")
+FLAGS = {  # option -> the torch.backends flags it sets, with torch's defaults read at import
+    "tf32": (("cuda.matmul", "allow_tf32"), ("cudnn", "allow_tf32")),
+    "reduced_precision_reduction": (("cuda.matmul", "allow_fp16_reduced_precision_reduction"),
+                                    ("cuda.matmul", "allow_bf16_reduced_precision_reduction")),
+}
+
+
+def _holder(path: str):
+    obj = torch.backends
+    for part in path.split("."):
+        obj = getattr(obj, part)
+    return obj
+
+
+TORCH_DEFAULTS = {(p, a): getattr(_holder(p), a) for flags in FLAGS.values() for p, a in flags}
+
+
+def check(cfg, ctx) -> None:
+    opts = cfg.options
+    if opts["precision"] not in DTYPES:
+        raise ConfigError(f"option precision={opts['precision']!r} is unknown; choose one of: "
+                          f"{', '.join(DTYPES)}")
+    for name in FLAGS:
+        if opts[name] not in SWITCH:
+            raise ConfigError(f"option {name}={opts[name]!r} is unknown; choose one of: {', '.join(SWITCH)}")
+    if opts["optimizer"] not in ("adam", "adamw"):
+        raise ConfigError(f"option optimizer={opts['optimizer']!r} is unknown; choose adam or adamw")
+
+
+def skip(cfg, ctx) -> str | None:
+    precision = cfg.options["precision"]
+    if precision == "fp16" and ctx.device.type != "cuda":
+        return ("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU "
+                "(run it with --device cuda)")
+    if precision == "bf16" and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16 support (needs Ampere or newer)"
+    return None
+
+
+def set_backend_flags(opts) -> None:
+    torch.backends.cudnn.benchmark = opts["cudnn_benchmark"]
+    for name, flags in FLAGS.items():
+        for path, attr in flags:
+            value = TORCH_DEFAULTS[(path, attr)] if opts[name] == "default" else opts[name] == "on"
+            setattr(_holder(path), attr, value)
+
+
+def make_step(model, optimizer, device: torch.device, precision: str, use_scaler: bool):
+    dtype = DTYPES[precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16" and use_scaler)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32"):
+            loss = F.cross_entropy(model(x), y)  # autocast keeps the loss in fp32
+        optimizer.zero_grad(set_to_none=True)
+        scaler.scale(loss).backward()  # outside autocast: backward runs in the forward's dtypes
+        scaler.step(optimizer)  # unscales first; skips the step if any gradient is inf/nan
+        scaler.update()
+        return loss
+
+    def predict(x: torch.Tensor) -> torch.Tensor:
+        with torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32"):
+            return model(x)
+
+    return step, predict
+
+
+def setup(cfg, ctx) -> loop.Trainable:
+    opts = cfg.options
+    set_backend_flags(opts)
+    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+    optimizer = book_optimizer(model, cfg) if opts["optimizer"] == "adam" else \
+        torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    step, predict = make_step(model, optimizer, ctx.device, opts["precision"], opts["scaler"])
+    notes = []
+    if ctx.device.type != "cuda":
+        changed = [n for n in FLAGS if opts[n] != "default"]
+        changed += ["cudnn_benchmark"] if opts["cudnn_benchmark"] else []
+        if changed:
+            notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")
+    if opts["precision"] == "fp16" and not opts["scaler"]:
+        notes.append("fp16 without GradScaler (the book repository's final run): gradients may underflow")
+    return loop.Trainable(model, step, predict=predict, notes=notes)

@@ -1,0 +1,64 @@
+"""Gradient accumulation (lecture note, exercise 2): an effective batch of 256 from 64 x 4 micro-batches.
+
+Each loop step is one micro-batch. Its loss is divided by `accum_steps`, so the gradients summed over
+`accum_steps` micro-batches equal the gradient of the mean loss over the whole effective batch. The
+optimizer (and, for fp16, the GradScaler) steps and the gradients are zeroed only on every
+`accum_steps`-th micro-batch. `accum_steps=1` is the plain step at the full batch: the baseline the
+accumulated run must match. Activation memory follows the micro-batch; the optimizer sees the
+effective batch. Throughput is counted in samples, so the two arms compare directly.
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn.functional as F
+
+from pipelines.core import loop, models
+from pipelines.core.config import ConfigError
+
+OPTIONS = {"accum_steps": 4, "precision": "fp32"}
+SMOKE_ARGS = {"batch_size": 16}
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+def check(cfg, ctx) -> None:
+    if cfg.options["accum_steps"] < 1:
+        raise ConfigError(f"option accum_steps must be at least 1, got {cfg.options['accum_steps']}")
+    if cfg.options["precision"] not in DTYPES:
+        raise ConfigError(f"option precision={cfg.options['precision']!r} is unknown; choose one of: "
+                          f"{', '.join(DTYPES)}")
+
+
+def skip(cfg, ctx) -> str | None:
+    if cfg.options["precision"] == "fp16" and ctx.device.type != "cuda":
+        return "fp16 autocast + GradScaler is measured on CUDA only (run it with --device cuda)"
+    return None
+
+
+def make_step(model, optimizer, device: torch.device, accum_steps: int, precision: str = "fp32"):
+    dtype = DTYPES[precision]
+    scaler = torch.amp.GradScaler(device.type, enabled=precision == "fp16")
+    micro_batches = 0
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        nonlocal micro_batches
+        with torch.autocast(device.type, dtype=dtype, enabled=precision != "fp32"):
+            loss = F.cross_entropy(model(x), y) / accum_steps
+        scaler.scale(loss).backward()  # gradients add up in .grad across micro-batches
+        micro_batches += 1
+        if micro_batches % accum_steps == 0:
+            scaler.step(optimizer)
+            scaler.update()
+            optimizer.zero_grad(set_to_none=True)
+        return loss.detach() * accum_steps  # the micro-batch's own mean loss, for logging
+
+    return step
+
+
+def setup(cfg, ctx) -> loop.Trainable:
+    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+    accum = cfg.options["accum_steps"]
+    notes = [f"effective batch {cfg.batch_size * accum} = micro-batch {cfg.batch_size} x {accum} steps"]
+    return loop.Trainable(model, make_step(model, optimizer, ctx.device, accum, cfg.options["precision"]),
+                          notes=notes)

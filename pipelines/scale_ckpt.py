@@ -1,0 +1,73 @@
+"""Activation checkpointing per block (lecture note): recompute activations instead of storing them.
+
+Every block of the model's block list runs under `torch.utils.checkpoint.checkpoint(block, x,
+use_reentrant=False)`: the forward pass keeps only each block's input, and the backward pass re-runs
+the block to rebuild what it needs. Memory for activations falls; time rises by about one extra
+forward pass. The record carries both sides of the trade: `saved_for_backward_mib` (what autograd
+keeps from one forward pass, measured the same way on every device), the step time, and the peak
+memory of this variant's training alone (`variant_peak_mib`: CUDA allocator, or the CPU process's RSS
+high-water mark reset before training, which includes the model, data and loader buffers). The non-reentrant variant is the one PyTorch recommends: it works
+with inputs that do not require grad and with torch.autograd.grad.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torch.utils.checkpoint import checkpoint
+
+from pipelines.core import loop, memory, models
+from pipelines.core.config import ConfigError
+from pipelines.core.steps import book_optimizer, plain_step
+
+OPTIONS = {"checkpoint": True}
+SMOKE_ARGS = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
+BLOCK_LISTS = ("encoder.layers", "features")  # ViT encoder blocks; EfficientNet/DenseNet/CNN stages
+
+
+class Checkpointed(nn.Module):
+    def __init__(self, block: nn.Module):
+        super().__init__()
+        self.block = block
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return checkpoint(self.block, x, use_reentrant=False)
+
+
+def block_list(model: nn.Module) -> nn.Sequential | None:
+    for path in BLOCK_LISTS:
+        found = model
+        for part in path.split("."):
+            found = getattr(found, part, None)
+        if isinstance(found, nn.Sequential):
+            return found
+    return None
+
+
+def checkpoint_blocks(model: nn.Module) -> nn.Module:
+    blocks = block_list(model)
+    for index, block in enumerate(blocks):
+        blocks[index] = Checkpointed(block)
+    return model
+
+
+def check(cfg, ctx) -> None:
+    if cfg.options["checkpoint"] and block_list(models.build(cfg.model, classes=cfg.head_classes)) is None:
+        raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to checkpoint; "
+                          "use a vit_*, efficientnet_* or densenet121 model")
+
+
+def analyze(cfg, ctx, loaders):
+    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+    if cfg.options["checkpoint"]:
+        checkpoint_blocks(model)
+    x, y = next(iter(loaders.train))
+    saved = memory.saved_for_backward_mib(model, x.to(ctx.device), y.to(ctx.device))
+    trainable = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+    memory.reset_peak(ctx.device)
+    metrics = loop.train(trainable, loaders, cfg, ctx)
+    metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training peak only
+    if ctx.is_main:
+        metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
+    metrics.update(saved_for_backward_mib=saved, parameters=models.parameter_count(model))
+    return metrics, {}

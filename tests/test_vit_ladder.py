@@ -1,0 +1,139 @@
+"""The talk's ViT ladder and the course's precision entries: plain loop, Fabric, weights, refusals.
+
+The catalog entries ask for CUDA (book scale); these runs use the same code with --device cpu and the
+tiny ViT that smoke scale selects.
+"""
+
+import pytest
+import torch
+
+from conftest import accel, records
+from pipelines import vit_ladder
+from pipelines.core import models
+
+CPU = torch.device("cpu")
+
+
+def _run(*args, data_root, results):
+    return accel("run", *args, "--scale", "smoke", "--device", "cpu", "--data-root", str(data_root),
+                 "--results-dir", str(results))
+
+
+def test_fabric_drives_the_step_inside_the_shared_loop():
+    """Fabric's backward with bf16-mixed: autocast applied by Fabric's plugin, fp32 master weights updated."""
+    from lightning.fabric import Fabric
+
+    torch.manual_seed(0)
+    model = models.build("vit_tiny", classes=10)
+    fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
+    fabric_model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters(), lr=1e-3))
+    step = vit_ladder.fabric_step(fabric, fabric_model, optimizer)
+    before = model.heads.head.weight.detach().clone()
+    loss = step(torch.rand(2, 3, 224, 224), torch.tensor([1, 2]))
+    assert torch.isfinite(loss) and not torch.equal(before, model.heads.head.weight)
+    assert model.heads.head.weight.dtype == torch.float32
+    seen = []
+    model.heads.head.register_forward_hook(lambda module, args, out: seen.append(out.dtype))
+    with torch.no_grad():
+        fabric_model(torch.rand(1, 3, 224, 224))
+    assert seen == [torch.bfloat16]  # inside Fabric's autocast the matmuls ran in bf16
+
+
+@pytest.mark.slow
+def test_finetune_without_weights_says_it_ran_from_random_init(data_root, tmp_path):
+    run = _run("vit-finetune", data_root=data_root, results=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    (rec,) = records(tmp_path)
+    assert rec["status"] == "ok" and rec["config"]["model"] == "vit_tiny" and rec["config"]["weights"] is None
+    assert any(note.startswith("random init: no --weights given") for note in rec["notes"])
+
+
+@pytest.mark.slow
+def test_finetune_loads_a_local_weights_file_and_replaces_the_head(data_root, tmp_path):
+    """A 1000-class state_dict (as torchvision's ImageNet file): the body loads, the head is re-initialised
+    (the bf16-mixed entry here, so the same run also covers Fabric's precision plugin end to end)."""
+    torch.manual_seed(1)
+    imagenet_like = models.build("vit_tiny", classes=1000)
+    path = tmp_path / "vit_tiny_imagenet.pt"
+    torch.save(imagenet_like.state_dict(), path)
+    run = _run("vit-bf16-mixed", "--weights", str(path), data_root=data_root, results=tmp_path / "r")
+    assert run.returncode == 0, run.stderr[-3000:]
+    (rec,) = records(tmp_path / "r")
+    assert rec["config"]["weights"] == str(path) and rec["config"]["options"]["precision"] == "bf16-mixed"
+    assert any("head re-initialised for 10 classes" in note for note in rec["notes"])
+    assert not any("random init" in note for note in rec["notes"])
+
+
+def test_weights_are_loaded_into_the_body(tmp_path):
+    torch.manual_seed(1)
+    source = models.build("vit_tiny", classes=1000)
+    target = models.build("vit_tiny", classes=10)
+    torch.save(source.state_dict(), tmp_path / "w.pt")
+    models.load_weights(target, tmp_path / "w.pt")
+    assert torch.equal(target.conv_proj.weight, source.conv_proj.weight)
+    assert target.heads.head.weight.shape == (10, 192)
+
+
+@pytest.mark.slow
+def test_course_amp_on_cpu_runs_bf16_and_skips_16_mixed(data_root, tmp_path):
+    run = _run("dlf-u9-amp", data_root=data_root, results=tmp_path)
+    assert run.returncode == 0, run.stderr[-3000:]
+    recs = {r["variant"]: r for r in records(tmp_path)}
+    assert recs["vit-32-true"]["status"] == "ok" and recs["vit-bf16-mixed"]["status"] == "ok"
+    assert recs["vit-16-mixed"]["status"] == "skipped"
+    assert "silently run bf16-mixed" in recs["vit-16-mixed"]["notes"][0]
+
+
+def _refused(args, code, needle, tmp_path, data_root):
+    run = accel(*args, "--data-root", str(data_root), "--results-dir", str(tmp_path / "r"))
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
+    assert needle in lines[0] and "Traceback" not in run.stderr
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+
+
+@pytest.mark.parametrize("args,code,needle", [
+    (["run", "vit-finetune", "--scale", "smoke", "--device", "cpu", "--weights", "/nonexistent/vit.pt"], 2,
+     "weights file /nonexistent/vit.pt does not exist"),
+    (["run", "vit-finetune", "--scale", "smoke", "--device", "cpu", "-o", "precision=bf16-mixed"], 2,
+     "needs fabric=true"),
+    (["run", "vit-bf16-mixed", "--scale", "smoke", "--device", "cpu", "-o", "precision=fp4"], 2,
+     "precision='fp4' is unknown"),
+    (["run", "vit-fabric-baseline", "--scale", "smoke", "--device", "cpu", "-o", "matmul_precision=low"], 2,
+     "matmul_precision='low'"),
+    (["run", "dlf-u9-amp", "--scale", "smoke", "--device", "cpu", "--variant", "vit-16-mixed"], 3,
+     "nothing can run here"),
+], ids=["missing-weights", "precision-without-fabric", "unknown-precision", "bad-matmul", "16-mixed-on-cpu"])
+def test_bad_vit_input(args, code, needle, tmp_path, data_root):
+    _refused(args, code, needle, tmp_path, data_root)
+
+
+@pytest.mark.parametrize("entry", ["vit-scratch", "vit-fabric-baseline", "vit-bf16-mixed"])
+def test_gpu_entries_refuse_to_run_silently_on_cpu(entry, tmp_path, data_root):
+    """`make vit-...` on a machine without CUDA: a clear exit 3, never a silent CPU run."""
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present, so the no-GPU refusal cannot be shown")
+    _refused(["run", entry, "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root)
+
+
+def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
+    """Lightning must be imported before torch.compile to re-wrap a compiled model; a fresh process shows
+    the order in vit_ladder.setup is right (compilation itself is lazy, so this stays cheap)."""
+    import subprocess
+    import sys
+
+    from conftest import REPO
+
+    script = (
+        "import torch\n"
+        "from pipelines.core import catalog, runner\n"
+        "from pipelines.core.loop import RunContext\n"
+        "from pipelines import vit_ladder\n"
+        "(cfg,), _ = runner.build_configs(catalog.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
+        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',))\n"
+        "t = vit_ladder.setup(cfg, RunContext(device=torch.device('cpu')))\n"
+        "print(type(t.predict).__name__, cfg.options['compile'])\n")
+    run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
+                         timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]
+    assert run.stdout.split() == ["_FabricModule", "True"]
