@@ -26,7 +26,7 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
-    """Reproducible PyTorch training-acceleration experiments (book ch1-11, talk, course)."""
+    """Reproducible PyTorch training-acceleration experiments (book chapters 1-11, talk, course)."""
 
 
 @cli.command("list")
