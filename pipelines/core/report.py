@@ -108,7 +108,8 @@ def markdown(doc) -> str:
 
 
 CSV_FIELDS = ("experiment", "variant", "scale", "n", "published_time", "published_time_s", "published_ratio",
-              "published_accuracy_pct", "band", "throughput_mean", "throughput_sd", "train_s_mean", "train_s_sd",
+              "published_accuracy_pct", "band", "throughput_mean", "throughput_sd", "train_s_mean",
+              "train_s_sd",
               "step_ms_mean", "accuracy_pct_mean", "accuracy_pct_sd", "measured_ratio", "verdict", "why")
 
 
@@ -119,7 +120,8 @@ def csv_text(rows) -> str:
     for r in rows:
         writer.writerow([r.experiment, r.variant, r.scale, r.n, r.published_time, r.published_time_s,
                          r.published_ratio, r.published_accuracy, r.band, r.throughput.mean, r.throughput.sd,
-                         r.train_s.mean, r.train_s.sd, r.step_ms.mean, r.accuracy.mean, r.accuracy.sd, r.ratio,
+                         r.train_s.mean, r.train_s.sd, r.step_ms.mean, r.accuracy.mean, r.accuracy.sd,
+                         r.ratio,
                          r.verdict, r.why])
     return out.getvalue()
 
@@ -156,8 +158,8 @@ def summary_table(results_dir: Path) -> str:
 
     loaded = report_rows.load(results_dir)
     rows = report_rows.build(loaded)
-    header = ("experiment", "variant", "n", "step ms", "samples/s (mean ± sd)", "acc %", "ratio", "published",
-              "verdict")
+    header = ("experiment", "variant", "n", "step ms", "samples/s (mean ± sd)", "acc %", "ratio",
+              "published", "verdict")
     table = [(r.experiment, r.variant + ("" if r.scale in ("bench", "-") else f" ({r.scale})"), str(r.n),
               r.step_ms.text(), r.throughput.text(), r.accuracy.text(),
               "-" if r.ratio is None else f"{r.ratio:.2f}",

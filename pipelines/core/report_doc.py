@@ -66,13 +66,15 @@ def accuracy_delta(row: Row, rows_by_key: dict[tuple, Row]) -> tuple[float | Non
     """(published, measured) accuracy difference to the baseline arm, in percentage points."""
     base = report_rows.baseline_key(row.entry, row.variant) if row.entry else None
     if base is None:
-        return (0.0 if row.published_accuracy is not None else None, 0.0 if row.accuracy.mean is not None else None)
+        return (0.0 if row.published_accuracy is not None else None,
+                0.0 if row.accuracy.mean is not None else None)
     base_row = rows_by_key.get((*base, row.scale)) or rows_by_key.get((*base, "-"))
     if base_row is None:
         return None, None
     pub = None if None in (row.published_accuracy, base_row.published_accuracy) else \
         row.published_accuracy - base_row.published_accuracy
-    mea = None if None in (row.accuracy.mean, base_row.accuracy.mean) else row.accuracy.mean - base_row.accuracy.mean
+    mea = None if None in (row.accuracy.mean, base_row.accuracy.mean) else \
+        row.accuracy.mean - base_row.accuracy.mean
     return pub, mea
 
 
@@ -101,7 +103,8 @@ def machines(records: list[dict[str, Any]]) -> list[str]:
         item["omp"].add(str(env.get("openmp_runtime")))
         item["data"].add(str(cfg.get("data_source")))
         item["git"].add(str(env.get("git_commit"))[:10] + ("+dirty" if env.get("git_dirty") else ""))
-    return [f"{m['line']}; torch threads {'/'.join(sorted(m['threads']))}; OpenMP {'/'.join(sorted(m['omp']))}; "
+    return [f"{m['line']}; torch threads {'/'.join(sorted(m['threads']))}; "
+            f"OpenMP {'/'.join(sorted(m['omp']))}; "
             f"data {'/'.join(sorted(m['data']))}; commit {'/'.join(sorted(m['git']))}" for m in out.values()]
 
 
@@ -115,16 +118,18 @@ def build(results_dir: Path, only: list[str] | None = None, against: Path | None
         ref_rows = by_key(report_rows.build(ref_loaded, only))
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     doc = Doc("Published vs reproduced")
-    doc.add("p", f"Generated {stamp} from {loaded.files} result file(s), {len(loaded.records)} record(s) under "
-                 f"`{results_dir}`. Ratios are throughput ratios (variant / baseline), i.e. baseline time / "
-                 "variant time for the same work; 'reproduced' means inside the band (published ratio ± the "
+    doc.add("p", f"Generated {stamp} from {loaded.files} result file(s), {len(loaded.records)} record(s) "
+                 f"under `{results_dir}`. Ratios are throughput ratios (variant / baseline), i.e. "
+                 "baseline time / variant time for the same work; 'reproduced' means inside the band (published ratio ± the "
                  "catalog's tolerance). Timings are reported, never asserted.")
     if note:
         doc.add("p", f"**Note:** {note}")
     doc.add("h", "Machines")
     doc.add("list", machines(loaded.records) or ["(no records)"])
     doc.add("h", "Results")
-    header = list(MAIN_HEADER) + (["ref samples/s", "ref ratio", "ref verdict"] if ref_rows is not None else [])
+    header = list(MAIN_HEADER)
+    if ref_rows is not None:
+        header += ["ref samples/s", "ref ratio", "ref verdict"]
     if rows:
         doc.add("table", header, main_rows(rows, ref_rows))
     else:
@@ -158,12 +163,14 @@ def _tradeoff(doc: Doc, rows: list[Row], plots_dir: Path | None) -> None:
     table = []
     for r in chosen:
         pub, mea = accuracy_delta(r, keyed)
-        table.append([r.experiment, r.variant, r.published_time, _num(r.published_accuracy), _ratio(r.published_ratio),
+        table.append([r.experiment, r.variant, r.published_time, _num(r.published_accuracy),
+                      _ratio(r.published_ratio),
                       _ratio(r.ratio if r.verdict != "baseline" else 1.0 if r.n else None), r.accuracy.text(),
                       _num(pub, signed=True), _num(mea, signed=True)])
     doc.add("table", list(TRADEOFF_HEADER), table)
     doc.add("p", "Measured accuracies at bench scale come from a few training steps on the data at hand "
-                 "(often generated data); compare their direction across arms, not their level with the book's.")
+                 "(often generated data); compare their direction across arms, not their level with the "
+                 "book's.")
 
 
 def _num(value: float | None, signed: bool = False) -> str:
@@ -180,7 +187,8 @@ def _harness(doc: Doc, records: list[dict[str, Any]]) -> None:
     doc.add("table", ["loop", "n", "samples/s (mean ± sd)"],
             [["shared loop (pipelines/core/loop.py)", str(shared.n), shared.text()],
              ["minimal hand-written loop", str(hand.n), hand.text()]])
-    doc.add("p", f"shared / hand-written throughput = {result['ratio']:.3f} (overhead {result['overhead_pct']:+.1f} %; "
+    doc.add("p", f"shared / hand-written throughput = {result['ratio']:.3f} "
+                 f"(overhead {result['overhead_pct']:+.1f} %; "
                  f"goal {HARNESS_GOAL_PCT:g} %: {verdict} on this run; timings are noisy, not asserted).")
 
 

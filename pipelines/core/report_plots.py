@@ -84,7 +84,9 @@ def tradeoff(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
     fig = _figure(7.5, 5.0)
     ax = fig.subplots()
     for r in chosen:
-        pub_x = r.published_ratio if r.published_ratio is not None else (1.0 if r.verdict == "baseline" else None)
+        pub_x = r.published_ratio
+        if pub_x is None and r.verdict == "baseline":
+            pub_x = 1.0
         mea_x = r.ratio if r.ratio is not None else (1.0 if r.verdict == "baseline" and r.n else None)
         if pub_x is not None and r.published_accuracy is not None:
             ax.scatter(pub_x, r.published_accuracy, facecolors="none", edgecolors=PUBLISHED, s=60)
@@ -92,8 +94,8 @@ def tradeoff(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
                         textcoords="offset points", color="#555555")
         if mea_x is not None and r.accuracy.mean is not None:
             ax.scatter(mea_x, r.accuracy.mean, color=MEASURED, s=40)
-            ax.annotate(r.variant, (mea_x, r.accuracy.mean), fontsize=7, xytext=(4, -8), textcoords="offset points",
-                        color=MEASURED)
+            ax.annotate(r.variant, (mea_x, r.accuracy.mean), fontsize=7, xytext=(4, -8),
+                        textcoords="offset points", color=MEASURED)
     ax.scatter([], [], facecolors="none", edgecolors=PUBLISHED, label="published")
     ax.scatter([], [], color=MEASURED, label="reproduced")
     ax.set_xlabel("speed-up vs baseline (x)")
@@ -128,9 +130,10 @@ def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
             for rec in recs:
                 points[value(rec)].append(rec)
             if len(points) >= 2:
-                series[key] = {"axis": axis, "points": {x: (stat(r["metrics"]["throughput_samples_per_s"]
-                                                                  for r in rs), sorted({r["variant"] for r in rs}))
-                                                         for x, rs in sorted(points.items())}}
+                series[key] = {"axis": axis, "points": {
+                    x: (stat(r["metrics"]["throughput_samples_per_s"] for r in rs),
+                        sorted({r["variant"] for r in rs}))
+                    for x, rs in sorted(points.items())}}
                 break
     return series
 

@@ -224,7 +224,8 @@ def _fill(row: Row, ok) -> None:
         return
     base_recs = ok.get((*base, row.scale), [])
     if not base_recs:
-        row.verdict, row.why = "not comparable", f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
+        row.verdict = "not comparable"
+        row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
         return
     difference = machine_difference(recs + base_recs)
     if difference:
