@@ -40,7 +40,7 @@ def family_bars(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
         panels = 2 if with_acc else 1
         fig = _figure(max(6.0, 1.3 * len(members) + 2), 4.2 * panels)
         axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
-        _bars(axes[0], members, lambda r: r.published_ratio, lambda r: r.ratio if r.verdict != "baseline"
+        _bars(axes[0], members, _published_speedup, lambda r: r.ratio if r.verdict != "baseline"
               else (1.0 if r.n else None), "speed-up vs baseline (x)")
         axes[0].axhline(1.0, color="black", linewidth=0.8, linestyle=":")
         axes[0].set_title(f"{family}: published vs reproduced (speed-up = baseline time / time)")
@@ -52,6 +52,14 @@ def family_bars(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
         fig.savefig(path)
         made.append((path, f"{family}: published vs reproduced speed-up and accuracy"))
     return made
+
+
+def _published_speedup(row: Row) -> float | None:
+    """The published ratio; 1 for a baseline arm that has a published time (ratio 1 by definition)."""
+    if row.published_ratio is not None or row.entry is None:
+        return row.published_ratio
+    is_reference = report_rows.baseline_key(row.entry, row.variant) is None
+    return 1.0 if is_reference and row.published_time_s is not None else None
 
 
 def _bars(ax, rows: list[Row], published, measured, ylabel: str, errors=None) -> None:
@@ -68,7 +76,9 @@ def _bars(ax, rows: list[Row], published, measured, ylabel: str, errors=None) ->
                         va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
     ax.set_xticks(xs, [_label(r) for r in rows], fontsize=7)
     ax.set_ylabel(ylabel)
-    top = max([v for v in pub + mea if v is not None] or [1.0])
+    errs = [(errors(r) or 0) if errors else 0 for r in rows]
+    tops = [v for v in pub if v is not None] + [m + e for m, e in zip(mea, errs) if m is not None]
+    top = max(tops or [1.0])
     ax.set_ylim(0, top * 1.25)  # headroom for the value labels and the legend
     ax.legend(fontsize=8, loc="upper left", ncol=2)
     ax.grid(axis="y", alpha=0.3)
