@@ -14,14 +14,15 @@ PYTEST_ARGS ?=
 IDS := $(shell python3 -m pipelines.core.catalog ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the distributed section below
 
-.PHONY: help venv demo test list report data-generate data-verify ipex-venv $(IDS)
+.PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
 help: ## Show the targets
 	@echo "make demo        fresh machine: venv + a CPU bench ladder on offline data + summary table"
 	@echo "make test        fresh machine: test prerequisites + the whole suite (what CI runs)"
 	@echo "make list        every experiment id, its target, launcher and published ratio"
 	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
-	@echo "make report      results/*.jsonl -> published vs reproduced table"
+	@echo "make report      results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html"
+	@echo "make reference-timings   CPU reference run at bench scale -> \$$(REF_OUT) (records + report)"
 	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
 	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
 	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
@@ -46,8 +47,19 @@ test: venv ## Install test prerequisites, run the whole suite
 list: venv ## Every experiment id
 	@$(ACCEL) list
 
-report: venv ## Published vs reproduced, from results/
-	$(ACCEL) report --results-dir results
+report: venv ## Published vs reproduced, from results/ (AGAINST=results/reference/<run> to compare)
+	$(ACCEL) report --results-dir results --out results $(if $(AGAINST),--against $(AGAINST))
+
+# Reference timings (issue 5): fixed output folder so a rerun on a quiet machine replaces the committed one.
+REF_OUT ?= results/reference/cpu-$(shell nproc)core-bench
+reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report
+	PYTHON=$(PY) DATA=$(DATA) REF_OUT=$(REF_OUT) ci/reference-timings.sh
+
+gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-reference.sh --dry-run without)
+	PYTHON=$(PY) DATA=$(DATA) ci/gpu-reference.sh $(ARGS)
+
+harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
+	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
 
 data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly marked generated)
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000

@@ -5,6 +5,7 @@ published figures are the book's printed numbers (source "book:chN") or a compan
 saved output (source "repo-output").
 """
 
+from pipelines.catalog import decisions
 from pipelines.core.catalog import Experiment, Published as P, Variant
 
 FMNIST = {"model": "cnn_fmnist", "dataset": "fashion_mnist", "batch_size": 64, "epochs": 10,
@@ -18,11 +19,10 @@ LR_DECISION = "lr 1e-5 as the book's code ran (the text gives no lr for ch1-ch2)
 SPLIT_DECISION = ("Fashion-MNIST train split is the code's 54,000 images (844 steps at bs 64), not the "
                   "60,000 the text implies.")
 EVAL_DECISION = "Evaluation calls model.eval() (the book never does; no effect on this CNN)."
-RESIZE_DECISION = ("CIFAR-10 runs at 32x32 as the code ran: the book's 224x224 resize was a no-op "
-                   "attribute on the Compose object.")
+RESIZE_DECISION = decisions.RESIZE_NOOP
 DENSENET_DECISIONS = (
     RESIZE_DECISION,
-    "lr 1e-5 as coded; the book prints 1e-4 for this run.",
+    decisions.LR_AS_CODED,
     "DenseNet121 keeps the 1000-class ImageNet head, as the book's code did (labels 0-9 index 1000 logits).",
     "Weights are random unless --weights points at a local ImageNet state_dict (the book used pretrained).",
 )
@@ -158,8 +158,7 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 79.90, "book:ch3:table3.2", "cumulative training", variant="inductor")),
         hardware="1x NVIDIA A100",
         band="Accuracies are not comparable: the book's loop trained one model cumulatively across backends.",
-        decisions=("Each backend starts from a freshly initialised model (fair), not the book's carried-over "
-                   "weights (its rising accuracies reflect 50/100/150 accumulated epochs).",
+        decisions=(decisions.CUMULATIVE_BACKENDS,
                    "aot_ts_nvfuser no longer exists in PyTorch; it is listed, not run.",
                    *DENSENET_DECISIONS)),
 )

@@ -61,6 +61,7 @@ class Experiment:
     decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
     planned_reason: str = ""  # for status "planned": what delivers it
     variants: tuple[Variant, ...] = ()  # empty: one arm, named by `variant`
+    tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
 
     def arms(self) -> tuple[Variant, ...]:
         return self.variants or (Variant(self.variant),)

@@ -138,11 +138,36 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 
 @cli.command()
 @click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-def report(results_dir: Path) -> None:
+@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+              help="Write report.md (+ PNG plots), report.csv and report.html here (else: print a table).")
+@click.option("--format", "formats", type=click.Choice(["md", "csv", "html"]), multiple=True,
+              help="With --out: only these outputs (repeatable; default all three).")
+@click.option("--against", type=click.Path(path_type=Path),
+              help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
+@click.option("--experiments", default="", help="Comma-separated ids to list even when not run.")
+@click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
+def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
+           experiments: str, note: str) -> None:
     """Published vs reproduced, from result files only."""
-    from pipelines.core.report import summary_table
+    from pipelines.core.report import FORMATS, summary_table, write_report
 
-    click.echo(summary_table(results_dir))
+    if against is not None and not against.is_dir():
+        raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
+                          "results/reference/<run>")
+    if out_dir is None and (formats or against or experiments or note):
+        raise ConfigError("--format, --against, --experiments and --note need --out DIR "
+                          "(where report.md goes)")
+    if out_dir is None:
+        click.echo(summary_table(results_dir))
+        return
+    only = [e.strip() for e in experiments.split(",") if e.strip()]
+    for experiment_id in only:
+        catalog.get(experiment_id)
+    written, loaded = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
+    for line in loaded.skipped:
+        click.echo(f"accel report: skipped {line}", err=True)
+    click.echo(f"{len(loaded.records)} record(s) from {loaded.files} file(s); wrote " +
+               ", ".join(str(p) for p in written))
 
 
 @cli.group()

@@ -1,21 +1,22 @@
-"""Published vs reproduced, from result files only.
+"""Published vs reproduced, from result files only: the catalog map, run summaries, and the report.
 
 The compared quantity is throughput (samples per second of training, data loading included), so a
 ratio means what the book's ratio of training times means for a fixed number of epochs:
 baseline_time / variant_time = variant_throughput / baseline_throughput, whatever the batch size.
+Rows and verdicts: report_rows.py; the document: report_doc.py; plots: report_plots.py; HTML:
+report_html.py. This module renders Markdown and CSV and writes the files.
 """
 
 from __future__ import annotations
 
-import statistics
-from collections import defaultdict
+import csv
+import io
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import click
 
-from pipelines.core import catalog, results
-from pipelines.core.envinfo import machine_key
+from pipelines.core import catalog
 
 
 def published_ratio_text(entry: catalog.Experiment) -> str:
@@ -80,73 +81,97 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
         click.echo(f"wrote {path}")
 
 
-def load(results_dir: Path) -> tuple[list[dict[str, Any]], list[str]]:
-    """All records under results_dir, and a list of files skipped with the reason."""
-    records, skipped = [], []
-    for path in sorted(Path(results_dir).glob("**/*.jsonl")):
-        try:
-            records.extend(results.read(path))
-        except (results.SchemaError, OSError, UnicodeDecodeError) as exc:
-            skipped.append(f"{path}: {exc}")
-    return records, skipped
+def _md_cell(value: str) -> str:
+    return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def group(records: Iterable[dict[str, Any]]) -> dict[tuple[str, str], list[dict[str, Any]]]:
-    groups: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
-    for rec in records:
-        if rec["status"] == "ok" and rec["metrics"].get("throughput_samples_per_s"):
-            groups[(rec["experiment"], rec["variant"])].append(rec)
-    return groups
+def markdown_table(header, rows) -> list[str]:
+    return ["| " + " | ".join(_md_cell(h) for h in header) + " |", "|" + "---|" * len(header),
+            *("| " + " | ".join(_md_cell(c) for c in row) + " |" for row in rows)]
 
 
-def baseline_key(entry: catalog.Experiment, variant: str) -> tuple[str, str] | None:
-    """`id` or `id@variant` from the catalog; a variant of the same experiment compares to its first arm."""
-    if entry.baseline:
-        base_id, _, base_variant = entry.baseline.partition("@")
-        base = catalog.all_experiments().get(base_id)
-        return (base_id, base_variant or (base.arms()[0].name if base else "default"))
-    first = entry.arms()[0].name
-    return (entry.id, first) if variant != first else None
+def markdown(doc) -> str:
+    lines = [f"# {doc.title}", ""]
+    for block in doc.blocks:
+        kind = block[0]
+        if kind == "h":
+            lines += [f"## {block[1]}", ""]
+        elif kind == "sub":
+            lines += [f"### {block[1]}", ""]
+        elif kind == "p":
+            lines += [block[1], ""]
+        elif kind == "list":
+            lines += [f"- {item}" for item in block[1]] + [""]
+        elif kind == "table":
+            lines += markdown_table(block[1], block[2]) + [""]
+        elif kind == "img":
+            lines += [f"![{block[2]}]({block[1]})", ""]
+    return "\n".join(lines).rstrip() + "\n"
 
 
-def measured_ratio(groups, key, base_key) -> tuple[float | None, str]:
-    if base_key is None or base_key not in groups:
-        return None, "baseline not run"
-    machines = {machine_key(r["env"]) for r in groups[key] + groups[base_key]}
-    if len(machines) > 1:
-        return None, "not comparable: runs differ in machine, torch or image"
-    value = statistics.median(r["metrics"]["throughput_samples_per_s"] for r in groups[key])
-    base = statistics.median(r["metrics"]["throughput_samples_per_s"] for r in groups[base_key])
-    return value / base, ""
+CSV_FIELDS = ("experiment", "variant", "scale", "n", "published_time", "published_time_s", "published_ratio",
+              "published_accuracy_pct", "band", "throughput_mean", "throughput_sd", "train_s_mean",
+              "train_s_sd",
+              "step_ms_mean", "accuracy_pct_mean", "accuracy_pct_sd", "measured_ratio", "verdict", "why")
+
+
+def csv_text(rows) -> str:
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(CSV_FIELDS)
+    for r in rows:
+        writer.writerow([r.experiment, r.variant, r.scale, r.n, r.published_time, r.published_time_s,
+                         r.published_ratio, r.published_accuracy, r.band, r.throughput.mean, r.throughput.sd,
+                         r.train_s.mean, r.train_s.sd, r.step_ms.mean, r.accuracy.mean, r.accuracy.sd,
+                         r.ratio,
+                         r.verdict, r.why])
+    return out.getvalue()
+
+
+FORMATS = ("md", "csv", "html")
+
+
+def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS, only=None,
+                 against: Path | None = None, note: str = "") -> tuple[list[Path], Any]:
+    """report.md (+ PNG plots beside it), report.csv, report.html into out_dir (default: results_dir)."""
+    from pipelines.core import report_doc, report_html
+
+    out_dir = Path(out_dir or results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = out_dir if ("md" in formats or "html" in formats) else None
+    doc, rows, loaded = report_doc.build(results_dir, only, against, note, plots_dir=plots)
+    written = []
+    if "md" in formats:
+        written.append(out_dir / "report.md")
+        written[-1].write_text(markdown(doc), encoding="utf-8")
+    if "csv" in formats:
+        written.append(out_dir / "report.csv")
+        written[-1].write_text(csv_text(rows), encoding="utf-8")
+    if "html" in formats:
+        written.append(out_dir / "report.html")
+        written[-1].write_text(report_html.render(doc, out_dir), encoding="utf-8")
+    written += [out_dir / b[1] for b in doc.blocks if b[0] == "img"]
+    return written, loaded
 
 
 def summary_table(results_dir: Path) -> str:
-    records, skipped = load(results_dir)
-    groups = group(records)
-    entries = catalog.all_experiments()
-    header = ("experiment", "variant", "n", "step ms (median)", "samples/s", "acc %", "ratio", "published")
-    rows = []
-    for (exp, variant), recs in sorted(groups.items()):
-        entry = entries.get(exp)
-        ratio, why = (None, "not in catalog") if entry is None else \
-            measured_ratio(groups, (exp, variant), baseline_key(entry, variant))
-        published = None if entry is None else entry.published_value("ratio", None if not entry.variants
-                                                                       else variant)
-        accs = [r["metrics"].get("test_accuracy_pct") for r in recs if r["metrics"].get("test_accuracy_pct")
-                is not None]
-        rows.append((exp, variant, str(len(recs)),
-                     _fmt(statistics.median(r["metrics"]["step_time_ms_median"] for r in recs)),
-                     _fmt(statistics.median(r["metrics"]["throughput_samples_per_s"] for r in recs)),
-                     _fmt(statistics.median(accs)) if accs else "-",
-                     f"{ratio:.2f}" if ratio else (why if why != "baseline not run" or exp != variant else "-"),
-                     "-" if published is None else f"{published:g}"))
-    errors = [f"{r['experiment']} [{r['variant']}]: {r['error']['type']}: {r['error']['message'][:120]}"
-              for r in records if r["status"] == "error"]
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    lines += ["| " + " | ".join(row) + " |" for row in rows]
+    """The compact table `make demo` and `accel report` print: one line per arm, with its verdict."""
+    from pipelines.core import report_rows
+
+    loaded = report_rows.load(results_dir)
+    rows = report_rows.build(loaded)
+    header = ("experiment", "variant", "n", "step ms", "samples/s (mean ± sd)", "acc %", "ratio",
+              "published", "verdict")
+    table = [(r.experiment, r.variant + ("" if r.scale in ("bench", "-") else f" ({r.scale})"), str(r.n),
+              r.step_ms.text(), r.throughput.text(), r.accuracy.text(),
+              "-" if r.ratio is None else f"{r.ratio:.2f}",
+              "-" if r.published_ratio is None else f"{r.published_ratio:g}",
+              r.verdict + (f" ({r.why})" if r.verdict == "not comparable" else "")) for r in rows]
+    lines = markdown_table(header, table)
     if not rows:
         lines.append(f"(no successful runs under {results_dir})")
-    lines += [f"- error: {e}" for e in errors] + [f"- skipped: {s}" for s in skipped]
+    lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    lines += [f"- skipped: {s}" for s in loaded.skipped]
     lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
-              for r in records if r["status"] == "skipped"]
+              for r in loaded.records if r["status"] == "skipped"]
     return "\n".join(lines)

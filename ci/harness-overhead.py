@@ -1,0 +1,103 @@
+#!/usr/bin/env python3
+"""Harness overhead: one CNN workload through the shared loop and through a minimal hand-written loop.
+
+Usage: [THREADS=N] python ci/harness-overhead.py [--steps 60] [--warmup 5] [--repeats 5]
+           [--model cnn_cifar10] [--batch-size 64] [--device cpu] [--results-dir DIR]
+
+Both arms run in this one process, interleaved (shared, hand, hand, shared, ...), on the same in-memory
+synthetic batches, the same model initialisation and the same step (pipelines/core/steps.plain_step).
+The hand-written loop is what a person would write without the harness: iterate, move, step, clock.
+It prints shared/hand throughput (goal: the shared loop within 2 %) and writes accel.result/1 records
+(experiment "harness-overhead", variants shared-loop / hand-loop) that `accel report` shows in its own
+section. Timings are reported, never asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+from pipelines.core import data, envinfo, loop, models, results
+from pipelines.core.config import resolve
+from pipelines.core.steps import book_optimizer, plain_step
+
+EXPERIMENT = "harness-overhead"
+ARMS = ("shared-loop", "hand-loop")
+
+
+def hand_loop(step, loader, warmup: int, steps: int, batch_size: int, device: torch.device) -> dict:
+    """The minimal loop: no hooks, no per-step clocks, one clock around the measured steps."""
+    batches = itertools.chain.from_iterable(itertools.repeat(loader))
+    loss = None
+    for _ in range(warmup):
+        x, y = next(batches)
+        loss = step(x.to(device), y.to(device))
+    loop.synchronize(device)
+    started = time.perf_counter()
+    for _ in range(steps):
+        x, y = next(batches)
+        loss = step(x.to(device), y.to(device))
+    loop.synchronize(device)
+    elapsed = time.perf_counter() - started
+    return {"train_s": elapsed, "measured_steps": steps, "warmup_steps": warmup,
+            "throughput_samples_per_s": steps * batch_size / elapsed, "final_loss": float(loss.detach())}
+
+
+def one(arm: str, cfg, ctx, loaders) -> dict:
+    torch.manual_seed(cfg.seed)
+    model = models.build(cfg.model, classes=cfg.head_classes).to(ctx.device)
+    step = plain_step(model, book_optimizer(model, cfg))
+    if arm == "shared-loop":
+        return loop.train(loop.Trainable(model, step, count_flops=False), loaders, cfg, ctx)
+    return hand_loop(step, loaders.train, cfg.warmup_steps, cfg.steps, cfg.batch_size, ctx.device)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=60)
+    parser.add_argument("--warmup", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--model", default="cnn_cifar10")
+    parser.add_argument("--batch-size", type=int, default=64)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--results-dir", type=Path, default=Path("results"))
+    args = parser.parse_args(argv)
+    if min(args.steps, args.repeats) < 1 or args.warmup < 0:
+        parser.error("--steps and --repeats must be >= 1, --warmup >= 0")
+    ctx = loop.RunContext(device=torch.device(args.device))
+    configs = {arm: resolve({"model": args.model, "dataset": "synthetic", "batch_size": args.batch_size},
+                            {}, {"steps": args.steps, "warmup_steps": args.warmup, "repeats": args.repeats,
+                                 "device": args.device},
+                            experiment=EXPERIMENT, pipeline="harness_overhead", variant=arm, scale="bench")
+               for arm in ARMS}
+    cfg = configs[ARMS[0]]
+    loaders = data.loaders(cfg, models.spec(cfg.model).input_shape)
+    run_id = results.new_run_id()
+    records, throughput = [], {arm: [] for arm in ARMS}
+    for repeat in range(args.repeats):
+        for arm in (ARMS if repeat % 2 == 0 else ARMS[::-1]):
+            metrics = one(arm, configs[arm], ctx, loaders)
+            throughput[arm].append(metrics["throughput_samples_per_s"])
+            config = {**configs[arm].to_record(), "data_source": loaders.source,
+                      "train_samples": loaders.train_samples, "test_samples_available": loaders.test_samples}
+            records.append(results.make_record(
+                status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
+                dist={"launcher": "local", "backend": None, "world_size": 1, "nodes": 1},
+                env=envinfo.fingerprint()))
+    path = results.write(results.result_path(args.results_dir, EXPERIMENT, run_id), records)
+    shared, hand = (statistics.fmean(throughput[arm]) for arm in ARMS)
+    ratio = shared / hand
+    print(f"harness overhead: shared loop {shared:.1f} samples/s, hand-written loop {hand:.1f} samples/s, "
+          f"ratio {ratio:.3f} (overhead {(1 - ratio) * 100:+.1f} %; goal within 2 %), "
+          f"{args.repeats} interleaved repeats of {args.steps} steps; wrote {path}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

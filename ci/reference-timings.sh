@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# Reference timings: the CPU-reproducible experiments at bench scale with repeats, then the report.
+#
+# Usage: [KNOB=value ...] ci/reference-timings.sh [--dry-run]
+#   make reference-timings                          # writes $REF_OUT (default below)
+#   REF_OUT=results/mine STEPS=10 ci/reference-timings.sh
+#
+# Knobs (echoed below):
+#   REF_OUT   output folder (records + report.md/csv/html + PNGs; its old ones are replaced);
+#             default results/reference/cpu-<cores>core-bench
+#   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
+#   DATA      dataset root (default data/); cifar10 + fashion_mnist are generated when missing (labelled
+#             data_source=generated in every record)
+#   NOTE      text for the report header (e.g. "shared, noisy machine")
+#   PYTHON    interpreter with the package installed (default .venv/bin/python)
+#   IDS       override the experiment list (space-separated), e.g. IDS="ch2-baseline ch2-nobias"
+# Entries that are not `ready` in the catalog are listed in the report as "not run"; the job fails only
+# when a ready entry exits non-zero or leaves no record, never on a timing.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON="${PYTHON:-.venv/bin/python}"
+DATA="${DATA:-data}"
+STEPS="${STEPS:-30}"
+REPEATS="${REPEATS:-3}"
+NOTE="${NOTE:-}"
+cores="$(nproc)"
+REF_OUT="${REF_OUT:-results/reference/cpu-${cores}core-bench}"
+# The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
+# tokens are launcher knobs, the rest accel arguments. Thread and rank sweeps stop at this machine's cores;
+# ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).
+threads_sweep="" ranks=2
+for t in 1 2 4 8 12 16; do if [[ $t -le $cores ]]; then threads_sweep+=":--variant=threads=$t"; fi; done
+for n in 4 8; do if [[ $n -le $cores ]]; then ranks=$n; fi; done
+DEFAULT_IDS="ch2-baseline ch2-nobias ch2-bs128 ch2-bs256 ch2-iomp ch2-both-layers ch3-compile-cnn-cpu
+ch4-gomp-default-cnn ch4-gomp-pinned-cnn ch4-iomp-cnn ch6-prune
+ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--variant=fp32:--variant=bf16 ch9-cpu-threads$threads_sweep
+ch9-cpu-gloo:NPROC=$ranks:--variant=ranks=$ranks"
+IDS="${IDS:-$DEFAULT_IDS}"
+dry=0
+[[ "${1:-}" == "--dry-run" ]] && dry=1
+
+echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON"
+accel() { "$PYTHON" -m pipelines "$@"; }
+
+mapfile -t ready < <("$PYTHON" -m pipelines.core.catalog ready)
+mapfile -t known < <("$PYTHON" -m pipelines.core.catalog ids)
+is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
+
+run_ids=() listed=()
+for spec in $IDS; do
+  id="${spec%%:*}"
+  if ! is_in "$id" "${known[@]}"; then
+    echo "reference-timings: $id is not in the catalog (yet); it is left out of the report"
+  elif is_in "$id" "${ready[@]}"; then
+    run_ids+=("$spec"); listed+=("$id")
+  else
+    echo "reference-timings: $id is planned, not ready: reported as not run"; listed+=("$id")
+  fi
+done
+
+# "id:KEY=V:--arg" -> knobs (KEY=V) and extra arguments, in the arrays knobs and extra.
+split_spec() {
+  local token
+  knobs=() extra=()
+  IFS=: read -r -a tokens <<< "${1#*:}"
+  [[ "$1" == *:* ]] || tokens=()
+  for token in "${tokens[@]}"; do
+    if [[ "$token" =~ ^[A-Z_]+= ]]; then knobs+=("$token"); else extra+=("$token"); fi
+  done
+}
+
+if [[ $dry -eq 1 ]]; then
+  for spec in "${run_ids[@]}"; do
+    split_spec "$spec"
+    echo "${knobs[*]} $PYTHON -m pipelines launch ${spec%%:*} ${extra[*]} --scale bench --steps $STEPS" \
+      "--repeats $REPEATS --data-root $DATA --results-dir $REF_OUT"
+  done
+  exit 0
+fi
+
+for name in fashion_mnist cifar10; do
+  if ! accel data verify "$name" --root "$DATA" >/dev/null 2>&1; then
+    echo "reference-timings: no verified $name under $DATA/: generating one (records say data_source=generated)"
+    accel data generate "$name" --root "$DATA" --train 6000 --test 1000
+  fi
+done
+
+mkdir -p "$REF_OUT"
+# A fresh reference: earlier records, plots and reports in REF_OUT are replaced, not mixed in.
+find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name '*.png' -o -name 'report.*' \) -delete
+failed=()
+for spec in "${run_ids[@]}"; do
+  id="${spec%%:*}"
+  split_spec "$spec"
+  echo "== $id ${knobs[*]} ${extra[*]}"
+  before="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
+  if ! env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "${extra[@]}" --scale bench --steps "$STEPS" --repeats "$REPEATS" --data-root "$DATA" \
+       --results-dir "$REF_OUT"; then
+    failed+=("$id (exit code)")
+    continue
+  fi
+  after="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
+  [[ "$after" -gt "$before" ]] || failed+=("$id (no record written)")
+done
+
+echo "== harness overhead"
+"$PYTHON" ci/harness-overhead.py --steps "$STEPS" --repeats "$REPEATS" --results-dir "$REF_OUT" \
+  || failed+=("harness-overhead (exit code)")
+
+echo "== report"
+only="$(IFS=,; echo "${listed[*]}")"
+accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
+  --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}"
+
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "reference-timings: FAILED: ${failed[*]}" >&2
+  exit 1
+fi
+echo "reference-timings: done; see $REF_OUT/report.md"
