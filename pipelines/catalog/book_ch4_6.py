@@ -1,5 +1,6 @@
 """Book chapters 4-6: CPU libraries (OpenMP, allocators, IPEX), the data pipeline, pruning."""
 
+from pipelines.catalog.decisions import LR_AS_CODED, RESIZE_NOOP
 from pipelines.core.catalog import Experiment, Published as P, Variant
 
 CNN_CIFAR = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 64, "epochs": 10, "lr": 1e-5,
@@ -24,7 +25,7 @@ def _alloc(name: str) -> Experiment:
         pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", args=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "ALLOCATOR": name},
         band="Not in the book. The small CNN allocates little per step on the CPU: expect about 1.0x.",
-        decisions=(CH4_PLAIN, THREADS,
+        decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    f"Debian's {name} is preloaded by launch/local.sh; env.allocator and "
                    "env.allocator_libraries_mapped record the allocator that actually loaded."))
 
@@ -36,14 +37,14 @@ EXPERIMENTS = (
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "none"},
         published=(P("train_time_s", 178, "book:ch4"), P("ratio", 1.0, "book:ch4"),
                    P("test_accuracy_pct", 47.01, "repo-output")),
-        hardware=CH4_HW, band=CH4_BAND, decisions=(CH4_PLAIN, THREADS)),
+        hardware=CH4_HW, band=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
     Experiment(
         id="ch4-gomp-pinned-cnn", compares="GNU default -> GNU pinned (PROC_BIND/SCHEDULE/GOMP_CPU_AFFINITY)",
         pipeline="ch02_layers", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", args=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 1.56, "book:ch4", "derived 178/114")),
         hardware=CH4_HW, band=CH4_BAND,
-        decisions=(CH4_PLAIN, THREADS,
+        decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per "
                    "physical core first (pipelines/core/affinity.py), not the book's fixed 0-15, which is "
                    "physical-only only when the OS numbers hyper-thread siblings last.",
@@ -55,7 +56,7 @@ EXPERIMENTS = (
         published=(P("train_time_s", 102, "book:ch4"),
                    P("ratio", 1.12, "book:ch4", "derived 114/102; 1.75 vs the GNU default")),
         hardware=CH4_HW, band=CH4_BAND,
-        decisions=(CH4_PLAIN, THREADS,
+        decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "libiomp5 (pip intel-openmp) is preloaded by launch/local.sh with "
                    "KMP_AFFINITY=granularity=fine,compact,1,0 and KMP_BLOCKTIME=0, as the book; a missing "
                    "libiomp5 is an error, never a silent GNU run.",
@@ -139,7 +140,7 @@ EXPERIMENTS = (
         hardware="CPU-only machine, unstated (OMP_NUM_THREADS=16, OMP_PROC_BIND=TRUE)",
         band="Fewer filters mean fewer FLOPs; on few cores the gain can exceed the book's, the accuracy "
              "cost follows the book's trend (single runs are not monotonic).",
-        decisions=("NNI 3.0 removed the book's API (L1NormPruner + ModelSpeedup, NNI 2.x) and NNI is "
+        decisions=(RESIZE_NOOP, LR_AS_CODED, "NNI 3.0 removed the book's API (L1NormPruner + ModelSpeedup, NNI 2.x) and NNI is "
                    "unmaintained: masks come from torch.nn.utils.prune.ln_structured (L1, per output filter) "
                    "and the pipeline slices the channels out itself.",
                    "Pruned runs get the book's untimed warm-up epoch before pruning (smoke/bench: as many "
