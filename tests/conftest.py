@@ -41,3 +41,12 @@ def data_root(tmp_path_factory) -> Path:
 @pytest.fixture
 def results_dir(tmp_path) -> Path:
     return tmp_path / "results"
+
+
+def assert_refused(args, code: int, needle: str, results_dir: Path, data_root: Path) -> None:
+    """A refused run: the exit code, one `accel: error:` line naming the problem, no traceback, no result."""
+    run = accel(*args, "--data-root", str(data_root), "--results-dir", str(results_dir))
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
+    assert needle in lines[0] and "Traceback" not in run.stderr
+    assert not results_dir.exists() or not list(results_dir.iterdir())

@@ -6,7 +6,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from conftest import accel, records
+from conftest import accel, assert_refused, records
 from pipelines import scale_accum, scale_ckpt
 from pipelines.core import memory, models
 
@@ -110,11 +110,7 @@ def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
 
 
 def _refused(args, code, needle, tmp_path, data_root):
-    run = accel(*args, "--data-root", str(data_root), "--results-dir", str(tmp_path / "r"))
-    lines = run.stderr.strip().splitlines()
-    assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
-    assert needle in lines[0] and "Traceback" not in run.stderr
-    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+    assert_refused(args, code, needle, tmp_path / "r", data_root)
 
 
 @pytest.mark.parametrize("args,code,needle", [

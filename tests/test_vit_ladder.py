@@ -7,7 +7,7 @@ tiny ViT that smoke scale selects.
 import pytest
 import torch
 
-from conftest import accel, records
+from conftest import accel, assert_refused, records
 from pipelines import vit_ladder
 from pipelines.core import models
 
@@ -85,11 +85,7 @@ def test_course_amp_on_cpu_runs_bf16_and_skips_16_mixed(data_root, tmp_path):
 
 
 def _refused(args, code, needle, tmp_path, data_root):
-    run = accel(*args, "--data-root", str(data_root), "--results-dir", str(tmp_path / "r"))
-    lines = run.stderr.strip().splitlines()
-    assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
-    assert needle in lines[0] and "Traceback" not in run.stderr
-    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+    assert_refused(args, code, needle, tmp_path / "r", data_root)
 
 
 @pytest.mark.parametrize("args,code,needle", [

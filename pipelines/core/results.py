@@ -94,9 +94,8 @@ def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    finally:
+        Path(tmp).unlink(missing_ok=True)  # gone after a successful rename; removed after a failure
     return path
 
 

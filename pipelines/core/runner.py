@@ -112,29 +112,36 @@ def run(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType,
     return Outcome(results.write(path, records), records)
 
 
+def _loaded_openmp() -> str:
+    from pipelines.core import envinfo
+
+    return envinfo.openmp_runtime()["openmp_runtime"]
+
+
+def _loaded_allocator() -> str:
+    from pipelines.core import envinfo
+
+    return envinfo.allocator()["allocator"]
+
+
+# (launcher knob, what it selects, what this process actually loaded)
+RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", _loaded_openmp), ("ALLOCATOR", "allocator", _loaded_allocator))
+
+
 def _preflight(entry: catalog.Experiment, cfg: RunConfig, module: ModuleType, ctx) -> None:
     """Everything that can be refused before any work: device, runtime, pipeline checks, results dir."""
     import torch
 
-    from pipelines.core import datafiles, envinfo
+    from pipelines.core import datafiles
 
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise NotRunnable(f"{entry.id} asks for --device cuda but no CUDA GPU is visible; "
                           "run it on a GPU machine or pass --device cpu")
-    wanted = os.environ.get("OMP_RUNTIME") or entry.knobs.get("OMP_RUNTIME")
-    if wanted in ("gnu", "intel"):
-        loaded = envinfo.openmp_runtime()["openmp_runtime"]
-        if loaded != wanted:
-            raise NotRunnable(f"{entry.id} needs the {wanted} OpenMP runtime but {loaded} is loaded; "
-                              f"start it with `make {entry.id}` or `OMP_RUNTIME={wanted} "
-                              f"launch/local.sh run {entry.id}`")
-    wanted_allocator = os.environ.get("ALLOCATOR") or entry.knobs.get("ALLOCATOR")
-    if wanted_allocator in ("tcmalloc", "jemalloc"):
-        loaded = envinfo.allocator()["allocator"]
-        if loaded != wanted_allocator:
-            raise NotRunnable(f"{entry.id} needs the {wanted_allocator} allocator but {loaded} is loaded; "
-                              f"start it with `make {entry.id}` or `ALLOCATOR={wanted_allocator} "
-                              f"launch/local.sh run {entry.id}`")
+    for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
+        wanted = os.environ.get(knob) or entry.knobs.get(knob)
+        if wanted in ("gnu", "intel", "tcmalloc", "jemalloc") and (loaded := loaded_now()) != wanted:
+            raise NotRunnable(f"{entry.id} needs the {wanted} {label} but {loaded} is loaded; start it "
+                              f"with `make {entry.id}` or `{knob}={wanted} launch/local.sh run {entry.id}`")
     if hasattr(module, "check"):
         module.check(cfg, ctx)
     if cfg.dataset != "synthetic":
