@@ -37,7 +37,7 @@ def load(results_dir: Path) -> Loaded:
     root = Path(results_dir)
     if not root.is_dir():
         raise ConfigError(f"results dir {root} does not exist; run an experiment first "
-                          "(e.g. make ch2-baseline ARGS='--scale bench') or pass --results-dir")
+                          "(e.g. make <id> ARGS='--scale bench') or pass --results-dir")
     records, skipped, files = [], [], 0
     for path in sorted(root.glob("**/*.jsonl")):
         if "reference" in path.relative_to(root).parts[:-1]:
