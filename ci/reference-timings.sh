@@ -73,8 +73,9 @@ split_spec() {
 if [[ $dry -eq 1 ]]; then
   for spec in "${run_ids[@]}"; do
     split_spec "$spec"
-    echo "${knobs[*]} $PYTHON -m pipelines launch ${spec%%:*} ${extra[*]} --scale bench --steps $STEPS" \
-      "--repeats $REPEATS --data-root $DATA --results-dir $REF_OUT"
+    line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" --scale bench --steps "$STEPS"
+          --repeats "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT")
+    echo "${line[*]}"
   done
   exit 0
 fi
