@@ -9,6 +9,7 @@
 #   REF_OUT   output folder (records + report.md/csv/html + PNGs; its old ones are replaced);
 #             default results/reference/cpu-<cores>core-bench
 #   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
+#   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default twice the above)
 #   DATA      dataset root (default data/); cifar10 + fashion_mnist are generated when missing (labelled
 #             data_source=generated in every record)
 #   NOTE      text for the report header (e.g. "shared, noisy machine")
@@ -23,6 +24,9 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-30}"
 REPEATS="${REPEATS:-3}"
+# The overhead benchmark measures a few-percent effect: it gets twice the steps and repeats.
+HARNESS_STEPS="${HARNESS_STEPS:-$((STEPS * 2))}"
+HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
 REF_OUT="${REF_OUT:-results/reference/cpu-${cores}core-bench}"
@@ -106,7 +110,7 @@ for spec in "${run_ids[@]}"; do
 done
 
 echo "== harness overhead"
-"$PYTHON" ci/harness-overhead.py --steps "$STEPS" --repeats "$REPEATS" --results-dir "$REF_OUT" \
+"$PYTHON" ci/harness-overhead.py --steps "$HARNESS_STEPS" --repeats "$HARNESS_REPEATS" --results-dir "$REF_OUT" \
   || failed+=("harness-overhead (exit code)")
 
 echo "== report"

@@ -115,7 +115,8 @@ def show(experiment_id: str) -> None:
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
     entry = catalog.get(experiment_id)
-    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and "--device" not in args:
+    device_given = any(a == "--device" or a.startswith("--device=") for a in args)
+    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
         _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
               "machine, or smoke-test the path on CPU with --device cpu -o backend=gloo", EXIT_NOT_RUNNABLE)
     if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
