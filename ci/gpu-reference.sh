@@ -33,8 +33,8 @@ IDS="${IDS:-$DEFAULT_IDS}"
 echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON dry_run=$dry"
 accel() { "$PYTHON" -m pipelines "$@"; }
 
-mapfile -t ready < <("$PYTHON" -m pipelines.core.catalog ready)
-mapfile -t known < <("$PYTHON" -m pipelines.core.catalog ids)
+mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
+mapfile -t known < <("$PYTHON" -m pipelines.core.experiments ids)
 is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
 
 run_ids=() listed=()

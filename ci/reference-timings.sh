@@ -47,8 +47,8 @@ dry=0
 echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON"
 accel() { "$PYTHON" -m pipelines "$@"; }
 
-mapfile -t ready < <("$PYTHON" -m pipelines.core.catalog ready)
-mapfile -t known < <("$PYTHON" -m pipelines.core.catalog ids)
+mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
+mapfile -t known < <("$PYTHON" -m pipelines.core.experiments ids)
 is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
 
 run_ids=() listed=()

@@ -6,7 +6,7 @@ import re
 import pytest
 
 from conftest import SHARED_REFERENCE
-from pipelines.core import catalog
+from pipelines.core import experiments
 from pipelines.core.config import merge_options
 
 # Every id of the reference pack's summary (experiments.md section 0); s004-* expands to its 9 techniques.
@@ -20,7 +20,7 @@ vit-fsdp-4gpu-sched dlf-u9-amp dlf-u9-multigpu dlf-u9-compile dlf-u9-bsfinder dl
 s004-amp s004-gradaccum s004-ckpt s004-dp-vs-ddp s004-pp s004-tp s004-fsdp s004-deepspeed s004-dataloader
 """.split()
 
-ENTRIES = catalog.all_experiments()
+ENTRIES = experiments.all_experiments()
 
 
 def test_every_reference_id_is_catalogued():
@@ -37,14 +37,14 @@ def test_reference_summary_matches_the_hard_coded_list():
 
 @pytest.mark.parametrize("entry", ENTRIES.values(), ids=list(ENTRIES))
 def test_entry_is_well_formed(entry):
-    assert entry.target in catalog.TARGETS and entry.launcher in catalog.LAUNCHERS
-    assert entry.status in catalog.STATUSES and entry.compares
+    assert entry.target in experiments.TARGETS and entry.launcher in experiments.LAUNCHERS
+    assert entry.status in experiments.STATUSES and entry.compares
     if entry.baseline:
         base_id, _, variant = entry.baseline.partition("@")
         assert base_id in ENTRIES, f"{entry.id}: baseline {base_id} is not in the catalog"
         if variant:
-            assert variant in {a.name for a in ENTRIES[base_id].arms()}
-    names = [arm.name for arm in entry.arms()]
+            assert variant in {a.name for a in ENTRIES[base_id].variants}
+    names = [arm.name for arm in entry.variants]
     assert len(names) == len(set(names))
     for fig in entry.published:
         assert isinstance(fig.value, (int, float)) and math.isfinite(fig.value), fig
@@ -56,13 +56,13 @@ def test_entry_is_well_formed(entry):
         return
     module = importlib.import_module(f"pipelines.{entry.pipeline}")
     assert hasattr(module, "setup") or hasattr(module, "analyze")
-    for arm in entry.arms():  # every option the catalog sets is one the pipeline declares
+    for arm in entry.variants:  # every option the catalog sets is one the pipeline declares
         merge_options(getattr(module, "OPTIONS", {}), entry.options, arm.options)
 
 
 def test_unknown_id_suggests_neighbours():
-    with pytest.raises(catalog.UnknownExperiment, match="did you mean: ch2-baseline"):
-        catalog.get("ch2-baselin")
+    with pytest.raises(experiments.UnknownExperiment, match="did you mean: ch2-baseline"):
+        experiments.get("ch2-baselin")
 
 
 @pytest.mark.skipif(not (SHARED_REFERENCE / "published.csv").is_file(),

@@ -3,10 +3,10 @@
 import pytest
 
 from conftest import accel
-from pipelines.core import catalog
+from pipelines.core import experiments
 
 # Any entry still planned (ids become ready as issues land, so none is hard-coded here).
-PLANNED = next((e.id for e in catalog.all_experiments().values() if e.status == "planned"), "none-planned")
+PLANNED = next((e.id for e in experiments.all_experiments().values() if e.status == "planned"), "none-planned")
 
 CASES = [
     (["run", "ch2-nope"], 2, "unknown experiment id 'ch2-nope'"),

@@ -9,7 +9,7 @@ import torch
 
 from conftest import accel
 from pipelines import ch05_dataloader
-from pipelines.core import catalog, runner
+from pipelines.core import experiments, runner
 
 # One arm per knob: none, pinning alone, workers, persistent workers, prefetch_factor.
 ARMS = ("baseline", "pin", "w2", "w8-pin-persistent", "w8-pin-prefetch4")
@@ -40,7 +40,7 @@ def test_transform_is_the_books_seven_steps_at_224():
 
 @pytest.mark.slow
 def test_loader_variants_record_data_wait_and_leave_no_workers(tmp_path, data_root):
-    entry = catalog.get("ch5-pipeline")
+    entry = experiments.get("ch5-pipeline")
     configs, module = runner.build_configs(entry, "smoke", {"device": "cpu", "data_root": data_root,
                                                             "results_dir": tmp_path}, {}, ARMS)
     outcome = runner.run(entry, configs, module)

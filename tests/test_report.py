@@ -20,7 +20,7 @@ import pytest
 
 from conftest import REPO, accel
 from pipelines.catalog import decisions
-from pipelines.core import catalog, report, report_plots, report_rows
+from pipelines.core import experiments, report, report_plots, report_rows
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
 
@@ -80,8 +80,8 @@ def test_gpu_experiment_run_on_cpu_is_a_different_hardware_class(tmp_path):
 
 
 # An entry that stays planned (needs hardware or software this project cannot provide).
-PLANNED = next(e for e in catalog.all_experiments().values() if e.status == "planned")
-PLANNED_KEY = (PLANNED.id, PLANNED.arms()[0].name)
+PLANNED = next(e for e in experiments.all_experiments().values() if e.status == "planned")
+PLANNED_KEY = (PLANNED.id, PLANNED.variants[0].name)
 
 
 def test_not_run_rows_name_why(tmp_path):
@@ -134,7 +134,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (tmp_path / "out" / "report.md").read_text()
     assert "**Note:** test note" in md and "## Accuracy vs speed" in md
-    assert "![ch2: published vs reproduced" in md and f"decision: {catalog.get('ch2-nobias').decisions[0]}" in md
+    assert "![ch2: published vs reproduced" in md and f"decision: {experiments.get('ch2-nobias').decisions[0]}" in md
     assert "| ch2-bs256 | bs256 | 76 s | 80.01 | 1.95 | 2.10 | 35.0 | -3.98 | -5.00 |" in md
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "report.csv").read_text())))
     by = {(r["experiment"], r["variant"]): r for r in rows}
@@ -170,9 +170,9 @@ def test_scaling_curves_from_record_fields(tmp_path):
 
 
 def test_decision_constants_are_used_by_the_catalog():
-    densenet = catalog.get("ch3-compile-densenet-gpu").decisions
+    densenet = experiments.get("ch3-compile-densenet-gpu").decisions
     assert decisions.RESIZE_NOOP in densenet and decisions.LR_AS_CODED in densenet
-    assert decisions.CUMULATIVE_BACKENDS in catalog.get("ch3-backends-densenet-gpu").decisions
+    assert decisions.CUMULATIVE_BACKENDS in experiments.get("ch3-backends-densenet-gpu").decisions
     assert all(text.endswith(".") for text in decisions.ALL.values())
 
 

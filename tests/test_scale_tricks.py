@@ -7,7 +7,7 @@ import torch
 import torch.nn.functional as F
 
 from conftest import accel, assert_refused, records
-from pipelines import scale_accum, scale_ckpt
+from pipelines import grad_accum, activation_ckpt
 from pipelines.core import memory, models
 
 CPU = torch.device("cpu")
@@ -21,7 +21,7 @@ def test_accumulated_gradients_match_a_true_batch_of_256():
     start = [p.detach().clone() for p in full.parameters()]
     x, y = torch.rand(256, 3, 32, 32), torch.randint(0, 10, (256,))
 
-    step = scale_accum.make_step(accumulated, torch.optim.SGD(accumulated.parameters(), lr=1.0), CPU, 4)
+    step = grad_accum.make_step(accumulated, torch.optim.SGD(accumulated.parameters(), lr=1.0), CPU, 4)
     for index, (xs, ys) in enumerate(zip(x.split(64), y.split(64))):
         step(xs, ys)
         if index < 3:  # no optimizer step before the 4th micro-batch
@@ -39,7 +39,7 @@ def test_accumulation_of_one_is_the_plain_step():
     torch.manual_seed(0)
     model = models.build("cnn_cifar10")
     before = [p.detach().clone() for p in model.parameters()]
-    scale_accum.make_step(model, torch.optim.SGD(model.parameters(), lr=0.1), CPU, 1)(
+    grad_accum.make_step(model, torch.optim.SGD(model.parameters(), lr=0.1), CPU, 1)(
         torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,)))
     assert all(not torch.equal(b, p) for b, p in zip(before, model.parameters()))
 
@@ -47,8 +47,8 @@ def test_accumulation_of_one_is_the_plain_step():
 def test_checkpointed_blocks_give_the_same_outputs_and_gradients():
     torch.manual_seed(0)
     plain = models.build("vit_tiny", classes=10)
-    checkpointed = scale_ckpt.checkpoint_blocks(copy.deepcopy(plain))
-    assert all(isinstance(b, scale_ckpt.Checkpointed) for b in checkpointed.encoder.layers)
+    checkpointed = activation_ckpt.checkpoint_blocks(copy.deepcopy(plain))
+    assert all(isinstance(b, activation_ckpt.Checkpointed) for b in checkpointed.encoder.layers)
     x, y = torch.rand(2, 3, 224, 224), torch.tensor([3, 7])
     out_plain, out_ckpt = plain(x), checkpointed(x)
     torch.testing.assert_close(out_ckpt, out_plain)
@@ -64,7 +64,7 @@ def test_checkpointed_blocks_give_the_same_outputs_and_gradients():
 def test_checkpointing_keeps_less_for_backward():
     torch.manual_seed(0)
     plain = models.build("vit_tiny", classes=10)
-    checkpointed = scale_ckpt.checkpoint_blocks(copy.deepcopy(plain))
+    checkpointed = activation_ckpt.checkpoint_blocks(copy.deepcopy(plain))
     x, y = torch.rand(2, 3, 224, 224), torch.tensor([3, 7])
     kept_plain = memory.saved_for_backward_mib(plain, x, y)
     kept_ckpt = memory.saved_for_backward_mib(checkpointed, x, y)
@@ -127,9 +127,9 @@ def test_bad_scale_input(args, code, needle, tmp_path, data_root):
 def _config(entry_id, variant, **changes):
     import dataclasses
 
-    from pipelines.core import catalog, runner
+    from pipelines.core import experiments, runner
 
-    (cfg,), _ = runner.build_configs(catalog.get(entry_id), "smoke", {}, {}, (variant,))
+    (cfg,), _ = runner.build_configs(experiments.get(entry_id), "smoke", {}, {}, (variant,))
     return dataclasses.replace(cfg, **changes)
 
 
@@ -137,18 +137,18 @@ def test_checkpointing_a_model_without_a_block_list_is_refused():
     from pipelines.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="resnet18 has no block list"):
-        scale_ckpt.check(_config("s004-ckpt", "checkpointed", model="resnet18"), None)
+        activation_ckpt.check(_config("s004-ckpt", "checkpointed", model="resnet18"), None)
 
 
 def test_channels_last_and_the_pin_memory_note():
-    from pipelines import scale_tricks
+    from pipelines import channels_last
     from pipelines.core.loop import RunContext
 
     ctx = RunContext(device=CPU)
-    trainable = scale_tricks.setup(_config("scale-channels-last", "channels_last"), ctx)
+    trainable = channels_last.setup(_config("scale-channels-last", "channels_last"), ctx)
     conv = trainable.model.conv1.weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     assert torch.isfinite(trainable.step(torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))))
     assert trainable.notes == []
-    loader_note = scale_tricks.setup(_config("s004-dataloader", "note"), ctx).notes
+    loader_note = channels_last.setup(_config("s004-dataloader", "note"), ctx).notes
     assert len(loader_note) == 1 and "pin_memory=true has no effect without a GPU" in loader_note[0]

@@ -6,9 +6,9 @@ import pytest
 import torch
 
 from conftest import REPO, accel, records
-from pipelines.core import catalog
+from pipelines.core import experiments
 
-READY = [e for e in catalog.all_experiments().values() if e.status == "ready" and e.launcher == "local"]
+READY = [e for e in experiments.all_experiments().values() if e.status == "ready" and e.launcher == "local"]
 
 
 def _marks(entry):
@@ -30,7 +30,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
                 env=dict(entry.knobs))
     assert run.returncode == 0, run.stderr[-3000:]
     recs = records(tmp_path)
-    assert {r["variant"] for r in recs} == {a.name for a in entry.arms()}
+    assert {r["variant"] for r in recs} == {a.name for a in entry.variants}
     for rec in recs:
         if rec["status"] == "skipped":  # a variant this device cannot run: the record must say why
             assert rec["notes"] and rec["experiment"] == entry.id
@@ -47,7 +47,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         if rec["pipeline"] == "ch01_profile" and rec["variant"] == "profile":
             assert metrics["share_mkldnn_convolution_pct"] > 0 and "profile_table" in rec["artifacts"]
             continue
-        if rec["pipeline"] == "scale_bsfinder":
+        if rec["pipeline"] == "batch_size_finder":
             assert metrics["chosen_batch_size"] >= 2 and rec["artifacts"]["curve"]
             continue
         assert metrics["measured_steps"] == 3 and metrics["warmup_steps"] == 1

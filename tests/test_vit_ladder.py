@@ -122,10 +122,10 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
 
     script = (
         "import torch\n"
-        "from pipelines.core import catalog, runner\n"
+        "from pipelines.core import experiments, runner\n"
         "from pipelines.core.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
-        "(cfg,), _ = runner.build_configs(catalog.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
+        "(cfg,), _ = runner.build_configs(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',))\n"
         "t = vit_ladder.setup(cfg, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options['compile'])\n")

@@ -1,7 +1,7 @@
 """Book chapters 4-6: CPU libraries (OpenMP, allocators, IPEX), the data pipeline, pruning."""
 
 from pipelines.catalog.decisions import LR_AS_CODED, RESIZE_NOOP
-from pipelines.core.catalog import Experiment, Published as P, Variant
+from pipelines.core.experiments import Experiment, Published as P, Variant
 
 CNN_CIFAR = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 64, "epochs": 10, "lr": 1e-5,
              "weight_decay": 0.005}
@@ -22,9 +22,9 @@ def _alloc(name: str) -> Experiment:
     return Experiment(
         id=f"ch4-alloc-{name}-cnn",
         compares=f"glibc malloc -> {name} preloaded (ALLOCATOR={name}), not in the book",
-        pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", args=CNN_CIFAR,
+        pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "ALLOCATOR": name},
-        band="Not in the book. The small CNN allocates little per step on the CPU: expect about 1.0x.",
+        expect="Not in the book. The small CNN allocates little per step on the CPU: expect about 1.0x.",
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    f"Debian's {name} is preloaded by launch/local.sh; env.allocator and "
                    "env.allocator_libraries_mapped record the allocator that actually loaded."))
@@ -33,17 +33,17 @@ def _alloc(name: str) -> Experiment:
 EXPERIMENTS = (
     Experiment(
         id="ch4-gomp-default-cnn", compares="reference: CNN/CIFAR-10, 10 ep, GNU OpenMP defaults",
-        pipeline="ch02_layers", variant="gomp-default", args=CNN_CIFAR,
+        pipeline="ch02_layers", variant="gomp-default", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "none"},
         published=(P("train_time_s", 178, "book:ch4"), P("ratio", 1.0, "book:ch4"),
                    P("test_accuracy_pct", 47.01, "repo-output")),
-        hardware=CH4_HW, band=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
+        hardware=CH4_HW, expect=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
     Experiment(
         id="ch4-gomp-pinned-cnn", compares="GNU default -> GNU pinned (PROC_BIND/SCHEDULE/GOMP_CPU_AFFINITY)",
-        pipeline="ch02_layers", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", args=CNN_CIFAR,
+        pipeline="ch02_layers", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 1.56, "book:ch4", "derived 178/114")),
-        hardware=CH4_HW, band=CH4_BAND,
+        hardware=CH4_HW, expect=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per "
                    "physical core first (pipelines/core/affinity.py), not the book's fixed 0-15, which is "
@@ -51,11 +51,11 @@ EXPERIMENTS = (
                    "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and binding.")),
     Experiment(
         id="ch4-iomp-cnn", compares="GNU pinned -> Intel OpenMP (KMP env)", pipeline="ch02_layers",
-        variant="iomp", baseline="ch4-gomp-pinned-cnn", args=CNN_CIFAR,
+        variant="iomp", baseline="ch4-gomp-pinned-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "0"},
         published=(P("train_time_s", 102, "book:ch4"),
                    P("ratio", 1.12, "book:ch4", "derived 114/102; 1.75 vs the GNU default")),
-        hardware=CH4_HW, band=CH4_BAND,
+        hardware=CH4_HW, expect=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "libiomp5 (pip intel-openmp) is preloaded by launch/local.sh with "
                    "KMP_AFFINITY=granularity=fine,compact,1,0 and KMP_BLOCKTIME=0, as the book; a missing "
@@ -66,7 +66,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch4-ipex-densenet",
         compares="Intel-OpenMP baseline -> ipex.optimize fp32/bf16, and torch.compile (CPU) beside it",
-        pipeline="ch04_cpu_libs", target="cpu-intel", requires=("ipex",), args=DENSENET_CIFAR,
+        pipeline="ch04_cpu_libs", target="cpu-intel", requires=("ipex",), settings=DENSENET_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "200"},
         variants=(Variant("baseline", options={"optimize": "none"}),
                   Variant("ipex-fp32", options={"optimize": "ipex"}),
@@ -78,7 +78,7 @@ EXPERIMENTS = (
                    P("train_time_s", 946, "book:ch4", "IPEX, fp32", variant="ipex-fp32"),
                    P("ratio", 1.39, "book:ch4", "derived 1318/946", variant="ipex-fp32")),
         hardware=CH4_HW,
-        band=CH4_BAND + " bf16 is fast only on CPUs with AVX-512 BF16 or AMX; torch.compile's first "
+        expect=CH4_BAND + " bf16 is fast only on CPUs with AVX-512 BF16 or AMX; torch.compile's first "
                         "steps (compilation) fall in the warm-up.",
         decisions=("IPEX's last CPU release (2.8.0) pairs with torch 2.8 only: run it in `make ipex-venv` "
                    "(torch 2.8.0 + IPEX 2.8.0) or the cpu-intel image; elsewhere the ipex variants refuse "
@@ -95,17 +95,17 @@ EXPERIMENTS = (
         id="ch5-pipeline",
         compares="DataLoader workers 0, no pin -> 8 workers + pinned (heavy 224 transform)",
         pipeline="ch05_dataloader", target="cuda", requires=("gpu",),
-        args={"model": "densenet121", "dataset": "cifar10", "batch_size": 128, "epochs": 10, "lr": 1e-5,
+        settings={"model": "densenet121", "dataset": "cifar10", "batch_size": 128, "epochs": 10, "lr": 1e-5,
               "head_classes": 1000, "image_size": 224, "device": "cuda"},
-        variants=(Variant("baseline", args={"num_workers": 0, "pin_memory": False}),
-                  Variant("pin", args={"num_workers": 0, "pin_memory": True}),
-                  Variant("w2", args={"num_workers": 2}),
-                  Variant("w4", args={"num_workers": 4}),
-                  Variant("w8", args={"num_workers": 8}),
-                  Variant("w8-pin", args={"num_workers": 8, "pin_memory": True}),
-                  Variant("w8-pin-persistent", args={"num_workers": 8, "pin_memory": True,
+        variants=(Variant("baseline", settings={"num_workers": 0, "pin_memory": False}),
+                  Variant("pin", settings={"num_workers": 0, "pin_memory": True}),
+                  Variant("w2", settings={"num_workers": 2}),
+                  Variant("w4", settings={"num_workers": 4}),
+                  Variant("w8", settings={"num_workers": 8}),
+                  Variant("w8-pin", settings={"num_workers": 8, "pin_memory": True}),
+                  Variant("w8-pin-persistent", settings={"num_workers": 8, "pin_memory": True,
                                                      "persistent_workers": True}),
-                  Variant("w8-pin-prefetch4", args={"num_workers": 8, "pin_memory": True,
+                  Variant("w8-pin-prefetch4", settings={"num_workers": 8, "pin_memory": True,
                                                     "prefetch_factor": 4})),
         published=(P("train_time_s", 1892, "book:ch5", "workers 0, no pin", variant="baseline"),
                    P("test_accuracy_pct", 92.5, "book:ch5", variant="baseline"),
@@ -113,7 +113,7 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 92.34, "book:ch5", variant="w8-pin"),
                    P("ratio", 2.24, "book:ch5", "derived 1892/846", variant="w8-pin")),
         hardware="1x NVIDIA A100 (host CPU unstated)",
-        band="The worker benefit depends on the host's cores (recorded in env); 2 cores cannot feed 8 "
+        expect="The worker benefit depends on the host's cores (recorded in env); 2 cores cannot feed 8 "
              "workers. "
              "On a CPU-only run pin_memory does nothing, and the record says so.",
         decisions=("The book's 'ResNet121' is DenseNet121 (as its repo); random init, 1000-class head.",
@@ -124,7 +124,7 @@ EXPERIMENTS = (
                    "transform); data_wait_s vs compute_s in every record shows where the time went.")),
     Experiment(
         id="ch6-prune", compares="unpruned -> L1-norm filter pruning 10..80 % + compression",
-        pipeline="ch06_pruning", args=CNN_CIFAR, knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
+        pipeline="ch06_pruning", settings=CNN_CIFAR, knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         variants=(Variant("unpruned", options={"prune": False}),
                   *(Variant(f"s{s}", options={"sparsity": s / 100}) for s in SPARSITIES)),
         published=(P("train_time_s", 122, "book:ch6:table6.1", "unpruned", variant="unpruned"),
@@ -138,7 +138,7 @@ EXPERIMENTS = (
                    *(P("ratio", round(122 / t, 2), "book:ch6:table6.1", f"derived 122/{t}", variant=f"s{s}")
                      for s, (t, _) in TABLE_6_1.items())),
         hardware="CPU-only machine, unstated (OMP_NUM_THREADS=16, OMP_PROC_BIND=TRUE)",
-        band="Fewer filters mean fewer FLOPs; on few cores the gain can exceed the book's, the accuracy "
+        expect="Fewer filters mean fewer FLOPs; on few cores the gain can exceed the book's, the accuracy "
              "cost follows the book's trend (single runs are not monotonic).",
         decisions=(RESIZE_NOOP, LR_AS_CODED, "NNI 3.0 removed the book's API (L1NormPruner + ModelSpeedup, NNI 2.x) and NNI is "
                    "unmaintained: masks come from torch.nn.utils.prune.ln_structured (L1, per output filter) "

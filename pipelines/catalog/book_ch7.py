@@ -1,6 +1,6 @@
 """Book chapter 7: automatic mixed precision (fp32 / bf16 / fp16 + GradScaler) on EfficientNet-B7."""
 
-from pipelines.core.catalog import Experiment, Published as P, Variant
+from pipelines.core.experiments import Experiment, Published as P, Variant
 
 EFFNET_CH7 = {"model": "efficientnet_b7", "dataset": "cifar10", "batch_size": 2048, "epochs": 50, "lr": 1e-3,
               "weight_decay": 0.005, "head_classes": 1000, "device": "cuda", "num_workers": 4,
@@ -10,7 +10,7 @@ AMP_FLAGS = {"tf32": "on", "reduced_precision_reduction": "on"}  # the AMP noteb
 EXPERIMENTS = (
     Experiment(
         id="ch7-amp", compares="FP32 (+cudnn.benchmark) -> AMP bf16 / AMP fp16 (EfficientNet-B7)",
-        pipeline="ch07_amp", target="cuda", requires=("gpu",), args=EFFNET_CH7,
+        pipeline="ch07_amp", target="cuda", requires=("gpu",), settings=EFFNET_CH7,
         variants=(Variant("fp32", options={"precision": "fp32"}),
                   Variant("bf16", options={"precision": "bf16", **AMP_FLAGS}),
                   Variant("fp16", options={"precision": "fp16", **AMP_FLAGS}),
@@ -23,7 +23,7 @@ EXPERIMENTS = (
                    P("ratio", 1.08, "book:ch7", "derived 811/754; the book's '8 %'", variant="bf16"),
                    P("ratio", 1.67, "book:ch7", "derived 811/486; the book's '67 %'", variant="fp16")),
         hardware="1x NVIDIA A100",
-        band=("On an H100/A100 expect fp16 and bf16 close to each other (both on Tensor Cores) and both "
+        expect=("On an H100/A100 expect fp16 and bf16 close to each other (both on Tensor Cores) and both "
               "faster than fp32; on CPU only fp32 and bf16 run (fp16 variants are skipped, recorded)."),
         decisions=(
             "fp16 runs with GradScaler (book text); fp16 without a scaler (the repository's final notebook "

@@ -4,7 +4,7 @@ The chapter is the launcher + backend + container: ch8/ch9 torchrun + gloo (or c
 image), ch10 torchrun + nccl, ch11 mpirun + nccl across hosts, or mpirun + the mpi backend.
 """
 
-from pipelines.core.catalog import Experiment, Published as P, Variant
+from pipelines.core.experiments import Experiment, Published as P, Variant
 
 CNN_CIFAR_DDP = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 32, "epochs": 5, "lr": 1e-5,
                  "weight_decay": 0.005}
@@ -29,14 +29,14 @@ EXPERIMENTS = (
     Experiment(
         id="ch8-ddp-template", compares="DDP code template: 2 ranks over Gloo, checkpoints (no measurement)",
         pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
-        args={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
+        settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
         decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/dist.py; the checkpoint helper the "
                    "repo defines but never calls is real here (-o checkpoint_dir=DIR, rank 0 writes atomically, "
                    "resume restores model, optimizer, epoch/sampler and RNG)",
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),
     Experiment(
         id="ch9-cpu-threads", compares="1 thread -> 2/4/8/12/16 threads (Table 9.1)", pipeline="ddp",
-        args=CNN_CIFAR_DDP, variants=THREADS,
+        settings=CNN_CIFAR_DDP, variants=THREADS,
         published=(P("train_time_s", 311, "book:ch9:table9.1", "1 thread", "threads=1"),
                    P("train_time_s", 189, "book:ch9:table9.1", "2 threads", "threads=2"),
                    P("train_time_s", 119, "book:ch9:table9.1", "4 threads", "threads=4"),
@@ -46,14 +46,14 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 45.34, "book:ch9", "16 threads", "threads=16"),
                    P("ratio", 4.26, "book:ch9:table9.1", "derived 311/73 at 16 threads", "threads=16")),
         hardware=CH9_HW,
-        band="book used 16 physical cores; `make ch9-cpu-threads` sweeps 1, 2, 4, ... up to the cores this "
+        expect="book used 16 physical cores; `make ch9-cpu-threads` sweeps 1, 2, 4, ... up to the cores this "
              "machine has: expect the direction (fewer seconds with more threads, flattening), not the size",
         decisions=("Threads set with torch.set_num_threads per variant (the book did not say how), in one "
                    "process; variants above the cores available run oversubscribed (the sweep skips them)",
                    "KMP_AFFINITY works only with Intel OpenMP; use OMP_RUNTIME=intel to get it")),
     Experiment(
         id="ch9-cpu-gloo", compares="1 proc x 16 thr -> Gloo DDP 2x8 / 4x4 / 8x2 (Table 9.2)", pipeline="ddp",
-        launcher="torchrun", args=CNN_CIFAR_DDP, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
+        launcher="torchrun", settings=CNN_CIFAR_DDP, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
         published=(P("train_time_s", 58, "book:ch9:table9.2", "2x8", "ranks=2"),
                    P("test_accuracy_pct", 44.01, "book:ch9:table9.2", "2x8", "ranks=2"),
                    P("train_time_s", 45, "book:ch9:table9.2", "4x4", "ranks=4"),
@@ -62,13 +62,13 @@ EXPERIMENTS = (
                    P("test_accuracy_pct", 38.63, "book:ch9:table9.2", "8x2", "ranks=8"),
                    P("ratio", 1.97, "book:ch9:table9.2", "derived 73/37 at 8x2; 1.26 at 2x8, 1.62 at 4x4",
                      "ranks=8")),
-        hardware=CH9_HW, band=CH9_BAND,
+        hardware=CH9_HW, expect=CH9_BAND,
         decisions=(VAR_BUG, FAITHFUL_BATCH, AFFINITY,
                    "Each variant needs its own launch (NPROC = ranks): `make ch9-cpu-gloo` runs the table, "
                    "`make cpu-ddp NPROC=4` one row; data is staged once, ranks never download")),
     Experiment(
         id="ch9-cpu-oneccl", compares="1 x 16 -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="ddp",
-        launcher="torchrun", target="cpu-intel", requires=("ccl",), args=CNN_CIFAR_DDP,
+        launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CNN_CIFAR_DDP,
         options={"backend": "ccl"}, baseline="ch9-cpu-gloo@ranks=2", variants=RANKS,
         knobs={"CCL_PROCESS_LAUNCHER": "torch", "CCL_ATL_SHM": "1", "CCL_ATL_TRANSPORT": "ofi"},
         published=(P("train_time_s", 53, "book:ch9:table9.3", "2x8", "ranks=2"),
@@ -76,20 +76,20 @@ EXPERIMENTS = (
                    P("train_time_s", 42, "book:ch9:table9.3", "4x4", "ranks=4"),
                    P("train_time_s", 35, "book:ch9:table9.3", "8x2", "ranks=8"),
                    P("ratio", 2.09, "book:ch9:table9.3", "derived 73/35 at 8x2", "ranks=8")),
-        hardware=CH9_HW, band=CH9_BAND,
+        hardware=CH9_HW, expect=CH9_BAND,
         decisions=("The repo's oneCCL script uses RANK without defining it (NameError after init): here the "
                    "rank comes from dist.placement() like every backend",
                    "oneccl_bindings_for_pytorch exists only for torch <= 2.7: runs inside the cpu-intel image; "
                    "elsewhere backend=ccl is refused with a one-line error (exit 3)", FAITHFUL_BATCH)),
     Experiment(
         id="ch10-gpu-nccl", compares="1 GPU -> 2..8 GPUs, DDP + NCCL, torchrun (Table 10.2)", pipeline="ddp",
-        launcher="torchrun", target="cuda", requires=("gpu",), args=EFFNET_DDP, options={"backend": "nccl"},
+        launcher="torchrun", target="cuda", requires=("gpu",), settings=EFFNET_DDP, options={"backend": "nccl"},
         knobs={"NPROC": "1"},
         published=(P("train_time_s", 707, "book:ch10:table10.2", "1 GPU"),
                    P("test_accuracy_pct", 78.76, "book:ch10:table10.2", "1 GPU"),
                    P("ratio", 6.49, "book:ch10:table10.2", "derived 707/109 at 8 GPUs")),
         hardware="1 node, 8x NVIDIA A100",
-        band="one process per GPU: `make ch10-gpu-nccl NGPU=N`; scaling depends on the interconnect "
+        expect="one process per GPU: `make ch10-gpu-nccl NGPU=N`; scaling depends on the interconnect "
              "(`accel doctor --record` captures nvidia-smi topo -m)",
         decisions=("device = LOCAL_RANK (the book used the global rank, which breaks on a second node)",
                    "NCCL_DEBUG is not left at trace during timed runs (set it as a knob to debug)",
@@ -97,13 +97,13 @@ EXPERIMENTS = (
                    "ImageNet weights only from a local file (--weights); never downloaded at run time")),
     Experiment(
         id="ch11-multinode-mpi-nccl", compares="1 node x 8 GPUs -> 2 nodes x 8 GPUs (mpirun + NCCL)",
-        pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), args=EFFNET_DDP,
+        pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
         options={"backend": "nccl"}, baseline="ch10-gpu-nccl",
         published=(P("train_time_s", 64, "book:ch11", "16 GPUs"),
                    P("test_accuracy_pct", 63.73, "book:ch11", "16 GPUs"),
                    P("ratio", 1.70, "book:ch11", "derived 109/64 vs 1 node x 8")),
         hardware="2 nodes x 8x NVIDIA A100",
-        band="needs HOSTS=a:8,b:8 with GPUs; the same launcher runs over CPUs with -o backend=gloo "
+        expect="needs HOSTS=a:8,b:8 with GPUs; the same launcher runs over CPUs with -o backend=gloo "
              "(tested across two network namespaces)",
         decisions=("The book's `NPROCS= \"16\"` / `export MASTER_PORT= \"12345\"` leave both empty; "
                    "launch/mpirun.sh validates NP, HOSTS and the port and exports them with -x",
@@ -112,8 +112,8 @@ EXPERIMENTS = (
                    "Test on rank 0 only (the book tested on all 16 ranks)")),
     Experiment(
         id="ch11-mpi-backend-cpu", compares="CNN DDP with backend=mpi (repo only)", pipeline="ddp",
-        launcher="mpirun", requires=("mpi-backend",), args=CNN_CIFAR_DDP, options={"backend": "mpi"},
-        band="only where torch is built with MPI (torch.distributed.is_mpi_available()); stock wheels are "
+        launcher="mpirun", requires=("mpi-backend",), settings=CNN_CIFAR_DDP, options={"backend": "mpi"},
+        expect="only where torch is built with MPI (torch.distributed.is_mpi_available()); stock wheels are "
              "not, so elsewhere the run stops with a one-line error (exit 3)",
         decisions=("The repo builds torch from source at an unpinned master; the mpi container target pins it",)),
 )

@@ -5,7 +5,7 @@ registered ViT (vit_b_16 at bench/book scale, vit_tiny at smoke scale) on CIFAR-
 start with "vit-" and every such entry says so in its decisions: its numbers are not the course's.
 """
 
-from pipelines.core.catalog import Experiment, Published as P, Variant
+from pipelines.core.experiments import Experiment, Published as P, Variant
 
 SINGLE = "single-device techniques issue (#3)"
 MULTI = "distributed training issue (#4)"
@@ -31,7 +31,7 @@ NOTE_DECISION = ("The note names no model or data: a registered torchvision mode
 
 EXPERIMENTS = (
     Experiment(id="dlf-u9-amp", compares="32-true -> 16-mixed / bf16-mixed (stand-in ViT; course: DistilBERT)",
-               pipeline="vit_ladder", target="cuda", requires=("gpu",), args={**STANDIN, "device": "cuda"},
+               pipeline="vit_ladder", target="cuda", requires=("gpu",), settings={**STANDIN, "device": "cuda"},
                variants=(precision("32-true"), precision("16-mixed"), precision("bf16-mixed")),
                published=(P("fit_time_min", 21.64, "repo-output", "DistilBERT 32-true", variant="vit-32-true"),
                           P("fit_time_min", 7.24, "repo-output", "DistilBERT 16-mixed", variant="vit-16-mixed"),
@@ -39,7 +39,7 @@ EXPERIMENTS = (
                           P("ratio", 2.99, "repo-output", "derived 21.64/7.24 (DistilBERT)", variant="vit-16-mixed"),
                           P("ratio", 2.84, "repo-output", "derived 21.64/7.62 (DistilBERT)",
                             variant="vit-bf16-mixed")),
-               hardware=A100, band=STANDIN_BAND,
+               hardware=A100, expect=STANDIN_BAND,
                decisions=(STANDIN_DECISION,
                           "Precision through Lightning Fabric's plugin (the course used the Trainer's, the same "
                           "plugin). 16-mixed is skipped on CPU with a reason: Lightning would silently run "
@@ -54,18 +54,18 @@ EXPERIMENTS = (
                           P("ratio", 2.92, "repo-output", "derived 5.55/1.9 (FSDP); DDP 2.38")),
                hardware="A100 (count 4)"),
     Experiment(id="dlf-u9-compile", compares="eager -> torch.compile (stand-in ViT; no published number)",
-               pipeline="vit_ladder", args={**STANDIN, "batch_size": 64},
+               pipeline="vit_ladder", settings={**STANDIN, "batch_size": 64},
                variants=(Variant("vit-eager"), Variant("vit-compiled", options={"compile": True})),
-               band="No published number: the course gives none. Compilation time lands in warm-up.",
+               expect="No published number: the course gives none. Compilation time lands in warm-up.",
                decisions=(STANDIN_DECISION.replace("bs 12", "bs 64"),
                           "fp32 plain loop so it runs on CPU too; the course ran 16-mixed on one GPU: add "
                           "--device cuda -o fabric=true -o precision=16-mixed for that setting.")),
     Experiment(id="dlf-u9-bsfinder", compares="batch-size finder: doubling until memory runs out (stand-in ViT)",
-               pipeline="scale_bsfinder", args={**STANDIN, "num_workers": 0},
+               pipeline="batch_size_finder", settings={**STANDIN, "num_workers": 0},
                published=(P("chosen_batch_size", 128, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("first_failed_batch_size", 256, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128 (not run by the finder)")),
-               hardware=A100, band="The chosen size depends on the model, precision and memory: not comparable.",
+               hardware=A100, expect="The chosen size depends on the model, precision and memory: not comparable.",
                decisions=(STANDIN_DECISION,
                           "Random inputs of the data's shape (memory depends on shapes only; one batch is "
                           "read for the shape); fp32, where the "
@@ -73,37 +73,37 @@ EXPERIMENTS = (
                           "of this machine's memory; -o memory_cap_mib=N) since running out kills the process.",
                           "The finder reports the size and the throughput curve; it does not go on to train.")),
     Experiment(id="dlf-u9-ex1", compares="exercise: 5 precision settings (stand-in ViT; no reference numbers)",
-               pipeline="vit_ladder", args=STANDIN,
+               pipeline="vit_ladder", settings=STANDIN,
                variants=tuple(precision(name) for name in ("32-true", "16-true", "64-true", "16-mixed", "bf16-mixed")),
-               band="No reference numbers. 16-true trains with fp16 weights and Adam state: expect instability.",
+               expect="No reference numbers. 16-true trains with fp16 weights and Adam state: expect instability.",
                decisions=(STANDIN_DECISION, "16-mixed is skipped on CPU (recorded with the reason); the other "
                           "four run on CPU, all five with --device cuda.")),
     Experiment(id="s004-amp", compares="fp32 -> autocast bf16 / fp16 + GradScaler (claim: 2x speed, 2x memory)",
-               pipeline="ch07_amp", args={**NOTE_SETUP, "model": "efficientnet_b0"},
+               pipeline="ch07_amp", settings={**NOTE_SETUP, "model": "efficientnet_b0"},
                options={"optimizer": "adamw", "cudnn_benchmark": False},
                variants=(Variant("fp32"), Variant("bf16", options={"precision": "bf16"}),
                          Variant("fp16", options={"precision": "fp16"})),
                published=(P("stated_speed_factor_x", 2, NOTE, "rule of thumb, not measured"),),
-               band="The note's 2x is a GPU rule of thumb; on CPU bf16 gains only with native bf16 units (AMX).",
+               expect="The note's 2x is a GPU rule of thumb; on CPU bf16 gains only with native bf16 units (AMX).",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "EfficientNet-B0 (a CNN, the "
                                                 "note's exercise 1)"),
                           "The scaler calls sit outside the autocast block (the note's lost indentation "
                           "leaves it open). fp16 is skipped on CPU with a reason.")),
     Experiment(id="s004-gradaccum", compares="true batch 256 -> micro-batch 64 x 4 accumulation (effective 256)",
-               pipeline="scale_accum", args={**NOTE_SETUP, "model": "cnn_cifar10"},
-               variants=(Variant("batch256", args={"batch_size": 256}, options={"accum_steps": 1}),
-                         Variant("accum-64x4", args={"batch_size": 64}, options={"accum_steps": 4})),
+               pipeline="grad_accum", settings={**NOTE_SETUP, "model": "cnn_cifar10"},
+               variants=(Variant("batch256", settings={"batch_size": 256}, options={"accum_steps": 1}),
+                         Variant("accum-64x4", settings={"batch_size": 64}, options={"accum_steps": 4})),
                published=(P("effective_batch_size", 256, NOTE, "exercise target, not a result"),),
-               band="Same effective batch: similar samples/s on CPU; the accumulated arm needs less activation memory.",
+               expect="Same effective batch: similar samples/s on CPU; the accumulated arm needs less activation memory.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "the book's CIFAR-10 CNN (no "
                                                 "BatchNorm, so micro-batches and the full batch agree exactly)"),
                           "fp32 by default (-o precision=bf16|fp16 adds the note's autocast and GradScaler); a "
                           "test proves the accumulated gradients equal the full batch's.")),
     Experiment(id="s004-ckpt", compares="plain -> activation checkpointing per block (claim: ~0.7x speed)",
-               pipeline="scale_ckpt", args={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
+               pipeline="activation_ckpt", settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
                variants=(Variant("plain", options={"checkpoint": False}), Variant("checkpointed")),
                published=(P("stated_speed_factor_x", 0.7, NOTE, "rule of thumb, not measured"),),
-               band="Expect a lower speed and a much lower saved_for_backward_mib for the checkpointed arm.",
+               expect="Expect a lower speed and a much lower saved_for_backward_mib for the checkpointed arm.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "ViT-B/16 (its 12 encoder "
                                                 "blocks are the block list)"),
                           "Memory is saved_for_backward_mib on every device plus peak_gpu_mib on CUDA; CPU peak "
@@ -120,27 +120,27 @@ EXPERIMENTS = (
                               "the data-parallel pipeline (ddp.py) does not shard layers column-wise"),
     Experiment(id="s004-fsdp", compares="FSDP with transformer auto-wrap and bf16 MixedPrecision",
                pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
-               args={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,
+               settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,
                      "lr": 5e-5, "weight_decay": 0.0},
                options={"strategy": "fsdp", "precision": "bf16", "backend": "gloo"},
-               band="runs on CPU with Gloo (2 ranks, tiny ViT): proves the sharding path; the note's memory and "
+               expect="runs on CPU with Gloo (2 ranks, tiny ViT): proves the sharding path; the note's memory and "
                     "speed factors are rules of thumb for N GPUs, not measured figures",
                decisions=("Auto-wrap = fully_shard per transformer encoder block (FSDP2), bf16 via FSDP's "
                           "MixedPrecisionPolicy with fp32 gradient reduction",)),
     Experiment(id="s004-deepspeed", compares="DeepSpeed ZeRO-3 with CPU offload (qualitative only)",
                pipeline=None, status="planned", planned_reason=MULTI, requires=("gpu",)),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
-               pipeline="scale_tricks", args={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
+               pipeline="channels_last", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),
-                         Variant("note", args={"shuffle": True, "num_workers": 8, "pin_memory": True,
+                         Variant("note", settings={"shuffle": True, "num_workers": 8, "pin_memory": True,
                                                "prefetch_factor": 2, "persistent_workers": True})),
-               band="Workers help when decoding costs more than the step; on 2 cores 8 workers may not help.",
+               expect="Workers help when decoding costs more than the step; on 2 cores 8 workers may not help.",
                decisions=("The note's settings on the book's CIFAR-10 CNN (Adam lr 1e-5); pin_memory is recorded "
                           "as having no effect without a GPU.",)),
     Experiment(id="scale-channels-last", compares="NCHW -> channels_last memory format (ResNet-18, CIFAR-10)",
-               pipeline="scale_tricks", args={**NOTE_SETUP, "model": "resnet18", "batch_size": 128},
+               pipeline="channels_last", settings={**NOTE_SETUP, "model": "resnet18", "batch_size": 128},
                variants=(Variant("nchw"), Variant("channels_last", options={"channels_last": True})),
-               band="channels_last helps Tensor Core convolutions on GPUs; on CPU the effect depends on oneDNN.",
+               expect="channels_last helps Tensor Core convolutions on GPUs; on CPU the effect depends on oneDNN.",
                decisions=("Not from a seed source: the issue asks for it beside the course's compile entry. "
                           "ResNet-18 (BatchNorm + convolutions) at 32x32, AdamW lr 1e-4 is replaced by the book's "
                           "Adam (wd 0.005) at lr 1e-4.",)),

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.core import catalog
+from pipelines.core import experiments
 from pipelines.core.config import SCALES, ConfigError
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
@@ -30,7 +30,7 @@ def cli() -> None:
 
 
 @cli.command("list")
-@click.option("--status", type=click.Choice(catalog.STATUSES), help="Only ready or only planned entries.")
+@click.option("--status", type=click.Choice(experiments.STATUSES), help="Only ready or only planned entries.")
 @click.option("--markdown", is_flag=True, help="The README's map table.")
 def list_cmd(status: str | None, markdown: bool) -> None:
     """Every experiment id: what it compares, target, launcher, published ratio."""
@@ -40,7 +40,7 @@ def list_cmd(status: str | None, markdown: bool) -> None:
         click.echo(map_markdown())
         return
     rows = [(e.id, e.status, e.target, e.launcher, published_ratio_text(e), e.compares)
-            for e in catalog.all_experiments().values() if status in (None, e.status)]
+            for e in experiments.all_experiments().values() if status in (None, e.status)]
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     for row in rows:
         click.echo("  ".join(col.ljust(w) for col, w in zip(row[:5], widths)) + "  " + row[5])
@@ -85,7 +85,7 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core import runner
     from pipelines.core.report import print_run_summary
 
-    entry = catalog.get(experiment_id)
+    entry = experiments.get(experiment_id)
     configs, module = runner.build_configs(entry, scale, overrides, _key_values(option_items), variants)
     from pipelines.core import dist
 
@@ -106,7 +106,7 @@ def show(experiment_id: str) -> None:
     """Everything the catalog knows about one experiment."""
     from pipelines.core.report import describe
 
-    click.echo(describe(catalog.get(experiment_id)))
+    click.echo(describe(experiments.get(experiment_id)))
 
 
 @cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -114,7 +114,7 @@ def show(experiment_id: str) -> None:
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
-    entry = catalog.get(experiment_id)
+    entry = experiments.get(experiment_id)
     device_given = any(a == "--device" or a.startswith("--device=") for a in args)
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
         _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
@@ -145,25 +145,25 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
               help="With --out: only these outputs (repeatable; default all three).")
 @click.option("--against", type=click.Path(path_type=Path),
               help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
-@click.option("--experiments", default="", help="Comma-separated ids to list even when not run.")
+@click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
 @click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
 def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
-           experiments: str, note: str) -> None:
+           experiment_ids: str, note: str) -> None:
     """Published vs reproduced, from result files only."""
     from pipelines.core.report import FORMATS, summary_table, write_report
 
     if against is not None and not against.is_dir():
         raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
                           "results/reference/<run>")
-    if out_dir is None and (formats or against or experiments or note):
+    if out_dir is None and (formats or against or experiment_ids or note):
         raise ConfigError("--format, --against, --experiments and --note need --out DIR "
                           "(where report.md goes)")
     if out_dir is None:
         click.echo(summary_table(results_dir))
         return
-    only = [e.strip() for e in experiments.split(",") if e.strip()]
+    only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:
-        catalog.get(experiment_id)
+        experiments.get(experiment_id)
     written, loaded = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
     for line in loaded.skipped:
         click.echo(f"accel report: skipped {line}", err=True)
@@ -257,7 +257,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(str(exc), EXIT_NOT_RUNNABLE)
     except DistError as exc:
         _fail(str(exc), 1)
-    except (ConfigError, catalog.UnknownExperiment) as exc:
+    except (ConfigError, experiments.UnknownExperiment) as exc:
         _fail(str(exc).strip("'\""), EXIT_USAGE)
 
 

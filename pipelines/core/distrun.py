@@ -10,7 +10,7 @@ from __future__ import annotations
 import sys
 from types import ModuleType
 
-from pipelines.core import catalog, dist
+from pipelines.core import experiments, dist
 from pipelines.core.config import RunConfig
 
 EXIT_PEER_LOST = 1
@@ -20,7 +20,7 @@ def timeout_s(cfg: RunConfig) -> float:
     return float(cfg.options.get("timeout_s", dist.DEFAULT_TIMEOUT_S))
 
 
-def run(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType, place: dist.Placement):
+def run(entry: experiments.Experiment, configs: list[RunConfig], module: ModuleType, place: dist.Placement):
     import torch
 
     from pipelines.core import loop, runner

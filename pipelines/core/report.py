@@ -16,10 +16,10 @@ from typing import Any
 
 import click
 
-from pipelines.core import catalog
+from pipelines.core import experiments
 
 
-def published_ratio_text(entry: catalog.Experiment) -> str:
+def published_ratio_text(entry: experiments.Experiment) -> str:
     ratios = [f"{f.value:g}" + (f"@{f.variant}" if f.variant else "") for f in entry.published
               if f.metric == "ratio"]
     return ", ".join(ratios) if ratios else "-"
@@ -29,32 +29,32 @@ def map_markdown() -> str:
     """The README map: id -> what it compares -> pipeline -> target -> launcher -> make -> published."""
     lines = ["| id | compares | pipeline | container | launcher | make target | published ratio | status |",
              "|---|---|---|---|---|---|---|---|"]
-    for e in catalog.all_experiments().values():
+    for e in experiments.all_experiments().values():
         pipeline = f"`pipelines/{e.pipeline}.py`" if e.pipeline else "-"
         lines.append(f"| `{e.id}` | {e.compares} | {pipeline} | `{e.target}` | `{e.launcher}` | "
                      f"`make {e.id}` | {published_ratio_text(e)} | {e.status} |")
     return "\n".join(lines)
 
 
-def describe(entry: catalog.Experiment) -> str:
+def describe(entry: experiments.Experiment) -> str:
     lines = [f"{entry.id}: {entry.compares}",
              f"  status {entry.status}; pipeline {entry.pipeline or '-'}; target {entry.target}; "
              f"launcher {entry.launcher}; baseline {entry.baseline or '-'}"]
     if entry.planned_reason:
         lines.append(f"  planned: {entry.planned_reason}")
-    if entry.args:
-        lines.append("  book settings: " + ", ".join(f"{k}={v}" for k, v in entry.args.items()))
+    if entry.settings:
+        lines.append("  book settings: " + ", ".join(f"{k}={v}" for k, v in entry.settings.items()))
     if entry.options or entry.knobs:
         lines.append("  options: " + ", ".join(f"{k}={v}" for k, v in {**entry.options, **entry.knobs}.items()))
-    if entry.variants:
+    if entry.has_variants:
         lines.append("  variants: " + ", ".join(v.name for v in entry.variants))
     for fig in entry.published:
         where = f" [{fig.variant}]" if fig.variant else ""
         lines.append(f"  published{where}: {fig.metric} = {fig.value:g} ({fig.source}{'; ' + fig.note if fig.note else ''})")
     if entry.hardware:
         lines.append(f"  published hardware: {entry.hardware}")
-    if entry.band:
-        lines.append(f"  expect here: {entry.band}")
+    if entry.expect:
+        lines.append(f"  expect here: {entry.expect}")
     for decision in entry.decisions:
         lines.append(f"  decision: {decision}")
     return "\n".join(lines)

@@ -204,7 +204,7 @@ def _notes(doc: Doc, rows: list[Row]) -> None:
         items = [f"compares: {entry.compares}"]
         if entry.hardware:
             items.append(f"published hardware: {entry.hardware}")
-        items.append(f"expect here: {entry.band or 'no band stated'} (tolerance ±{entry.tolerance:.0%})")
+        items.append(f"expect here: {entry.expect or 'no band stated'} (tolerance ±{entry.tolerance:.0%})")
         items += [f"decision: {d}" for d in entry.decisions]
         doc.add("sub", entry.id)
         doc.add("list", items)

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pipelines.core import catalog, results
+from pipelines.core import experiments, results
 from pipelines.core.config import ConfigError
 from pipelines.core.envinfo import machine_key
 
@@ -91,7 +91,7 @@ class Row:
     experiment: str
     variant: str
     scale: str = "-"
-    entry: catalog.Experiment | None = None
+    entry: experiments.Experiment | None = None
     records: list[dict[str, Any]] = field(default_factory=list)
     throughput: Stat = field(default_factory=Stat)
     train_s: Stat = field(default_factory=Stat)
@@ -116,7 +116,7 @@ class Row:
         return self.experiment.split("-")[0]
 
 
-def published_times(entry: catalog.Experiment, variant: str) -> list[tuple[str, float]]:
+def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[str, float]]:
     """(text, seconds) of the published training times of one arm."""
     out = []
     for fig in entry.published:
@@ -127,21 +127,21 @@ def published_times(entry: catalog.Experiment, variant: str) -> list[tuple[str, 
     return out
 
 
-def _fig_applies(entry: catalog.Experiment, fig: catalog.Published, variant: str) -> bool:
-    return fig.variant == variant or (fig.variant is None and not entry.variants)
+def _fig_applies(entry: experiments.Experiment, fig: experiments.Published, variant: str) -> bool:
+    return fig.variant == variant or (fig.variant is None and not entry.has_variants)
 
 
-def published(entry: catalog.Experiment, metric: str, variant: str) -> float | None:
-    return entry.published_value(metric, variant if entry.variants else None)
+def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
+    return entry.published_value(metric, variant if entry.has_variants else None)
 
 
-def baseline_key(entry: catalog.Experiment, variant: str) -> tuple[str, str] | None:
+def baseline_key(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
     """`id` or `id@variant` from the catalog; a variant of the same experiment compares to its first arm."""
     if entry.baseline:
         base_id, _, base_variant = entry.baseline.partition("@")
-        base = catalog.all_experiments().get(base_id)
-        return (base_id, base_variant or (base.arms()[0].name if base else "default"))
-    first = entry.arms()[0].name
+        base = experiments.all_experiments().get(base_id)
+        return (base_id, base_variant or (base.variants[0].name if base else "default"))
+    first = entry.variants[0].name
     return (entry.id, first) if variant != first else None
 
 
@@ -158,7 +158,7 @@ def machine_difference(records: list[dict[str, Any]]) -> str:
     return "runs differ in " + "; ".join(parts)
 
 
-def hardware_class(entry: catalog.Experiment) -> str:
+def hardware_class(entry: experiments.Experiment) -> str:
     return "gpu" if entry.target == "cuda" or "gpu" in entry.requires else "cpu"
 
 
@@ -168,7 +168,7 @@ def run_class(records: list[dict[str, Any]]) -> str:
 
 def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
     """Rows for every catalog arm that has records, plus 'not run' rows for the ids named in `only`."""
-    entries = catalog.all_experiments()
+    entries = experiments.all_experiments()
     ok: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     errors: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rec in loaded.records:
@@ -186,7 +186,7 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
     rows = []
     for exp in wanted:
         entry = entries.get(exp)
-        arms = [a.name for a in entry.arms()] if entry else sorted({k[1] for k in ok if k[0] == exp})
+        arms = [a.name for a in entry.variants] if entry else sorted({k[1] for k in ok if k[0] == exp})
         for variant in arms:
             scales = sorted({k[2] for k in ok if k[:2] == (exp, variant)}) or ["-"]
             for scale in scales:

@@ -20,7 +20,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Mapping
 
-from pipelines.core import catalog, results
+from pipelines.core import experiments, results
 from pipelines.core.config import ConfigError, RunConfig, merge_options, resolve
 
 
@@ -38,14 +38,14 @@ def pipeline_module(name: str) -> ModuleType:
     return importlib.import_module(f"pipelines.{name}")
 
 
-def build_configs(entry: catalog.Experiment, scale: str, overrides: Mapping[str, Any],
+def build_configs(entry: experiments.Experiment, scale: str, overrides: Mapping[str, Any],
                   option_overrides: Mapping[str, Any], only: tuple[str, ...] = ()
                   ) -> tuple[list[RunConfig], ModuleType]:
     """One resolved RunConfig per variant (all of them, or those named in `only`)."""
     if entry.status == "planned" or entry.pipeline is None:
         raise NotRunnable(f"experiment {entry.id} is planned, not implemented yet: "
                           f"{entry.planned_reason or 'no pipeline exists for it'}")
-    arms = entry.arms()
+    arms = entry.variants
     unknown = sorted(set(only) - {arm.name for arm in arms})
     if unknown:
         raise ConfigError(f"unknown variant {', '.join(unknown)} of {entry.id}; it has: "
@@ -58,7 +58,7 @@ def build_configs(entry: catalog.Experiment, scale: str, overrides: Mapping[str,
             continue
         options = merge_options(getattr(module, "OPTIONS", {}), entry.options, arm.options,
                                 option_overrides)
-        configs.append(resolve({**entry.args, **arm.args, **smoke_args}, options, overrides,
+        configs.append(resolve({**entry.settings, **arm.settings, **smoke_args}, options, overrides,
                                experiment=entry.id, pipeline=entry.pipeline, variant=arm.name,
                                scale=scale))
     return configs, module
@@ -75,7 +75,7 @@ def seed_everything(seed: int | None) -> None:
     torch.manual_seed(seed)
 
 
-def run(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType, ctx=None,
+def run(entry: experiments.Experiment, configs: list[RunConfig], module: ModuleType, ctx=None,
         dist_info: dict[str, Any] | None = None, hooks=None) -> Outcome:
     """Run every variant x repeat, interleaved; rank 0 writes one result file. Errors write an error record."""
     import torch
@@ -128,7 +128,7 @@ def _loaded_allocator() -> str:
 RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", _loaded_openmp), ("ALLOCATOR", "allocator", _loaded_allocator))
 
 
-def _preflight(entry: catalog.Experiment, cfg: RunConfig, module: ModuleType, ctx) -> None:
+def _preflight(entry: experiments.Experiment, cfg: RunConfig, module: ModuleType, ctx) -> None:
     """Everything that can be refused before any work: device, runtime, pipeline checks, results dir."""
     import torch
 
@@ -150,7 +150,7 @@ def _preflight(entry: catalog.Experiment, cfg: RunConfig, module: ModuleType, ct
         results.check_writable(cfg.results_dir)
 
 
-def _skip_reasons(entry: catalog.Experiment, configs: list[RunConfig], module: ModuleType, ctx
+def _skip_reasons(entry: experiments.Experiment, configs: list[RunConfig], module: ModuleType, ctx
                   ) -> dict[str, str]:
     """Variant -> why it cannot run on this device (from the pipeline's optional `skip`)."""
     skip = getattr(module, "skip", None)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Mapping
 
 TARGETS = ("cpu", "cpu-intel", "cuda", "mpi")
@@ -37,8 +37,8 @@ class Variant:
     """
 
     name: str
-    args: Mapping[str, Any] = field(default_factory=dict)
-    options: Mapping[str, Any] = field(default_factory=dict)
+    settings: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields this variant changes
+    options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options this variant changes
 
 
 @dataclass(frozen=True)
@@ -47,24 +47,30 @@ class Experiment:
     compares: str  # one line: baseline -> variant, as the README map shows it
     pipeline: str | None  # module name under pipelines/, e.g. "ch02_layers"
     status: str = "ready"
-    variant: str = "default"
     baseline: str | None = None
     target: str = "cpu"
     launcher: str = "local"
-    args: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields at book scale
+    settings: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields at book scale
     options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options
     knobs: Mapping[str, str] = field(default_factory=dict)  # launcher env knobs, e.g. OMP_RUNTIME
     requires: tuple[str, ...] = ()  # capabilities: "gpu", "ipex", "ccl", "mpi-backend", "multi-gpu"
     published: tuple[Published, ...] = ()
     hardware: str = ""  # the hardware of the published run
-    band: str = ""  # what to expect here, and why (shown by the report)
+    expect: str = ""  # what to expect on other hardware, and why (shown by the report)
     decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
     planned_reason: str = ""  # for status "planned": what delivers it
-    variants: tuple[Variant, ...] = ()  # empty: one arm, named by `variant`
+    variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
     tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
+    variant: InitVar[str] = "default"  # shorthand for a single-variant experiment: its variant's name
 
-    def arms(self) -> tuple[Variant, ...]:
-        return self.variants or (Variant(self.variant),)
+    def __post_init__(self, variant: str) -> None:
+        if not self.variants:
+            object.__setattr__(self, "variants", (Variant(variant),))
+
+    @property
+    def has_variants(self) -> bool:
+        """True when the experiment compares several variants of its own (not only against a baseline id)."""
+        return len(self.variants) > 1
 
     def published_value(self, metric: str, variant: str | None = None) -> float | None:
         for fig in self.published:
@@ -111,7 +117,7 @@ def get(experiment_id: str) -> Experiment:
 
 
 def main() -> None:
-    """`python -m pipelines.core.catalog ids|ready`: id lists for the Makefile, without torch."""
+    """`python -m pipelines.core.experiments ids|ready`: id lists for the Makefile, without torch."""
     import sys
 
     which = sys.argv[1] if len(sys.argv) > 1 else "ids"
