@@ -12,16 +12,24 @@ with inputs that do not require grad and with torch.autograd.grad.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from pipelines.core import loop, memory, models
-from pipelines.core.config import ConfigError
+from pipelines.core import memory, models
+from pipelines.core.errors import ConfigError
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"checkpoint": True}
-SMOKE_ARGS = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
+
+@dataclass(frozen=True)
+class Options:
+    checkpoint: bool = True
+
+
 BLOCK_LISTS = ("encoder.layers", "features")  # ViT encoder blocks; EfficientNet/DenseNet/CNN stages
 
 
@@ -51,23 +59,25 @@ def checkpoint_blocks(model: nn.Module) -> nn.Module:
     return model
 
 
-def check(cfg, ctx) -> None:
-    if cfg.options["checkpoint"] and block_list(models.build(cfg.model, classes=cfg.head_classes)) is None:
-        raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to checkpoint; "
-                          "use a vit_*, efficientnet_* or densenet121 model")
+class ActivationCheckpointing(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
+
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if opts.checkpoint and block_list(models.build(cfg.model, classes=cfg.head_classes)) is None:
+            raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to checkpoint; "
+                              "use a vit_*, efficientnet_* or densenet121 model")
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        if opts.checkpoint:
+            checkpoint_blocks(model)
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+
+    def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
+        """What autograd keeps from one forward pass: the memory the technique trades for recompute."""
+        trainable.metrics["saved_for_backward_mib"] = memory.saved_for_backward_mib(trainable.model, *prep.batch())
+        return trainable
 
 
-def analyze(cfg, ctx, loaders):
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    if cfg.options["checkpoint"]:
-        checkpoint_blocks(model)
-    x, y = next(iter(loaders.train))
-    saved = memory.saved_for_backward_mib(model, x.to(ctx.device), y.to(ctx.device))
-    trainable = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))
-    memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx)
-    metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training peak only
-    if ctx.is_main:
-        metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
-    metrics.update(saved_for_backward_mib=saved, parameters=models.parameter_count(model))
-    return metrics, {}
+PIPELINE = ActivationCheckpointing()

@@ -11,48 +11,58 @@ tried. The last size that fitted is chosen; the curve of samples/s per size is t
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated
+
+import click
 import torch
 
-from pipelines.core import memory, models, probe
-from pipelines.core.config import ConfigError
+from pipelines.core import memory, microbench, models
+from pipelines.core.errors import ConfigError
+from pipelines.core.pipeline import Measured, Measurement
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"start": 2, "max_trials": 25, "steps_per_trial": 3, "memory_cap_mib": 0}
-SMOKE_ARGS = {"model": "vit_tiny", "num_workers": 0}
 SMOKE_TRIALS = 3  # smoke scale proves the path: sizes start, 2x, 4x
+AT_LEAST_1 = click.IntRange(min=1)
 
 
-def check(cfg, ctx) -> None:
-    for name in ("start", "max_trials", "steps_per_trial"):
-        if cfg.options[name] < 1:
-            raise ConfigError(f"option {name} must be at least 1, got {cfg.options[name]}")
-    if cfg.options["memory_cap_mib"] < 0:
-        raise ConfigError(f"option memory_cap_mib must be 0 (default cap) or more, got "
-                          f"{cfg.options['memory_cap_mib']}")
+@dataclass(frozen=True)
+class Options:
+    start: Annotated[int, AT_LEAST_1] = 2
+    max_trials: Annotated[int, AT_LEAST_1] = 25
+    steps_per_trial: Annotated[int, AT_LEAST_1] = 3
+    memory_cap_mib: Annotated[int, click.IntRange(min=0)] = 0  # 0: no cap on CUDA, half the host on CPU
 
 
-def memory_cap(cfg, device: torch.device) -> float | None:
-    if cfg.options["memory_cap_mib"]:
-        return float(cfg.options["memory_cap_mib"])
+def memory_cap(opts: Options, device: torch.device) -> float | None:
+    if opts.memory_cap_mib:
+        return float(opts.memory_cap_mib)
     return None if device.type == "cuda" else memory.total_host_mib() / 2
 
 
-def analyze(cfg, ctx, loaders):
-    device, opts = ctx.device, cfg.options
-    shape = tuple(next(iter(loaders.train))[0].shape[1:])
+class BatchSizeFinder(Measurement):
+    Options = Options
+    smoke_settings = {"model": "vit_tiny", "num_workers": 0}
+
+    def measure(self, cfg, opts: Options, ctx, loaders) -> Measured:
+        return Measured(*search(cfg, opts, ctx.device, tuple(next(iter(loaders.train))[0].shape[1:])))
+
+
+def search(cfg, opts: Options, device: torch.device, shape: tuple[int, ...]) -> tuple[dict, dict]:
+    """Double the batch from `start` until it does not fit; (metrics, {"curve", "input_shape"})."""
     model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(device)
     step = plain_step(model, book_optimizer(model, cfg))
-    cap = memory_cap(cfg, device)
-    trials = min(opts["max_trials"], SMOKE_TRIALS) if cfg.scale == "smoke" else opts["max_trials"]
+    cap = memory_cap(opts, device)
+    trials = min(opts.max_trials, SMOKE_TRIALS) if cfg.scale == "smoke" else opts.max_trials
     curve: list[dict] = []
-    size, last_peak, growth = opts["start"], None, 0.0
+    size, last_peak, growth = opts.start, None, 0.0
     for _ in range(trials):
         if cap is not None and last_peak is not None and last_peak + 2 * growth > cap:
             curve.append({"batch_size": size, "fits": False,
                           "why": f"predicted peak {last_peak + 2 * growth:.0f} MiB is over the cap"})
             break
         try:
-            result = probe.time_steps(step, shape, size, cfg.head_classes, opts["steps_per_trial"], device)
+            result = microbench.time_steps(step, shape, size, cfg.head_classes, opts.steps_per_trial, device)
         except torch.cuda.OutOfMemoryError:
             result = None
         if result is None:
@@ -70,7 +80,7 @@ def analyze(cfg, ctx, loaders):
         size *= 2
     fitted = [point for point in curve if point["fits"]]
     if not fitted:
-        raise ConfigError(f"batch size {opts['start']} does not fit ({curve[0]['why']}); lower -o start or "
+        raise ConfigError(f"batch size {opts.start} does not fit ({curve[0]['why']}); lower -o start or "
                           f"raise -o memory_cap_mib (cap {cap} MiB)")
     failed = [point["batch_size"] for point in curve if not point["fits"]]
     best = fitted[-1]
@@ -80,3 +90,6 @@ def analyze(cfg, ctx, loaders):
                "step_time_ms_median": best["step_time_ms_median"], "memory_cap_mib": cap,
                "trials": len(curve), "parameters": models.parameter_count(model)}
     return metrics, {"curve": curve, "input_shape": list(shape)}
+
+
+PIPELINE = BatchSizeFinder()

@@ -8,13 +8,25 @@ refuses to start if the runtime that actually loaded is not the one the experime
 
 from __future__ import annotations
 
-from pipelines.core import loop, models
+from dataclasses import dataclass
+
+from pipelines.core import models
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"bias": True}
+
+@dataclass(frozen=True)
+class Options:
+    bias: bool = True  # False removes the bias of all four layers (ch2-nobias)
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights,
-                         bias=cfg.options["bias"]).to(ctx.device)
-    return loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+class Layers(TrainingPipeline):
+    Options = Options
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights, bias=opts.bias).to(ctx.device)
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+
+
+PIPELINE = Layers()

@@ -8,39 +8,52 @@ Dynamo is reset before each model is built so variants do not share compiled gra
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
+from pipelines.core import models
+from pipelines.core.errors import ConfigError
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"compile": True, "mode": "default", "backend": "inductor", "fullgraph": False}
-MODES = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+
+@dataclass(frozen=True)
+class Options:
+    compile: bool = True
+    mode: Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"] = "default"
+    backend: str = "inductor"  # any of torch._dynamo.list_backends() (checked against this torch)
+    fullgraph: bool = False
 
 
-def check(cfg, ctx) -> None:
-    if not cfg.options["compile"]:
-        return
-    if cfg.options["mode"] not in MODES:
-        raise ConfigError(f"option mode={cfg.options['mode']!r} is unknown; choose one of: {', '.join(MODES)}")
-    backends = torch._dynamo.list_backends(exclude_tags=())
-    if cfg.options["backend"] not in backends:
-        raise ConfigError(f"option backend={cfg.options['backend']!r} is not available in torch "
-                          f"{torch.__version__}; available: {', '.join(backends)}")
-    if cfg.options["backend"] != "inductor" and cfg.options["mode"] != "default":
-        raise ConfigError("option mode applies to the inductor backend only; drop mode= or use backend=inductor")
+class Compile(TrainingPipeline):
+    Options = Options
+
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if not opts.compile:
+            return
+        backends = torch._dynamo.list_backends(exclude_tags=())
+        if opts.backend not in backends:
+            raise ConfigError(f"option backend={opts.backend!r} is not available in torch "
+                              f"{torch.__version__}; available: {', '.join(backends)}")
+        if opts.backend != "inductor" and opts.mode != "default":
+            raise ConfigError("option mode applies to the inductor backend only; drop mode= or use backend=inductor")
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        torch._dynamo.reset()
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        optimizer = book_optimizer(model, cfg)
+        if not opts.compile:
+            return Trainable(model, plain_step(model, optimizer))
+        kwargs = {"backend": opts.backend, "fullgraph": opts.fullgraph}
+        if opts.backend == "inductor":
+            kwargs["mode"] = opts.mode
+        compiled = torch.compile(model, **kwargs)
+        backends = ", ".join(torch._dynamo.list_backends())
+        return Trainable(model, plain_step(compiled, optimizer), predict=compiled,
+                         notes=[f"torch.compile({kwargs}); dynamo backends here: {backends}"])
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    torch._dynamo.reset()
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    optimizer = book_optimizer(model, cfg)
-    if not cfg.options["compile"]:
-        return loop.Trainable(model, plain_step(model, optimizer))
-    kwargs = {"backend": cfg.options["backend"], "fullgraph": cfg.options["fullgraph"]}
-    if cfg.options["backend"] == "inductor":
-        kwargs["mode"] = cfg.options["mode"]
-    compiled = torch.compile(model, **kwargs)
-    backends = ", ".join(torch._dynamo.list_backends())
-    return loop.Trainable(model, plain_step(compiled, optimizer), predict=compiled,
-                          notes=[f"torch.compile({kwargs}); dynamo backends here: {backends}"])
+PIPELINE = Compile()

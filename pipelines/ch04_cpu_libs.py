@@ -15,21 +15,26 @@ where it does run (`make ipex-venv`, or the cpu-intel image). The OpenMP runtime
 from __future__ import annotations
 
 import importlib.util
+from dataclasses import dataclass
 from importlib import metadata
+from typing import Literal
 
 import torch
-import torch.nn.functional as F
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
-from pipelines.core.steps import book_optimizer
+from pipelines.core import models
+from pipelines.core.errors import ConfigError, NotRunnable
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.steps import DTYPES, autocast_forward, book_optimizer, plain_step
 
-OPTIONS = {"optimize": "none", "dtype": "fp32"}
-SMOKE_ARGS = {"model": "densenet_tiny", "batch_size": 16}  # DenseNet's structure, seconds not minutes
-OPTIMIZERS = ("none", "ipex", "compile")
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16}
 IPEX_HINT = ("IPEX exists only for torch 2.7/2.8: run `make ipex-venv` and start it with "
              "PYTHON=.venv-ipex/bin/python, or use the cpu-intel image (IMAGE=...)")
+
+
+@dataclass(frozen=True)
+class Options:
+    optimize: Literal["none", "ipex", "compile"] = "none"
+    dtype: Literal["fp32", "bf16"] = "fp32"
 
 
 def version_pair_problem(ipex_version: str | None, torch_version: str) -> str | None:
@@ -50,62 +55,34 @@ def ipex_problem() -> str | None:
                                 torch.__version__)
 
 
-def check(cfg, ctx) -> None:
-    from pipelines.core.runner import NotRunnable
+class CpuLibraries(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"model": "densenet_tiny", "batch_size": 16}  # DenseNet's structure, seconds not minutes
 
-    optimize, dtype = cfg.options["optimize"], cfg.options["dtype"]
-    if optimize not in OPTIMIZERS:
-        raise ConfigError(f"option optimize={optimize!r} is unknown; choose one of: {', '.join(OPTIMIZERS)}")
-    if dtype not in DTYPES:
-        raise ConfigError(f"option dtype={dtype!r} is unknown; choose one of: {', '.join(DTYPES)}")
-    if optimize == "ipex" and cfg.device != "cpu":
-        raise ConfigError("optimize=ipex is the CPU extension; use --device cpu (IPEX for GPUs is XPU-only)")
-    if optimize == "ipex" and (problem := ipex_problem()):
-        raise NotRunnable(f"{cfg.experiment} variant {cfg.variant}: {problem}; {IPEX_HINT}")
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if opts.optimize == "ipex" and cfg.device != "cpu":
+            raise ConfigError("optimize=ipex is the CPU extension; use --device cpu (IPEX for GPUs is XPU-only)")
+        if opts.optimize == "ipex" and (problem := ipex_problem()):
+            raise NotRunnable(f"{cfg.experiment} variant {cfg.variant}: {problem}; {IPEX_HINT}")
 
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        model.train()
+        optimizer = book_optimizer(model, cfg)
+        dtype = DTYPES[opts.dtype]
+        if opts.optimize == "ipex":
+            import intel_extension_for_pytorch as ipex  # optional: only in .venv-ipex / the cpu-intel image
 
-def autocast_step(model, optimizer, device: torch.device, dtype: torch.dtype) -> loop.Step:
-    """The plain step, under autocast when the dtype is not fp32."""
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
-        return loss
-
-    return step
-
-
-def autocast_predict(model, device: torch.device, dtype: torch.dtype):
-    """Evaluation in the training dtype (an IPEX bf16 model holds bf16 weights)."""
-
-    def predict(x: torch.Tensor) -> torch.Tensor:
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            return model(x).float()
-
-    return predict
+            model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=dtype)
+            # IPEX's own kernels are invisible to torch's FLOP counter: no count rather than a wrong one.
+            return Trainable(model, plain_step(model, optimizer, dtype), count_flops=False,
+                             predict=autocast_forward(model, dtype),
+                             notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
+        run_model = model
+        if opts.optimize == "compile":
+            torch._dynamo.reset()  # variants must not share compiled graphs
+            run_model = torch.compile(model)
+        return Trainable(model, plain_step(run_model, optimizer, dtype), predict=autocast_forward(run_model, dtype))
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    model.train()
-    optimizer = book_optimizer(model, cfg)
-    dtype = DTYPES[cfg.options["dtype"]]
-    optimize = cfg.options["optimize"]
-    if optimize == "ipex":
-        import intel_extension_for_pytorch as ipex
-
-        model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=dtype)
-        # IPEX's own kernels are invisible to torch's FLOP counter: no count rather than a wrong one.
-        return loop.Trainable(model, autocast_step(model, optimizer, ctx.device, dtype), count_flops=False,
-                              predict=autocast_predict(model, ctx.device, dtype),
-                              notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
-    if optimize == "compile":
-        torch._dynamo.reset()  # variants must not share compiled graphs
-        compiled = torch.compile(model)
-        return loop.Trainable(model, autocast_step(compiled, optimizer, ctx.device, dtype),
-                              predict=autocast_predict(compiled, ctx.device, dtype))
-    return loop.Trainable(model, autocast_step(model, optimizer, ctx.device, dtype),
-                          predict=autocast_predict(model, ctx.device, dtype))
+PIPELINE = CpuLibraries()

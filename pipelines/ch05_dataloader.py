@@ -12,40 +12,42 @@ long each step waited for data (data_wait_s) apart from compute (compute_s).
 
 from __future__ import annotations
 
-from pipelines.core import loop, models
+from torchvision import transforms as T
+
+from pipelines.core import models
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS: dict = {}
-SMOKE_ARGS = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the book's 224 one
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 
 
-def heavy_transform(size: int = 224):
-    from torchvision import transforms
-
-    return transforms.Compose([
-        transforms.Resize(round(size * 255 / 224)),
-        transforms.CenterCrop(size),
-        transforms.RandomHorizontalFlip(),
-        transforms.RandomRotation(20),
-        transforms.GaussianBlur(3),
-        transforms.ToTensor(),
-        transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD),
+def heavy_transform(size: int = 224) -> T.Compose:
+    return T.Compose([
+        T.Resize(round(size * 255 / 224)),
+        T.CenterCrop(size),
+        T.RandomHorizontalFlip(),
+        T.RandomRotation(20),
+        T.GaussianBlur(3),
+        T.ToTensor(),
+        T.Normalize(IMAGENET_MEAN, IMAGENET_STD),
     ])
 
 
-def transforms(cfg):
-    """The same heavy, random transform for train and test (as the book)."""
-    transform = heavy_transform(cfg.image_size or 224)
-    return transform, transform
+class DataLoaderSettings(TrainingPipeline):
+    smoke_settings = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the book's 224 one
+
+    def transforms(self, cfg, opts):
+        """The same heavy, random transform for train and test (as the book)."""
+        transform = heavy_transform(cfg.image_size or 224)
+        return transform, transform
+
+    def setup(self, cfg, opts, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        notes = []
+        if cfg.num_workers == 0 and (cfg.persistent_workers or cfg.prefetch_factor):
+            notes.append("persistent_workers/prefetch_factor apply to worker processes; num_workers=0 has none")
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg)), notes=notes)
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    notes = []
-    if cfg.pin_memory and ctx.device.type != "cuda":
-        notes.append("pin_memory=True has no effect here: there is no GPU to copy to, so page-locked "
-                     "buffers cannot speed up a host-to-device transfer")
-    if cfg.num_workers == 0 and (cfg.persistent_workers or cfg.prefetch_factor):
-        notes.append("persistent_workers/prefetch_factor apply to worker processes; num_workers=0 has none")
-    return loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)), notes=notes)
+PIPELINE = DataLoaderSettings()

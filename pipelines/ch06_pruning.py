@@ -14,27 +14,28 @@ reference, trained without the warm-up, as in the book.
 
 from __future__ import annotations
 
-import dataclasses
+from dataclasses import dataclass
+from typing import Annotated
 
+import click
 import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
+from pipelines.core import models
+from pipelines.core.errors import ConfigError
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"prune": True, "sparsity": 0.5}
+# Exclusive range: 0 prunes nothing and 1 removes every filter.
+SPARSITY = click.FloatRange(0, 1, min_open=True, max_open=True)
 
 
-def check(cfg, ctx) -> None:
-    sparsity = cfg.options["sparsity"]
-    if cfg.options["prune"] and not 0 < sparsity < 1:
-        raise ConfigError(f"option sparsity={sparsity} must be between 0 and 1 (exclusive), e.g. 0.5 "
-                          "removes half of every convolution's filters")
-    if cfg.model not in ("cnn_cifar10", "cnn_fmnist"):
-        raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), "
-                          f"not {cfg.model}")
+@dataclass(frozen=True)
+class Options:
+    prune: bool = True
+    sparsity: Annotated[float, SPARSITY] = 0.5  # share of every convolution's filters removed
 
 
 def l1_filter_masks(model: nn.Module, sparsity: float) -> list[torch.Tensor]:
@@ -81,21 +82,34 @@ def compress(model: models.BookCNN, keep: list[torch.Tensor]) -> models.BookCNN:
     return model
 
 
-def analyze(cfg, ctx, loaders):
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    original = models.parameter_count(model)
-    extra = {}
-    if cfg.options["prune"]:
-        # Warm-up on the dense model: one epoch at book scale, else as many steps as the timed run.
-        warm = dataclasses.replace(cfg, warmup_steps=0, epochs=1)
-        warm_up = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)), count_flops=False)
-        extra["prune_warmup_s"] = loop.train(warm_up, loaders, warm, ctx)["train_s"]
-        with torch.no_grad():
-            model = compress(model, l1_filter_masks(model, cfg.options["sparsity"])).to(ctx.device)
-    trainable = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))  # a new Adam
-    metrics = loop.train(trainable, loaders, cfg, ctx)
-    metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
-    metrics.update(extra, parameters=models.parameter_count(model), unpruned_parameters=original,
-                   conv_filters=[m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)])
-    metrics["param_ratio"] = metrics["parameters"] / original
-    return metrics, {}
+def shape_metrics(model: nn.Module, before: int) -> dict:
+    """Parameter counts before (`before`) and after pruning, and the surviving filters per convolution."""
+    return {"unpruned_parameters": before, "param_ratio": models.parameter_count(model) / before,
+            "conv_filters": [m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)]}
+
+
+class Pruning(TrainingPipeline):
+    Options = Options
+
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if cfg.model not in ("cnn_cifar10", "cnn_fmnist"):
+            raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), not {cfg.model}")
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        metrics = shape_metrics(model, models.parameter_count(model))
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg)), metrics=metrics)
+
+    def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
+        """The book's procedure: an untimed warm-up of the dense model, prune + compress, a new Adam."""
+        if not opts.prune:
+            return trainable  # the unpruned reference trains without the warm-up, as in the book
+        trainable.count_flops = False  # the warm-up is not the measured model
+        warmup_s = prep.train(trainable)["train_s"]
+        with torch.no_grad():  # compress slices the model in place
+            model = compress(trainable.model, l1_filter_masks(trainable.model, opts.sparsity)).to(ctx.device)
+        metrics = {**shape_metrics(model, trainable.metrics["unpruned_parameters"]), "prune_warmup_s": warmup_s}
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg)), metrics=metrics)  # a new Adam
+
+
+PIPELINE = Pruning()

@@ -21,18 +21,30 @@ no fp16 arithmetic units, so a CPU time would not measure it.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
-from pipelines.core.steps import book_optimizer
+from pipelines.core import models
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.steps import DTYPES, book_optimizer
 
-OPTIONS = {"precision": "fp32", "scaler": True, "cudnn_benchmark": True, "tf32": "default",
-           "reduced_precision_reduction": "default", "optimizer": "adam"}
-SMOKE_ARGS = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
-SWITCH = ("default", "on", "off")
+Switch = Literal["default", "on", "off"]
+
+
+@dataclass(frozen=True)
+class Options:
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
+    scaler: bool = True  # GradScaler for fp16 (false: the book repository's last cell)
+    cudnn_benchmark: bool = True
+    tf32: Switch = "default"
+    reduced_precision_reduction: Switch = "default"
+    optimizer: Literal["adam", "adamw"] = "adam"
+
+
 FLAGS = {  # option -> the torch.backends flags it sets, with torch's defaults read at import
     "tf32": (("cuda.matmul", "allow_tf32"), ("cudnn", "allow_tf32")),
     "reduced_precision_reduction": (("cuda.matmul", "allow_fp16_reduced_precision_reduction"),
@@ -50,33 +62,12 @@ def _holder(path: str):
 TORCH_DEFAULTS = {(p, a): getattr(_holder(p), a) for flags in FLAGS.values() for p, a in flags}
 
 
-def check(cfg, ctx) -> None:
-    opts = cfg.options
-    if opts["precision"] not in DTYPES:
-        raise ConfigError(f"option precision={opts['precision']!r} is unknown; choose one of: "
-                          f"{', '.join(DTYPES)}")
-    for name in FLAGS:
-        if opts[name] not in SWITCH:
-            raise ConfigError(f"option {name}={opts[name]!r} is unknown; choose one of: {', '.join(SWITCH)}")
-    if opts["optimizer"] not in ("adam", "adamw"):
-        raise ConfigError(f"option optimizer={opts['optimizer']!r} is unknown; choose adam or adamw")
-
-
-def skip(cfg, ctx) -> str | None:
-    precision = cfg.options["precision"]
-    if precision == "fp16" and ctx.device.type != "cuda":
-        return ("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU "
-                "(run it with --device cuda)")
-    if precision == "bf16" and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return "this GPU has no bf16 support (needs Ampere or newer)"
-    return None
-
-
-def set_backend_flags(opts) -> None:
-    torch.backends.cudnn.benchmark = opts["cudnn_benchmark"]
+def set_backend_flags(opts: Options) -> None:
+    torch.backends.cudnn.benchmark = opts.cudnn_benchmark
     for name, flags in FLAGS.items():
+        switch = getattr(opts, name)
         for path, attr in flags:
-            value = TORCH_DEFAULTS[(path, attr)] if opts[name] == "default" else opts[name] == "on"
+            value = TORCH_DEFAULTS[(path, attr)] if switch == "default" else switch == "on"
             setattr(_holder(path), attr, value)
 
 
@@ -100,19 +91,33 @@ def make_step(model, optimizer, device: torch.device, precision: str, use_scaler
     return step, predict
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    opts = cfg.options
-    set_backend_flags(opts)
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    optimizer = book_optimizer(model, cfg) if opts["optimizer"] == "adam" else \
-        torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    step, predict = make_step(model, optimizer, ctx.device, opts["precision"], opts["scaler"])
-    notes = []
-    if ctx.device.type != "cuda":
-        changed = [n for n in FLAGS if opts[n] != "default"]
-        changed += ["cudnn_benchmark"] if opts["cudnn_benchmark"] else []
-        if changed:
-            notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")
-    if opts["precision"] == "fp16" and not opts["scaler"]:
-        notes.append("fp16 without GradScaler (the book repository's final run): gradients may underflow")
-    return loop.Trainable(model, step, predict=predict, notes=notes)
+class MixedPrecision(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
+
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.precision == "fp16" and ctx.device.type != "cuda":
+            return ("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU "
+                    "(run it with --device cuda)")
+        if opts.precision == "bf16" and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            return "this GPU has no bf16 support (needs Ampere or newer)"
+        return None
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        set_backend_flags(opts)
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        optimizer = book_optimizer(model, cfg) if opts.optimizer == "adam" else \
+            torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        step, predict = make_step(model, optimizer, ctx.device, opts.precision, opts.scaler)
+        notes = []
+        if ctx.device.type != "cuda":
+            changed = [n for n in FLAGS if getattr(opts, n) != "default"]
+            changed += ["cudnn_benchmark"] if opts.cudnn_benchmark else []
+            if changed:
+                notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")
+        if opts.precision == "fp16" and not opts.scaler:
+            notes.append("fp16 without GradScaler (the book repository's final run): gradients may underflow")
+        return Trainable(model, step, predict=predict, notes=notes)
+
+
+PIPELINE = MixedPrecision()

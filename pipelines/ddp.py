@@ -21,87 +21,108 @@ Started as one plain process (`accel run`), it trains the same model without a w
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import click
 import torch
 import torch.distributed as tdist
 import torch.nn.functional as F
+from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core import dist, loop, models
-from pipelines.core.config import ConfigError
-
-OPTIONS = {"backend": "gloo", "strategy": "ddp", "precision": "fp32", "lr_scaling": "none",
-           "lr_gamma": 0.0, "checkpoint_dir": "", "checkpoint_every": 1, "timeout_s": 120.0,
-           "ranks": 0, "threads": 0}
-SMOKE_ARGS = {"batch_size": 8}
-CHOICES = {"strategy": ("ddp", "fsdp"), "precision": ("fp32", "bf16"), "lr_scaling": ("none", "linear")}
-
-
-def check(cfg, ctx) -> None:
-    for key, allowed in CHOICES.items():
-        if cfg.options[key] not in allowed:
-            raise ConfigError(f"option {key}={cfg.options[key]!r} is unknown; choose one of: {', '.join(allowed)}")
-    dist.check_backend(cfg.options["backend"], cfg.device)
-    if cfg.options["ranks"] and cfg.options["ranks"] != ctx.world_size:
-        raise ConfigError(f"variant {cfg.variant} needs {cfg.options['ranks']} processes but this run has "
-                          f"{ctx.world_size}; start it with NPROC={cfg.options['ranks']} (make cpu-ddp "
-                          f"NPROC={cfg.options['ranks']})")
-    if cfg.options["strategy"] == "fsdp" and cfg.options["checkpoint_dir"]:
-        raise ConfigError("checkpoints are written for strategy=ddp only (FSDP state is sharded); "
-                          "drop -o checkpoint_dir=... or use -o strategy=ddp")
+from pipelines.core import models
+from pipelines.core.errors import ConfigError
+from pipelines.core.loop import Hooks, Trainable
+from pipelines.core.options import CheckpointOptions, DistOptions
+from pipelines.core.pipeline import TrainingPipeline
 
 
-def wrap(model: torch.nn.Module, cfg, ctx) -> torch.nn.Module:
+@dataclass(frozen=True)
+class Options(DistOptions, CheckpointOptions):
+    strategy: Literal["ddp", "fsdp"] = "ddp"
+    precision: Literal["fp32", "bf16"] = "fp32"
+    lr_scaling: Literal["none", "linear"] = "none"
+    lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
+    ranks: Annotated[int, click.IntRange(min=0)] = 0  # processes this variant needs (0: any)
+    threads: Annotated[int, click.IntRange(min=0)] = 0  # Table 9.1: intra-op threads (0: the launcher's)
+
+
+def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
     """The parallel wrapper: DDP (replicas + gradient all-reduce) or FSDP (sharded blocks)."""
     if not (tdist.is_available() and tdist.is_initialized()):
         return model  # one plain process: the reference run
-    if cfg.options["strategy"] == "ddp":
-        from torch.nn.parallel import DistributedDataParallel as DDP
-
+    if opts.strategy == "ddp":
         return DDP(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
-    from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
-
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
-        if cfg.options["precision"] == "bf16" else MixedPrecisionPolicy()
+        if opts.precision == "bf16" else MixedPrecisionPolicy()
     blocks = getattr(getattr(model, "encoder", None), "layers", [])  # transformer blocks (ViT), if any
     for block in blocks:
         fully_shard(block, mp_policy=policy)
     return fully_shard(model, mp_policy=policy)
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    if cfg.options["threads"]:  # Table 9.1: intra-op threads of this one process
-        torch.set_num_threads(cfg.options["threads"])
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    fsdp = cfg.options["strategy"] == "fsdp" and tdist.is_initialized()
-    parallel = wrap(model, cfg, ctx)
-    lr = cfg.lr * (ctx.world_size if cfg.options["lr_scaling"] == "linear" else 1)
-    optimizer = torch.optim.Adam(parallel.parameters(), lr=lr, weight_decay=cfg.weight_decay)
-    autocast = cfg.options["precision"] == "bf16" and not fsdp  # FSDP's policy casts instead
+class StepLrEachEpoch(Hooks):
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
 
-    def step(x, y):
-        with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=autocast):
-            loss = F.cross_entropy(parallel(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()  # DDP: gradients averaged across ranks here; FSDP: reduce-scattered
-        optimizer.step()
-        return loss
-
-    scheduler = torch.optim.lr_scheduler.ExponentialLR(optimizer, cfg.options["lr_gamma"]) \
-        if cfg.options["lr_gamma"] else None
-    notes = [] if tdist.is_initialized() else ["one plain process: no DDP/FSDP wrapper (the reference run)"]
-    trainable = loop.Trainable(model, step, optimizer=optimizer, notes=notes,
-                               on_epoch_end=(lambda epoch: scheduler.step()) if scheduler else None)
-    if fsdp:  # sharded weights: gather a full copy on every rank so rank 0 can evaluate alone
-        trainable.count_flops = False
-        trainable.finish = lambda: _full_copy(trainable, parallel, cfg, ctx)
-    return trainable
+    def epoch_end(self, epoch: int, last_loss: float) -> None:
+        self.scheduler.step()
 
 
-def _full_copy(trainable: loop.Trainable, sharded, cfg, ctx) -> None:
-    from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
+class GatherFullCopy(Hooks):
+    """FSDP: sharded weights -> a full copy on every rank after training, so rank 0 can evaluate alone."""
 
-    state = get_model_state_dict(sharded, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
-    copy = models.build(cfg.model, classes=cfg.head_classes)
-    if ctx.is_main:
-        copy.load_state_dict(state)
-    trainable.model = copy.to(ctx.device)
-    trainable.predict = None
+    def __init__(self, sharded, cfg, ctx):
+        self.sharded, self.cfg, self.ctx = sharded, cfg, ctx
+
+    def train_end(self, trainable: Trainable, epoch: int) -> None:
+        state = get_model_state_dict(self.sharded, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        copy = models.build(self.cfg.model, classes=self.cfg.head_classes)
+        if self.ctx.is_main:
+            copy.load_state_dict(state)
+        trainable.model = copy.to(self.ctx.device)
+        trainable.predict = None
+
+
+class DataParallel(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"batch_size": 8}
+
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if opts.ranks and opts.ranks != ctx.world_size:
+            raise ConfigError(f"variant {cfg.variant} needs {opts.ranks} processes but this run has "
+                              f"{ctx.world_size}; start it with NPROC={opts.ranks} (make cpu-ddp NPROC={opts.ranks})")
+        if opts.strategy == "fsdp" and opts.checkpoint_dir:
+            raise ConfigError("checkpoints are written for strategy=ddp only (FSDP state is sharded); "
+                              "drop -o checkpoint_dir=... or use -o strategy=ddp")
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        if opts.threads:  # Table 9.1: intra-op threads of this one process
+            torch.set_num_threads(opts.threads)
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        fsdp = opts.strategy == "fsdp" and tdist.is_initialized()
+        parallel = wrap(model, opts, ctx)
+        lr = cfg.lr * (ctx.world_size if opts.lr_scaling == "linear" else 1)
+        optimizer = torch.optim.Adam(parallel.parameters(), lr=lr, weight_decay=cfg.weight_decay)
+        autocast = opts.precision == "bf16" and not fsdp  # FSDP's policy casts instead
+
+        def step(x, y):
+            with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=autocast):
+                loss = F.cross_entropy(parallel(x), y)
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()  # DDP: gradients averaged across ranks here; FSDP: reduce-scattered
+            optimizer.step()
+            return loss
+
+        hooks: list[Hooks] = []
+        if opts.lr_gamma:
+            hooks.append(StepLrEachEpoch(torch.optim.lr_scheduler.ExponentialLR(optimizer, opts.lr_gamma)))
+        if fsdp:
+            hooks.append(GatherFullCopy(parallel, cfg, ctx))
+        notes = [] if tdist.is_initialized() else ["one plain process: no DDP/FSDP wrapper (the reference run)"]
+        return Trainable(model, step, optimizer=optimizer, notes=notes, hooks=hooks, count_flops=not fsdp)
+
+
+PIPELINE = DataParallel()

@@ -10,29 +10,23 @@ effective batch. Throughput is counted in samples, so the two arms compare direc
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import click
 import torch
 import torch.nn.functional as F
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
-
-OPTIONS = {"accum_steps": 4, "precision": "fp32"}
-SMOKE_ARGS = {"batch_size": 16}
-DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+from pipelines.core import models
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.steps import DTYPES
 
 
-def check(cfg, ctx) -> None:
-    if cfg.options["accum_steps"] < 1:
-        raise ConfigError(f"option accum_steps must be at least 1, got {cfg.options['accum_steps']}")
-    if cfg.options["precision"] not in DTYPES:
-        raise ConfigError(f"option precision={cfg.options['precision']!r} is unknown; choose one of: "
-                          f"{', '.join(DTYPES)}")
-
-
-def skip(cfg, ctx) -> str | None:
-    if cfg.options["precision"] == "fp16" and ctx.device.type != "cuda":
-        return "fp16 autocast + GradScaler is measured on CUDA only (run it with --device cuda)"
-    return None
+@dataclass(frozen=True)
+class Options:
+    accum_steps: Annotated[int, click.IntRange(min=1)] = 4  # micro-batches per optimizer step
+    precision: Literal["fp32", "bf16", "fp16"] = "fp32"
 
 
 def make_step(model, optimizer, device: torch.device, accum_steps: int, precision: str = "fp32"):
@@ -55,10 +49,22 @@ def make_step(model, optimizer, device: torch.device, accum_steps: int, precisio
     return step
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
-    accum = cfg.options["accum_steps"]
-    notes = [f"effective batch {cfg.batch_size * accum} = micro-batch {cfg.batch_size} x {accum} steps"]
-    return loop.Trainable(model, make_step(model, optimizer, ctx.device, accum, cfg.options["precision"]),
-                          notes=notes)
+class GradientAccumulation(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"batch_size": 16}
+
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.precision == "fp16" and ctx.device.type != "cuda":
+            return "fp16 autocast + GradScaler is measured on CUDA only (run it with --device cuda)"
+        return None
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
+        optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+        notes = [f"effective batch {cfg.batch_size * opts.accum_steps} = micro-batch {cfg.batch_size} x "
+                 f"{opts.accum_steps} steps"]
+        return Trainable(model, make_step(model, optimizer, ctx.device, opts.accum_steps, opts.precision),
+                         notes=notes)
+
+
+PIPELINE = GradientAccumulation()

@@ -18,40 +18,27 @@ used (on one device it would only do that same move).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Literal
+
 import torch
 import torch.nn.functional as F
+from lightning.fabric import Fabric  # before any torch.compile: Fabric records compile's arguments
 
-from pipelines.core import loop, models
-from pipelines.core.config import ConfigError
+from pipelines.core import models
+from pipelines.core.errors import ConfigError
+from pipelines.core.loop import Trainable
+from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.steps import book_optimizer, plain_step
 
-OPTIONS = {"fabric": False, "precision": "32-true", "compile": False, "matmul_precision": "highest",
-           "pretrained": False}
-SMOKE_ARGS = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
-PRECISIONS = ("32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true")
-MATMUL = ("highest", "high", "medium")
 
-
-def check(cfg, ctx) -> None:
-    opts = cfg.options
-    if opts["precision"] not in PRECISIONS:
-        raise ConfigError(f"option precision={opts['precision']!r} is unknown; choose one of: "
-                          f"{', '.join(PRECISIONS)}")
-    if opts["precision"] != "32-true" and not opts["fabric"]:
-        raise ConfigError(f"option precision={opts['precision']} needs fabric=true (the plain loop is fp32)")
-    if opts["matmul_precision"] not in MATMUL:
-        raise ConfigError(f"option matmul_precision={opts['matmul_precision']!r} is unknown; choose one of: "
-                          f"{', '.join(MATMUL)}")
-
-
-def skip(cfg, ctx) -> str | None:
-    precision = cfg.options["precision"]
-    if precision == "16-mixed" and ctx.device.type != "cuda":
-        return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
-                "bf16-mixed instead, so it is not run here")
-    if "bf16" in precision and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-        return "this GPU has no bf16 support (the talk's fallback is 16-mixed)"
-    return None
+@dataclass(frozen=True)
+class Options:
+    fabric: bool = False
+    precision: Literal["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"] = "32-true"
+    compile: bool = False
+    matmul_precision: Literal["highest", "high", "medium"] = "highest"
+    pretrained: bool = False
 
 
 def fabric_step(fabric, model, optimizer):
@@ -67,30 +54,44 @@ def fabric_step(fabric, model, optimizer):
     return step
 
 
-def setup(cfg, ctx) -> loop.Trainable:
-    opts = cfg.options
-    torch._dynamo.reset()
-    torch.set_float32_matmul_precision(opts["matmul_precision"])  # set for every variant: it is global
-    notes = []
-    if opts["pretrained"] and cfg.weights is None:
-        notes.append("random init: no --weights given (the talk fine-tuned ImageNet weights; this run "
-                     "did not)")
-    elif cfg.weights is not None:
-        notes.append(f"weights from {cfg.weights}; classification head re-initialised for "
-                     f"{cfg.head_classes} classes")
-    model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)
-    if not opts["fabric"]:
-        run_model = torch.compile(model) if opts["compile"] else model
-        model.to(ctx.device)
-        step = plain_step(run_model, book_optimizer(model, cfg))
-        return loop.Trainable(model, step, predict=run_model, notes=notes)
+class VitLadder(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
 
-    from lightning.fabric import Fabric  # imported before torch.compile: Fabric records compile's arguments
+    def check(self, cfg, opts: Options, ctx) -> None:
+        if opts.precision != "32-true" and not opts.fabric:
+            raise ConfigError(f"option precision={opts.precision} needs fabric=true (the plain loop is fp32)")
 
-    run_model = torch.compile(model) if opts["compile"] else model
-    fabric = Fabric(accelerator=ctx.device.type, devices=1, precision=opts["precision"])
-    fabric_model, optimizer = fabric.setup(run_model, book_optimizer(model, cfg))
-    # FLOPs are counted on the eager fp32 model; "-true" precisions convert the weights themselves.
-    count = opts["precision"] in ("32-true", "16-mixed", "bf16-mixed")
-    return loop.Trainable(model, fabric_step(fabric, fabric_model, optimizer), predict=fabric_model,
-                          count_flops=count, notes=notes)
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.precision == "16-mixed" and ctx.device.type != "cuda":
+            return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
+                    "bf16-mixed instead, so it is not run here")
+        if "bf16" in opts.precision and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+            return "this GPU has no bf16 support (the talk's fallback is 16-mixed)"
+        return None
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        torch._dynamo.reset()
+        torch.set_float32_matmul_precision(opts.matmul_precision)  # set for every variant: it is global
+        notes = []
+        if opts.pretrained and cfg.weights is None:
+            notes.append("random init: no --weights given (the talk fine-tuned ImageNet weights; this run "
+                         "did not)")
+        elif cfg.weights is not None:
+            notes.append(f"weights from {cfg.weights}; classification head re-initialised for "
+                         f"{cfg.head_classes} classes")
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)
+        run_model = torch.compile(model) if opts.compile else model
+        if not opts.fabric:
+            model.to(ctx.device)
+            return Trainable(model, plain_step(run_model, book_optimizer(model, cfg)), predict=run_model,
+                             notes=notes)
+        fabric = Fabric(accelerator=ctx.device.type, devices=1, precision=opts.precision)
+        fabric_model, optimizer = fabric.setup(run_model, book_optimizer(model, cfg))
+        # FLOPs are counted on the eager fp32 model; "-true" precisions convert the weights themselves.
+        count = opts.precision in ("32-true", "16-mixed", "bf16-mixed")
+        return Trainable(model, fabric_step(fabric, fabric_model, optimizer), predict=fabric_model,
+                         count_flops=count, notes=notes)
+
+
+PIPELINE = VitLadder()

@@ -35,18 +35,18 @@ def test_fp32_step_has_no_autocast():
 
 
 def test_backend_flags_are_set_per_variant_and_restored():
-    options = dict(ch07_amp.OPTIONS, tf32="on", reduced_precision_reduction="off", cudnn_benchmark=True)
+    options = ch07_amp.Options(tf32="on", reduced_precision_reduction="off", cudnn_benchmark=True)
     try:
         ch07_amp.set_backend_flags(options)
         assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
         assert not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
         assert torch.backends.cudnn.benchmark
-        ch07_amp.set_backend_flags(dict(ch07_amp.OPTIONS, cudnn_benchmark=False))
+        ch07_amp.set_backend_flags(ch07_amp.Options(cudnn_benchmark=False))
         for (path, attr), default in ch07_amp.TORCH_DEFAULTS.items():
             assert getattr(ch07_amp._holder(path), attr) == default, attr
         assert not torch.backends.cudnn.benchmark
     finally:
-        ch07_amp.set_backend_flags(dict(ch07_amp.OPTIONS, cudnn_benchmark=False))
+        ch07_amp.set_backend_flags(ch07_amp.Options(cudnn_benchmark=False))
 
 
 @pytest.mark.gpu

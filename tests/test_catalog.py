@@ -7,7 +7,8 @@ import pytest
 
 from conftest import SHARED_REFERENCE
 from pipelines.core import experiments
-from pipelines.core.config import merge_options
+from pipelines.core import options, runner
+from pipelines.core.pipeline import Measurement, TrainingPipeline
 
 # Every id of the reference pack's summary (experiments.md section 0); s004-* expands to its 9 techniques.
 REFERENCE_IDS = """
@@ -54,10 +55,10 @@ def test_entry_is_well_formed(entry):
     if entry.status == "planned":
         assert entry.planned_reason
         return
-    module = importlib.import_module(f"pipelines.{entry.pipeline}")
-    assert hasattr(module, "setup") or hasattr(module, "analyze")
-    for arm in entry.variants:  # every option the catalog sets is one the pipeline declares
-        merge_options(getattr(module, "OPTIONS", {}), entry.options, arm.options)
+    pipeline = runner.load_pipeline(entry.pipeline)
+    assert isinstance(pipeline, (TrainingPipeline, Measurement))
+    for arm in entry.variants:  # every option the catalog sets is one the pipeline declares, well typed
+        options.build(pipeline.Options, entry.options, arm.options)
 
 
 def test_unknown_id_suggests_neighbours():

@@ -1,6 +1,12 @@
 import pytest
 
-from pipelines.core.config import SCALE_DEFAULTS, ConfigError, RunConfig, merge_options, resolve
+from dataclasses import FrozenInstanceError, dataclass
+from typing import Annotated, Literal
+
+import click
+
+from pipelines.core import options
+from pipelines.core.config import SCALE_DEFAULTS, ConfigError, RunConfig, resolve
 
 BASE = dict(experiment="x", pipeline="p", variant="v")
 
@@ -15,14 +21,23 @@ def test_resolve_layers_scale_then_entry_then_user():
     assert book.steps is None and book.warmup_steps == 0 and book.repeats == 1
 
 
+@dataclass(frozen=True)
+class Knobs:
+    bias: bool = True
+    mode: Literal["default", "max-autotune"] = "default"
+    sparsity: Annotated[float, click.FloatRange(0, 1, min_open=True, max_open=True)] = 0.5
+    top: Annotated[int, click.IntRange(min=1)] = 3
+
+
 def test_config_is_frozen_and_recordable():
-    cfg = RunConfig(model="cnn_fmnist", dataset="synthetic", options={"bias": False}, **BASE)
+    cfg = RunConfig(model="cnn_fmnist", dataset="synthetic", options=Knobs(bias=False, top=4), **BASE)
     with pytest.raises(AttributeError):
         cfg.batch_size = 3  # type: ignore[misc]
-    with pytest.raises(TypeError):
-        cfg.options["bias"] = True  # type: ignore[index]
+    with pytest.raises(FrozenInstanceError):
+        cfg.options.bias = True  # type: ignore[misc]
     record = cfg.to_record()
-    assert record["options"] == {"bias": False} and record["data_root"] == "data"
+    assert record["options"] == {"bias": False, "mode": "default", "sparsity": 0.5, "top": 4}
+    assert record["data_root"] == "data"
 
 
 @pytest.mark.parametrize("field,value,needle", [
@@ -33,6 +48,8 @@ def test_config_is_frozen_and_recordable():
     ("repeats", 0, "--repeats"),
     ("num_workers", -1, "--num-workers"),
     ("lr", 0.0, "--lr"),
+    ("lr", float("inf"), "--lr must be a positive finite number"),
+    ("lr", float("nan"), "--lr must be a positive finite number"),
     ("dataset", "imagenet", "unknown dataset 'imagenet'"),
     ("device", "tpu", "unknown device 'tpu'"),
     ("weights", "/nonexistent/w.pt", "weights file /nonexistent/w.pt does not exist"),
@@ -49,13 +66,20 @@ def test_conflicting_loader_flags():
         RunConfig(model="m", dataset="synthetic", prefetch_factor=2, num_workers=0, **BASE)
 
 
-def test_options_typed_by_declared_default():
-    declared = {"bias": True, "mode": "default", "sparsity": 0.5, "top": 3}
-    merged = merge_options(declared, {"mode": "max-autotune"}, {"bias": "false", "sparsity": "0.25", "top": "7"})
-    assert merged == {"bias": False, "mode": "max-autotune", "sparsity": 0.25, "top": 7}
-    with pytest.raises(ConfigError, match="unknown option 'bogus'"):
-        merge_options(declared, {"bogus": 1})
-    with pytest.raises(ConfigError, match="not a valid bool"):
-        merge_options(declared, {"bias": "maybe"})
+def test_options_are_typed_checked_and_layered():
+    built = options.build(Knobs, {"mode": "max-autotune"}, {"bias": "false", "sparsity": "0.25", "top": "7"})
+    assert built == Knobs(bias=False, mode="max-autotune", sparsity=0.25, top=7)
+    with pytest.raises(ConfigError, match="unknown option 'bogus'; this pipeline accepts: bias, mode, sparsity, top"):
+        options.build(Knobs, {"bogus": 1})
+    with pytest.raises(ConfigError, match="not a valid boolean"):
+        options.build(Knobs, {"bias": "maybe"})
     with pytest.raises(ConfigError, match="not a valid float"):
-        merge_options(declared, {"sparsity": "half"})
+        options.build(Knobs, {"sparsity": "half"})
+    with pytest.raises(ConfigError, match=r"sparsity must be between 0 and 1 \(exclusive\), got 1.5"):
+        options.build(Knobs, {"sparsity": "1.5"})
+    with pytest.raises(ConfigError, match="top must be at least 1, got 0"):
+        options.build(Knobs, {"top": 0})
+    with pytest.raises(ConfigError, match="mode='fast' is unknown; choose one of: default, max-autotune"):
+        options.build(Knobs, {"mode": "fast"})
+    with pytest.raises(ConfigError, match="must be a finite number"):
+        options.build(options.DistOptions, {"timeout_s": "inf"})

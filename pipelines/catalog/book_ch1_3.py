@@ -31,7 +31,6 @@ EXPERIMENTS = (
     Experiment(
         id="ch1-profile-ops", compares="op-time breakdown of one CNN forward pass (no variant)",
         pipeline="ch01_profile", variant="profile", settings={**FMNIST, "epochs": 1},
-        options={"task": "profile"},
         published=(P("share_mkldnn_convolution_pct", 44.01, "book:ch1"),
                    P("share_max_pool2d_with_indices_pct", 30.01, "book:ch1"),
                    P("share_addmm_pct", 13.68, "book:ch1"),
@@ -42,8 +41,7 @@ EXPERIMENTS = (
                    "No warm-up, as the book: the first forward pass is profiled.")),
     Experiment(
         id="ch1-params-extra-fc", compares="CNN 1,630,090 params -> plus FC-256, 1,758,858 params",
-        pipeline="ch01_profile", variant="extra_fc", settings={**FMNIST, "epochs": 5},
-        options={"task": "params", "extra_fc": True},
+        pipeline="ch01_params", variant="extra_fc", settings={**FMNIST, "epochs": 5},
         published=(P("parameters", 1758858, "book:ch1"), P("baseline_parameters", 1630090, "book:ch1"),
                    P("param_ratio", 1.079, "derived"),
                    P("test_accuracy_pct", 80.25, "repo-output", "5 epochs; time includes the test pass")),

@@ -130,7 +130,7 @@ EXPERIMENTS = (
     Experiment(id="s004-deepspeed", compares="DeepSpeed ZeRO-3 with CPU offload (qualitative only)",
                pipeline=None, status="planned", planned_reason=MULTI, requires=("gpu",)),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
-               pipeline="channels_last", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
+               pipeline="ch02_layers", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),
                          Variant("note", settings={"shuffle": True, "num_workers": 8, "pin_memory": True,
                                                "prefetch_factor": 2, "persistent_workers": True})),

@@ -13,7 +13,8 @@ from pathlib import Path
 import click
 
 from pipelines.core import experiments
-from pipelines.core.config import SCALES, ConfigError
+from pipelines.core.config import SCALES
+from pipelines.core.errors import ConfigError, DistError, NotRunnable
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
 REPO = Path(__file__).resolve().parents[2]
@@ -56,9 +57,6 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
     return out
 
 
-POSITIVE = click.IntRange(min=None)
-
-
 @cli.command()
 @click.argument("experiment_id")
 @click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True)
@@ -82,21 +80,12 @@ POSITIVE = click.IntRange(min=None)
 def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
         **overrides) -> None:
     """Run one experiment by id; writes results/<id>--<run id>.jsonl."""
-    from pipelines.core import runner
+    from pipelines.core import runner  # torch and the pipelines: only for commands that run one
     from pipelines.core.report import print_run_summary
 
-    entry = experiments.get(experiment_id)
-    configs, module = runner.build_configs(entry, scale, overrides, _key_values(option_items), variants)
-    from pipelines.core import dist
-
-    place = dist.placement()  # started by torchrun / mpirun / srun: one rank of a distributed run
-    if place.launched:
-        from pipelines.core import distrun
-
-        outcome = distrun.run(entry, configs, module, place)
-    else:
-        outcome = runner.run(entry, configs, module)
-    if outcome.path or not place.launched:
+    plan = runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+    outcome = runner.run(plan)
+    if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
         print_run_summary(outcome.records, outcome.path)
 
 
@@ -241,9 +230,6 @@ def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    from pipelines.core.dist import DistError
-    from pipelines.core.runner import NotRunnable
-
     try:
         cli.main(args=argv, prog_name="accel", standalone_mode=False)
     except click.exceptions.Abort:

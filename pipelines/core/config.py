@@ -1,14 +1,16 @@
 """RunConfig: the one resolved configuration of a run, written verbatim into every result.
 
-Values come from three layers, later ones winning: the scale's defaults, the catalog entry's book
-settings, and the user's command-line overrides. Resolution happens once, in `resolve`; nothing
-downstream re-reads the catalog or the command line, so a config has exactly one home.
+Settings (RunConfig fields) come from three layers, later ones winning: the scale's defaults, the
+catalog's book settings (experiment, then variant), and the user's command-line overrides. The
+pipeline's own knobs are one typed, frozen Options instance (`pipelines/core/options.py`) held in
+`options`. Resolution happens once, in `resolve`; nothing downstream re-reads the catalog or the
+command line, so a config has exactly one home.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import types
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -18,8 +20,8 @@ DATASETS = ("fashion_mnist", "cifar10", "synthetic")
 DEVICES = ("cpu", "cuda")
 
 
-class ConfigError(ValueError):
-    """A user-fixable configuration mistake; the CLI prints it as one line and exits 2."""
+from pipelines.core.errors import ConfigError  # noqa: F401  (re-exported: the historical home)
+from pipelines.core.options import NoOptions
 
 
 @dataclass(frozen=True)
@@ -70,10 +72,9 @@ class RunConfig:
     drop_last: bool = False
     image_size: int | None = None
     head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
-    options: Mapping[str, Any] = field(default_factory=dict)
+    options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "options", types.MappingProxyType(dict(self.options)))
         self.validate()
 
     def validate(self) -> None:
@@ -92,8 +93,10 @@ class RunConfig:
             raise ConfigError(f"--num-workers must be 0 or more, got {self.num_workers}")
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
-        if self.lr <= 0:
-            raise ConfigError(f"--lr must be positive, got {self.lr}")
+        if not math.isfinite(self.lr) or self.lr <= 0:
+            raise ConfigError(f"--lr must be a positive finite number, got {self.lr}")
+        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be a finite number of 0 or more, got {self.weight_decay}")
         if self.weights is not None and not Path(self.weights).is_file():
             raise ConfigError(f"weights file {self.weights} does not exist; pass --weights with a "
                               "local state_dict file (nothing is downloaded at run time)")
@@ -101,7 +104,7 @@ class RunConfig:
     def to_record(self) -> dict[str, Any]:
         """JSON-ready form, as written into results."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        out["options"] = dict(self.options)
+        out["options"] = dataclasses.asdict(self.options)
         for key in ("data_root", "results_dir", "weights"):
             out[key] = None if out[key] is None else str(out[key])
         return out
@@ -112,16 +115,16 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
 
 
-def resolve(entry_args: Mapping[str, Any], options: Mapping[str, Any], overrides: Mapping[str, Any],
+def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, Any],
             *, experiment: str, pipeline: str, variant: str, scale: str) -> RunConfig:
     """Merge scale defaults < catalog entry < user overrides into one frozen RunConfig."""
     _choice("scale", scale, SCALES)
     defaults = SCALE_DEFAULTS[scale]
-    merged: dict[str, Any] = dict(entry_args)
+    merged: dict[str, Any] = dict(settings)
     merged.update(steps=defaults.steps, warmup_steps=defaults.warmup_steps,
                   repeats=defaults.repeats, eval_batches=defaults.eval_batches)
     if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
-        merged["steps"] = entry_args.get("steps")
+        merged["steps"] = settings.get("steps")
     merged.update({k: v for k, v in overrides.items() if v is not None})
     known = {f.name for f in dataclasses.fields(RunConfig)}
     unknown = sorted(set(merged) - known)
@@ -130,33 +133,3 @@ def resolve(entry_args: Mapping[str, Any], options: Mapping[str, Any], overrides
     return RunConfig(experiment=experiment, pipeline=pipeline, variant=variant, scale=scale,
                      options=options, **{k: v for k, v in merged.items()
                                          if k not in ("experiment", "pipeline", "variant", "scale")})
-
-
-def merge_options(declared: Mapping[str, Any], *layers: Mapping[str, Any]) -> dict[str, Any]:
-    """Pipeline options: the pipeline's declared defaults, then each layer in order.
-
-    Values given as strings (from `-o key=value`) are converted to the type of the declared default,
-    so a typo in a key or a value is an error, never a silently ignored setting.
-    """
-    merged = dict(declared)
-    for layer in layers:
-        for key, value in layer.items():
-            if key not in declared:
-                allowed = ", ".join(sorted(declared)) or "none"
-                raise ConfigError(f"unknown option {key!r}; this pipeline accepts: {allowed}")
-            merged[key] = _coerce(key, value, declared[key])
-    return merged
-
-
-def _coerce(key: str, value: Any, default: Any) -> Any:
-    if not isinstance(value, str) or isinstance(default, str) or default is None:
-        return value
-    try:
-        if isinstance(default, bool):
-            lowered = value.lower()
-            if lowered not in ("true", "false", "1", "0", "yes", "no", "on", "off"):
-                raise ValueError(value)
-            return lowered in ("true", "1", "yes", "on")
-        return type(default)(value)
-    except ValueError:
-        raise ConfigError(f"option {key}={value!r} is not a valid {type(default).__name__}") from None

@@ -10,7 +10,9 @@ Who started the processes, in order of precedence (the first whose variables are
 4. Nothing: a single process.
 The rendezvous address comes from MASTER_ADDR/MASTER_PORT, which the launch scripts export.
 
-This module reads the environment; it never writes it. Threads and affinity are process calls.
+`Session` is the one distributed path: pin this rank's cores, join the group (with a timeout), hand the
+runner a RunContext, and shut down cleanly, or, when the run failed, print one line and leave without
+the teardown that would wait on a dead peer. This module reads the environment; it never writes it.
 """
 
 from __future__ import annotations
@@ -19,15 +21,21 @@ import datetime
 import gc
 import os
 import re
+import sys
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Mapping
+
+import torch
+import torch.distributed as tdist
+
+from pipelines.core.errors import ConfigError, DistError, NotRunnable, first_line
+from pipelines.core.loop import RunContext
 
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")
 DEFAULT_TIMEOUT_S = 120
-
-
-class DistError(RuntimeError):
-    """A distributed failure (a peer missing or lost): one clear line naming ranks and addresses."""
+EXIT_RUN_FAILED = 1
+SINGLE_PROCESS = {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}  # a record's `dist`
 
 
 @dataclass(frozen=True)
@@ -54,10 +62,10 @@ def _int(env: Mapping[str, str], name: str, default: int | None = None) -> int:
     value = env.get(name)
     if value is None or value == "":
         if default is None:
-            raise _config_error(f"{name} is not set, but the launcher's other variables are")
+            raise ConfigError(f"{name} is not set, but the launcher's other variables are")
         return default
     if not re.fullmatch(r"\d+", value.strip()):
-        raise _config_error(f"{name}={value!r} is not a non-negative integer")
+        raise ConfigError(f"{name}={value!r} is not a non-negative integer")
     return int(value)
 
 
@@ -93,25 +101,14 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
     else:
         return Placement("single")
     if place.world_size < 1 or not 0 <= place.rank < place.world_size:
-        raise _config_error(f"rank {place.rank} is outside world size {place.world_size} ({place.source})")
+        raise ConfigError(f"rank {place.rank} is outside world size {place.world_size} ({place.source})")
     return place
-
-
-def _config_error(message: str):
-    from pipelines.core.config import ConfigError
-
-    return ConfigError(message)
 
 
 def check_backend(backend: str, device: str) -> None:
     """Refuse a backend that cannot run here, before any process group exists."""
-    import torch
-    import torch.distributed as tdist
-
-    from pipelines.core.runner import NotRunnable
-
     if backend not in BACKENDS:
-        raise _config_error(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)} "
+        raise ConfigError(f"unknown backend {backend!r}; choose one of: {', '.join(BACKENDS)} "
                             "(e.g. -o backend=gloo)")
     if not tdist.is_available():
         raise NotRunnable("this torch build has no torch.distributed")
@@ -147,8 +144,6 @@ def core_map(cores: list[int], local_rank: int, local_world: int) -> tuple[list[
 
 def pin(place: Placement) -> dict[str, Any]:
     """Bind this rank to its cores and set intra-op threads = its core count (OMP_NUM_THREADS wins)."""
-    import torch
-
     available = sorted(os.sched_getaffinity(0))
     cores, oversubscribed = core_map(available, place.local_rank, place.local_world_size)
     if cores != available:
@@ -161,16 +156,14 @@ def pin(place: Placement) -> dict[str, Any]:
 
 
 def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S):
-    """Create the default process group with a timeout; a missing peer is a DistError, never a hang."""
-    import torch
-    import torch.distributed as tdist
+    """Create the default process group with a timeout; a missing peer is a DistError, never a hang.
 
-    check_backend(backend, device)
+    The backend was checked before (`check_backend`, in the runner's refusals)."""
     if not place.master_addr or not place.master_port:
-        raise _config_error(f"{place.source} started rank {place.rank} without MASTER_ADDR/MASTER_PORT; "
+        raise ConfigError(f"{place.source} started rank {place.rank} without MASTER_ADDR/MASTER_PORT; "
                             "start it with launch/torchrun.sh, mpirun.sh or srun.sh, which export them")
     if backend == "ccl":
-        import oneccl_bindings_for_pytorch  # noqa: F401
+        import oneccl_bindings_for_pytorch  # noqa: F401  (optional, cpu-intel image only: registers ccl)
     kwargs: dict[str, Any] = {}
     if backend == "nccl":
         torch.cuda.set_device(place.local_rank)
@@ -184,7 +177,7 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
                                      world_size=place.world_size, timeout=timeout, **kwargs)
     except (RuntimeError, ValueError) as exc:
         raise DistError(f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
-                        f"{place.master_addr}:{place.master_port} within {timeout_s:g} s ({_first_line(exc)}); "
+                        f"{place.master_addr}:{place.master_port} within {timeout_s:g} s ({first_line(exc)}); "
                         "are all ranks started and is the address reachable?") from None
     return timeout
 
@@ -195,8 +188,6 @@ def _store(place: Placement, timeout: datetime.timedelta):
     Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
     killed rank published in the previous attempt (it would connect to a dead port until the timeout).
     """
-    import torch.distributed as tdist
-
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
     store = tdist.TCPStore(place.master_addr, place.master_port, place.world_size,
                            is_master=not agent and place.rank == 0, timeout=timeout)
@@ -204,8 +195,6 @@ def _store(place: Placement, timeout: datetime.timedelta):
 
 
 def gather_objects(obj: Any) -> list[Any]:
-    import torch.distributed as tdist
-
     if not (tdist.is_available() and tdist.is_initialized()):
         return [obj]
     out: list[Any] = [None] * tdist.get_world_size()
@@ -220,8 +209,6 @@ def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     exit: a Gloo thread races Python's teardown. Collecting garbage first frees the reducer while the
     group exists; destroying the group joins Gloo's threads before Python tears itself down.
     """
-    import torch.distributed as tdist
-
     gc.collect()
     if not (tdist.is_available() and tdist.is_initialized()):
         return
@@ -243,6 +230,47 @@ def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> 
             "ranks": per_rank, "placement": asdict(place)}
 
 
-def _first_line(exc: BaseException) -> str:
-    text = str(exc).strip().splitlines()
-    return (text[0] if text else exc.__class__.__name__)[:300]
+def barrier_if_initialized() -> None:
+    """A barrier when a process group exists (checkpoint hooks: no rank runs ahead of a checkpoint)."""
+    if tdist.is_available() and tdist.is_initialized():
+        tdist.barrier()
+
+
+class Session:
+    """One rank's part of a distributed run: `with Session(...) as s: runner(s.ctx, s.describe())`.
+
+    Entering pins this rank's cores and joins the group (bounded by `timeout_s`); leaving normally shuts
+    the group down cleanly. `abort` is for a failed run: once a rank fails, the group is broken (a peer
+    died, or this rank stopped answering), so it prints one line naming the rank, the failure and the
+    rendezvous, and exits without teardown, which would wait on the dead peer.
+    """
+
+    def __init__(self, place: Placement, backend: str, device: str, timeout_s: float):
+        self.place, self.backend, self.device, self.timeout_s = place, backend, device, timeout_s
+        self.placement_info: dict[str, Any] = {}
+        self.ctx: RunContext | None = None
+
+    def __enter__(self) -> "Session":
+        self.placement_info = pin(self.place)
+        init(self.place, self.backend, self.device, self.timeout_s)
+        device = torch.device("cuda", self.place.local_rank) if self.device == "cuda" else torch.device("cpu")
+        self.ctx = RunContext(device=device, rank=self.place.rank,
+                              world_size=self.place.world_size)
+        return self
+
+    def describe(self) -> dict[str, Any]:
+        """The result's `dist` section, with every rank's placement (a collective: all ranks call it)."""
+        return describe(self.place, self.backend, gather_objects(self.placement_info))
+
+    def abort(self, exc: BaseException, record: Path | None) -> None:
+        place = self.place
+        where = f"; error record {record}" if record else ""
+        print(f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed "
+              f"({exc.__class__.__name__}: {first_line(exc)}); a peer was lost or did not answer within "
+              f"{self.timeout_s:g} s, or this rank failed (rendezvous {place.master_addr}:{place.master_port})"
+              f"{where}", file=sys.stderr, flush=True)
+        os._exit(EXIT_RUN_FAILED)
+
+    def __exit__(self, kind, exc, tb) -> None:
+        if kind is None:
+            shutdown(self.timeout_s)

@@ -7,12 +7,15 @@ Timing rules (why each one exists):
 - Data wait (time until the loader hands over a batch) is measured apart from compute.
 - Evaluation runs with the clock stopped; it never leaks into training time.
 - Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
+- Every measured step's time is kept (`step_times_s`), so a report can put an interval on a ratio.
+
+Per-technique callbacks (an lr scheduler, FSDP's final gather) and the runner's (checkpoints) are one
+mechanism: `Hooks` objects, the Trainable's first, then the runner's, called in that order.
 """
 
 from __future__ import annotations
 
 import math
-import resource
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -20,10 +23,24 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch import nn
+from torch.utils.flop_counter import FlopCounterMode
 
+from pipelines.core import memory
 from pipelines.core.config import RunConfig
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+
+
+class Hooks:
+    """Callbacks around training; override what you need. Every method is a no-op by default."""
+
+    def train_start(self, trainable: "Trainable", loaders) -> int | None:
+        """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
+        return None
+
+    def epoch_start(self, epoch: int) -> None: ...
+    def epoch_end(self, epoch: int, last_loss: float) -> None: ...
+    def train_end(self, trainable: "Trainable", epoch: int) -> None: ...
 
 
 @dataclass
@@ -36,20 +53,8 @@ class Trainable:
     count_flops: bool = True
     notes: list[str] = field(default_factory=list)  # facts the record should carry (e.g. "no effect")
     optimizer: Any = None  # for checkpoints (saved and restored with the model)
-    finish: Callable[[], None] | None = None  # called on every rank after the last step (e.g. unshard)
-    on_epoch_end: Callable[[int], None] | None = None  # per-epoch technique (e.g. an lr scheduler)
-
-
-class Hooks:
-    """Override what you need (checkpointing, sampler epochs, logging). The loop calls them in order."""
-
-    def epoch_start(self, epoch: int) -> None: ...
-    def epoch_end(self, epoch: int, last_loss: float) -> None: ...
-    def train_start(self, trainable: Trainable, loaders) -> int | None:
-        """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
-        return None
-
-    def train_end(self, trainable: Trainable, epoch: int) -> None: ...
+    hooks: list[Hooks] = field(default_factory=list)  # the technique's callbacks (scheduler, FSDP gather)
+    metrics: dict[str, Any] = field(default_factory=dict)  # technique-specific metrics for the record
 
 
 @dataclass
@@ -83,14 +88,15 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def _batches(loader, hooks: Hooks, start_epoch: int) -> Iterator[tuple[int, bool, Any]]:
+def _batches(loader, hooks: list[Hooks], start_epoch: int) -> Iterator[tuple[int, bool, Any]]:
     """Endless (epoch, is_last_in_epoch, batch) stream; set_epoch reshuffles distributed samplers."""
     epoch = start_epoch
     while True:
         sampler = getattr(loader, "sampler", None)
         if hasattr(sampler, "set_epoch"):
             sampler.set_epoch(epoch)
-        hooks.epoch_start(epoch)
+        for hook in hooks:
+            hook.epoch_start(epoch)
         iterator = iter(loader)
         pending = next(iterator, None)
         if pending is None:
@@ -104,8 +110,6 @@ def _batches(loader, hooks: Hooks, start_epoch: int) -> Iterator[tuple[int, bool
 
 def count_flops(trainable: Trainable, x: torch.Tensor, y: torch.Tensor) -> int | None:
     """Forward + backward FLOPs of one batch through the eager model (torch.utils.flop_counter)."""
-    from torch.utils.flop_counter import FlopCounterMode
-
     model = trainable.model
     with FlopCounterMode(display=False) as counter:
         torch.nn.functional.cross_entropy(model(x), y).backward()
@@ -113,9 +117,9 @@ def count_flops(trainable: Trainable, x: torch.Tensor, y: torch.Tensor) -> int |
     return counter.get_total_flops() or None
 
 
-def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Hooks | None = None,
+def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Sequence[Hooks] = (),
           start_epoch: int = 0) -> dict[str, Any]:
-    hooks = hooks or Hooks()
+    hooks = [*trainable.hooks, *hooks]
     device = ctx.device
     model = trainable.model
     model.train()
@@ -123,7 +127,8 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         torch.cuda.reset_peak_memory_stats(device)
     total_steps = cfg.warmup_steps + cfg.steps if cfg.steps else None
     offset = start_epoch
-    resumed = hooks.train_start(trainable, loaders)
+    resumed = next((epoch for hook in hooks if (epoch := hook.train_start(trainable, loaders)) is not None),
+                   None)
     if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
         start_epoch, offset = resumed, 0
     stream = _batches(loaders.train, hooks, start_epoch)
@@ -160,24 +165,24 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if last_in_epoch:
             epoch_times.append(t2 - epoch_started)
             epoch_losses.append(float(loss.detach()))
-            if trainable.on_epoch_end is not None:
-                trainable.on_epoch_end(epoch)
-            hooks.epoch_end(epoch, epoch_losses[-1])
+            for hook in hooks:
+                hook.epoch_end(epoch, epoch_losses[-1])
             epoch_started = now(device)
         if total_steps is not None and done >= total_steps:
             break
         if total_steps is None and last_in_epoch and epoch + 1 - offset >= cfg.epochs:
             break
     train_s = now(device) - measured_started
-    if trainable.finish is not None:
-        trainable.finish()
-    hooks.train_end(trainable, epoch + 1 if last_in_epoch else epoch)
+    for hook in hooks:
+        hook.train_end(trainable, epoch + 1 if last_in_epoch else epoch)
     final_loss = float(loss.detach())
     metrics = {
         "warmup_s": warmup_s,
         "warmup_steps": min(done, cfg.warmup_steps),
         "train_s": train_s,
         "measured_steps": len(step_times),
+        "step_times_s": [round(s, 7) for s in step_times],
+        "samples_per_step": cfg.batch_size * ctx.world_size,
         "step_time_ms_median": statistics.median(step_times) * 1e3 if step_times else None,
         "step_time_ms_p90": percentile(step_times, 90) * 1e3 if step_times else None,
         "data_wait_s": data_wait,
@@ -194,7 +199,7 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         "achieved_tflops": flops * len(step_times) * ctx.world_size / train_s / 1e12
         if flops and step_times and train_s > 0 else None,
     }
-    metrics.update(memory(device))
+    metrics.update(memory.process_peaks(device))
     if start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
         metrics["start_epoch"] = start_epoch
     return metrics
@@ -217,11 +222,3 @@ def evaluate(trainable: Trainable, loader, cfg: RunConfig, ctx: RunContext) -> d
     model.train()
     return {"test_accuracy_pct": 100.0 * correct / seen if seen else None, "test_samples": seen,
             "eval_s": time.perf_counter() - started}
-
-
-def memory(device: torch.device) -> dict[str, Any]:
-    """Peak resident memory of this process so far, and the GPU allocator's peak when on CUDA."""
-    out: dict[str, Any] = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if device.type == "cuda":
-        out["peak_gpu_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
-    return out

@@ -10,6 +10,7 @@ the CUDA allocator, or on CPU the process's resident-set high-water mark (Linux 
 
 from __future__ import annotations
 
+import os
 import re
 import resource
 from pathlib import Path
@@ -59,7 +60,13 @@ def peak_mib(device: torch.device) -> float:
     return int(found.group(1)) / 1024 if found else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def total_host_mib() -> float:
-    import os
+def process_peaks(device: torch.device) -> dict[str, float]:
+    """Peak resident memory of this process so far, and the GPU allocator's peak when on CUDA."""
+    out = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
+    if device.type == "cuda":
+        out["peak_gpu_mib"] = torch.cuda.max_memory_allocated(device) / 2**20
+    return out
 
+
+def total_host_mib() -> float:
     return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2**20

@@ -1,4 +1,4 @@
-"""Short timed probes outside the training loop (e.g. one trial of a batch-size search).
+"""Short timed runs of a step outside the training loop (e.g. one trial of a batch-size search).
 
 Same clock rules as the loop: the device is synchronized before each clock read, the first step is
 a warm-up and is not timed, and the peak memory is read after the steps (see core.memory).
