@@ -159,7 +159,7 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
 
 
 @pytest.mark.parametrize("option,code,needle", [
-    ("backend=tcp", 2, "unknown backend 'tcp'"),
+    ("backend=tcp", 2, "option backend='tcp' is unknown; choose one of: gloo, ccl, nccl, mpi"),
     ("backend=ccl", 3, "only the cpu-intel image provides"),
     ("strategy=zero", 2, "option strategy='zero' is unknown"),
 ])

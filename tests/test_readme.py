@@ -17,3 +17,42 @@ def test_readme_starts_with_the_two_commands():
     text = (REPO / "README.md").read_text()
     first_block = re.search(r"```(?:sh|bash)?\n(.*?)```", text, re.S).group(1)
     assert "make demo" in first_block and "make test" in first_block
+
+
+def test_readme_map_appears_once():
+    """A stale copy of map rows elsewhere in the README would contradict the generated map."""
+    text = (REPO / "README.md").read_text()
+    assert text.count(END) == 1 and text.count("<!-- map:begin") == 1
+    rows = [line for line in text.splitlines() if re.match(r"\| `[a-z0-9-]+` \| .* \| `make ", line)]
+    assert len(rows) == len(map_markdown().splitlines()) - 2, "map rows stand outside the generated block"
+
+
+def test_readme_example_adds_a_technique_in_one_file(tmp_path):
+    """The README's 'one file plus one catalog entry' example, executed as written, runs end to end."""
+    import sys
+    import types
+
+    from pipelines.core import experiments, runner
+    from pipelines.core.errors import ConfigError
+
+    text = (REPO / "README.md").read_text()
+    code = re.search(r"```python\n(# pipelines/label_smoothing\.py\n.*?)```", text, re.S).group(1)
+    module = types.ModuleType("pipelines.label_smoothing")
+    exec(compile(code, "README.md", "exec"), module.__dict__)
+    sys.modules["pipelines.label_smoothing"] = module
+    try:
+        fmnist = {"model": "cnn_fmnist", "dataset": "synthetic", "batch_size": 8}
+        entry = experiments.Experiment(
+            id="x-smoothing", compares="hard labels -> smoothed", pipeline="label_smoothing", settings=fmnist,
+            variants=(experiments.Variant("hard", options={"smoothing": 0.0}), experiments.Variant("smoothed")))
+        outcome = runner.run(runner.plan(entry, "smoke", {"results_dir": tmp_path}, {}))
+        assert [r["variant"] for r in outcome.records] == ["hard", "smoothed"]
+        assert all(r["status"] == "ok" and r["config"]["options"]["smoothing"] in (0.0, 0.1) for r in outcome.records)
+        try:
+            runner.plan(entry, "smoke", {}, {"smoothing": "2"})
+        except ConfigError as exc:
+            assert "smoothing must be between 0 and 1" in str(exc)
+        else:
+            raise AssertionError("smoothing=2 was accepted")
+    finally:
+        del sys.modules["pipelines.label_smoothing"]

@@ -2,6 +2,9 @@
 
 User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
 machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback.
+
+Commands import what they need inside their functions on purpose: torch, torchvision and matplotlib take
+seconds to load, and `accel list`, `show`, `--help` and shell completion must answer at once.
 """
 
 from __future__ import annotations

@@ -14,6 +14,8 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
+from pipelines.core import atomic, dist, envinfo
+
 SHM_MIN_MIB = 512  # DataLoader workers and Gloo's shared-memory transport need room in /dev/shm
 
 
@@ -70,8 +72,6 @@ def _reachable(address: str, port: int) -> bool:
 
 def backend_availability() -> dict[str, str]:
     """backend -> 'ok' or the reason it cannot run here."""
-    from pipelines.core import dist
-
     out = {}
     for backend, device in (("gloo", "cpu"), ("mpi", "cpu"), ("ccl", "cpu"), ("nccl", "cuda")):
         try:
@@ -92,8 +92,6 @@ def backends() -> list[dict[str, Any]]:
 
 def openmp() -> dict[str, Any]:
     """KMP_* variables only act on Intel OpenMP; GOMP_* only on GNU's: flag the mismatch."""
-    from pipelines.core import envinfo
-
     loaded = envinfo.openmp_runtime()["openmp_runtime"]
     kmp = sorted(k for k in os.environ if k.startswith("KMP_"))
     gomp = sorted(k for k in os.environ if k.startswith("GOMP_"))
@@ -147,10 +145,5 @@ def render(findings: list[dict[str, Any]]) -> str:
 
 
 def write_record(findings: list[dict[str, Any]], path: Path) -> Path:
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(path.suffix + ".tmp")
-    tmp.write_text(json.dumps({"schema": "accel.doctor/1", "host": socket.gethostname(), "findings": findings},
-                              indent=1))
-    os.replace(tmp, path)
-    return path
+    document = {"schema": "accel.doctor/1", "host": socket.gethostname(), "findings": findings}
+    return atomic.write_text(Path(path), json.dumps(document, indent=1))

@@ -17,6 +17,8 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+import torch
+
 # Variables that change how the run behaves; every one that is set is recorded.
 RECORDED_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_PRELOAD", "MALLOC_CONF", "TCMALLOC_",
                      "CUDA_VISIBLE_DEVICES", "NCCL_", "CCL_", "GLOO_", "TORCH_", "TORCHINDUCTOR_",
@@ -115,8 +117,6 @@ def image_info() -> dict[str, Any] | None:
 
 
 def gpus() -> list[dict[str, Any]]:
-    import torch
-
     if not torch.cuda.is_available():
         return []
     out = []
@@ -139,8 +139,6 @@ def packages() -> dict[str, str]:
 
 def fingerprint() -> dict[str, Any]:
     """The environment record. Call it after training so thread pools exist and are visible."""
-    import torch
-
     return {
         **git_commit(),
         "image": image_info(),

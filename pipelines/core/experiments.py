@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import sys
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Mapping
 
@@ -84,8 +85,7 @@ class UnknownExperiment(KeyError):
 
 
 def _load() -> dict[str, Experiment]:
-    from pipelines import catalog as package
-
+    package = importlib.import_module("pipelines.catalog")  # its modules import this one: loaded on demand
     entries: dict[str, Experiment] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
@@ -118,8 +118,6 @@ def get(experiment_id: str) -> Experiment:
 
 def main() -> None:
     """`python -m pipelines.core.experiments ids|ready`: id lists for the Makefile, without torch."""
-    import sys
-
     which = sys.argv[1] if len(sys.argv) > 1 else "ids"
     for entry in all_experiments().values():
         if which == "ids" or entry.status == which:

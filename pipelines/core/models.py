@@ -11,7 +11,10 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torchvision
 from torch import nn
+from torchvision.models import DenseNet
+from torchvision.models.vision_transformer import VisionTransformer
 
 from pipelines.core.config import ConfigError
 
@@ -48,16 +51,12 @@ class ModelSpec:
 
 def _torchvision(name: str, **fixed) -> Callable[..., nn.Module]:
     def build(classes: int = 1000, **kwargs) -> nn.Module:
-        import torchvision
-
         return getattr(torchvision.models, name)(weights=None, num_classes=classes, **fixed, **kwargs)
     return build
 
 
 def _vit_tiny(classes: int = 10, **kwargs) -> nn.Module:
     """A ViT with ViT-B/16's structure but 2 layers, 3 heads, width 192: for smoke tests on CPU."""
-    from torchvision.models.vision_transformer import VisionTransformer
-
     return VisionTransformer(image_size=224, patch_size=16, num_layers=2, num_heads=3, hidden_dim=192,
                              mlp_dim=768, num_classes=classes, **kwargs)
 
@@ -65,8 +64,6 @@ def _vit_tiny(classes: int = 10, **kwargs) -> nn.Module:
 def _densenet_tiny(classes: int = 1000, **kwargs) -> nn.Module:
     """DenseNet121's structure (BN-ReLU-conv dense layers, concatenation, transitions) at toy size:
     two blocks of two layers, growth 8. For smoke tests of DenseNet pipelines on CPU."""
-    from torchvision.models import DenseNet
-
     return DenseNet(growth_rate=8, block_config=(2, 2), num_init_features=16, bn_size=2,
                     num_classes=classes, **kwargs)
 

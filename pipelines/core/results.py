@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from pipelines.core.errors import ConfigError
+
 SCHEMA = "accel.result/1"
 STATUSES = ("ok", "error", "skipped")
 REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
@@ -67,8 +69,6 @@ def validate(record: dict[str, Any]) -> None:
 
 def check_writable(results_dir: Path) -> None:
     """Fail before training, not after, when results cannot be written."""
-    from pipelines.core.config import ConfigError
-
     try:
         results_dir.mkdir(parents=True, exist_ok=True)
         with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".probe-"):

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
-import numpy as np
-import torch
+import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
+import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
 from pipelines.core import (checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models, options,
                             results)
