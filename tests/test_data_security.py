@@ -8,9 +8,11 @@ import json
 import os
 import pickle
 import re
+import shutil
 import struct
 import subprocess
 import sys
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -248,3 +250,35 @@ def test_stale_staging_folder_is_removed_by_the_next_generate(tmp_path):
     folder = datafiles.generate("cifar10", tmp_path, 20, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".cifar10.lock", "cifar-10-batches-py"]
     assert datafiles.verify("cifar10", tmp_path) and folder == tmp_path / "cifar-10-batches-py"
+
+
+def test_fetch_downloads_into_a_stage_and_swaps_in_only_verified_real_data(tmp_path, monkeypatch):
+    """torchvision's download is replaced by a copy of generated files posing as the real archives."""
+    archives = datafiles.generate("fashion_mnist", tmp_path / "archives", 30, 10)
+    root = tmp_path / "data"
+    datafiles.generate("fashion_mnist", root, 20, 10)  # what a fetch replaces
+
+    class FashionMNIST:  # torchvision's class, minus the network
+        resources = [(f"{n}.gz", datafiles.digest(archives / f"{n}.gz", "md5"))
+                     for n in datafiles.spec("fashion_mnist").files]
+        fail = False
+
+        def __init__(self, stage, train, download):
+            assert str(root) != stage and download
+            if self.fail:
+                raise RuntimeError("network is unreachable")
+            shutil.copytree(archives, Path(stage) / "FashionMNIST" / "raw", dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("accel-*"))
+
+    monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FashionMNIST)
+    FashionMNIST.fail = True
+    with pytest.raises(RuntimeError, match="unreachable"):
+        datafiles.fetch("fashion_mnist", root)
+    assert datafiles.source("fashion_mnist", root) == "generated" and datafiles.verify("fashion_mnist", root)
+    assert sorted(p.name for p in root.iterdir()) == [".fashion_mnist.lock", "FashionMNIST"]  # stage removed
+    FashionMNIST.fail = False
+    folder = datafiles.fetch("fashion_mnist", root)
+    assert datafiles.source("fashion_mnist", root) == "real" and folder == root / "FashionMNIST" / "raw"
+    assert len(datafiles.verify("fashion_mnist", root)) == 4  # the archives, against their (patched) MD5s
+    assert len(datafiles.load_split("fashion_mnist", root, True).labels) == 30
+    assert sorted(p.name for p in root.iterdir()) == [".fashion_mnist.lock", "FashionMNIST"]
