@@ -1,11 +1,9 @@
-"""Dataset files on disk: fetch (torchvision's own download), generate (true on-disk formats), verify, read.
+"""Dataset files on disk: the dataset specs, fetch (torchvision's own download), generate, verify, read.
 
 Data never executes code, and no file is trusted because of another file beside it:
-- Every file a loader uses is parsed here, by readers that accept only what the format holds. IDX
-  files are checked for magic, rank, dimensions and exact length; CIFAR-10 batches go through
-  `SafeUnpickler`, which refuses every global but numpy's array rebuild, so a batch that is a
-  code-running pickle is refused before anything in it runs. torchvision's own readers (which call
-  `pickle.load`) never open the files; its dataset classes get the checked arrays (`data.py`).
+- Every file a loader uses is parsed by `dataformats`' checked readers through `load_split` here: IDX
+  checks and a pickle reader that refuses every global but numpy's array rebuild. torchvision's own
+  readers (which call `pickle.load`) never open the files; its dataset classes get the checked arrays.
 - Real data is checked against digests that live in code, torchvision's: CIFAR-10's per-file MD5s
   (`CIFAR10.train_list`, `test_list`, `meta`) and Fashion-MNIST's archive MD5s (`FashionMNIST.resources`),
   whose extracted files must equal the verified archives decompressed. The checksum list in the folder
@@ -18,41 +16,26 @@ place, so two writers leave one complete dataset, never a mix of both.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import fcntl
 import gzip
 import hashlib
 import json
-import pickle
 import re
 import shutil
-import struct
 import tempfile
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
 import numpy as np
 
 from pipelines.core.config import ConfigError
+from pipelines.core.dataformats import (CIFAR_BATCHES, DatasetFiles, Malformed, Split, Unreadable,
+                                        read_split, write_cifar10, write_fashion_mnist)
 
 MANIFEST = "accel-checksums.sha256"
 ORIGIN = "accel-origin.json"
 SOURCES = ("real", "generated")
-CIFAR_BATCHES = tuple(f"data_batch_{i}" for i in range(1, 6))
-CIFAR_PIXELS = 3 * 32 * 32
-
-
-@dataclass(frozen=True)
-class DatasetFiles:
-    name: str
-    folder: str  # torchvision's folder under the data root
-    channels: int
-    size: int
-    classes: int
-    files: tuple[str, ...]  # what the readers open: each must be listed and intact
-
 
 FILES = {
     "fashion_mnist": DatasetFiles("fashion_mnist", "FashionMNIST/raw", 1, 28, 10, tuple(
@@ -64,17 +47,6 @@ FILES = {
 
 class DataError(ConfigError):
     """Missing or damaged dataset files: a user-fixable problem with a one-line fix."""
-
-
-class _Malformed(Exception):
-    """What a reader found wrong in one file; the caller adds the file's path and the fix."""
-
-
-@dataclass
-class Split:
-    images: np.ndarray  # uint8: N x H x W (Fashion-MNIST) or N x H x W x C (CIFAR-10), torchvision's layouts
-    labels: np.ndarray  # int64, 0 <= label < classes
-    classes: list[str] | None  # CIFAR-10's label names from batches.meta; None for Fashion-MNIST
 
 
 def spec(name: str) -> DatasetFiles:
@@ -124,6 +96,17 @@ def verify(name: str, root: Path) -> list[str]:
     for train in (True, False):
         load_split(name, root, train)  # the format checks: no code runs, shapes and labels are sane
     return checked
+
+
+def load_split(name: str, root: Path, train: bool) -> Split:
+    """One split's checked arrays; the only way a loader reads dataset files. A bad file is a DataError
+    naming it and the command that fixes it (the readers know formats, not the fix)."""
+    try:
+        return read_split(spec(name), Path(root) / spec(name).folder, train)
+    except Unreadable as exc:
+        raise DataError(f"{exc.path} cannot be read ({exc}); {fix_hint(name, root)}") from None
+    except Malformed as exc:
+        raise _damaged(exc.path, str(exc), name, root) from None
 
 
 def _verify_listed(name: str, root: Path) -> list[str]:
@@ -176,117 +159,6 @@ def _verify_real(name: str, root: Path) -> list[str]:
         if unpacked and not (extracted.is_file() and digest(extracted) == unpacked):
             raise _damaged(extracted, f"is missing or is not the content of {path.name}", name, root)
     return [filename for filename, _ in expected]
-
-
-# ----- readers: only what the formats hold --------------------------------------------------------
-
-_RECONSTRUCT = np.zeros(0).__reduce__()[0]  # numpy's array rebuild; numpy 1 and 2 name its module differently
-
-
-def _latin1_bytes(text: str, encoding: str = "utf-8") -> bytes:
-    """`_codecs.encode`, as protocol 2 spells a Python 3 bytes object; only the latin1 it writes passes."""
-    if encoding != "latin1":
-        raise pickle.UnpicklingError(f"it encodes text as {encoding!r}, which a data file never does")
-    return codecs.encode(text, "latin1")
-
-
-class SafeUnpickler(pickle.Unpickler):
-    """Rebuilds dicts, lists, strings, numbers and numpy arrays, nothing else.
-
-    A pickle runs code only through the globals it names (`os.system`, `builtins.eval`, ...); every
-    global but numpy's array rebuild path and the bytes spelling is refused before it is called.
-    """
-
-    ALLOWED = {("numpy.core.multiarray", "_reconstruct"): _RECONSTRUCT,  # numpy 1 writers (the real batches)
-               ("numpy._core.multiarray", "_reconstruct"): _RECONSTRUCT,  # numpy 2 writers
-               ("numpy", "ndarray"): np.ndarray, ("numpy", "dtype"): np.dtype,
-               ("_codecs", "encode"): _latin1_bytes}
-
-    def find_class(self, module: str, name: str):
-        if (module, name) not in self.ALLOWED:
-            raise pickle.UnpicklingError(f"it refers to {module}.{name}, which a data file never holds")
-        return self.ALLOWED[module, name]
-
-
-def _unpickle(path: Path) -> object:
-    """Latin1 for the py2 strings of the real batches, as torchvision reads them."""
-    with open(path, "rb") as handle:
-        try:
-            return SafeUnpickler(handle, encoding="latin1").load()
-        except Exception as exc:  # anything a hostile or damaged pickle raises means the same: not a batch
-            reason = " ".join(str(exc).split())[:160] or type(exc).__name__
-            raise _Malformed(f"is not a readable pickle ({reason})") from None
-
-
-def _cifar_batch(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    entry = _unpickle(path)
-    if not isinstance(entry, dict):
-        raise _Malformed(f"holds a {type(entry).__name__}, not the dict of a CIFAR-10 batch")
-    data, labels = entry.get("data"), entry.get("labels")
-    if not (isinstance(data, np.ndarray) and data.dtype == np.uint8 and data.ndim == 2
-            and data.shape[1] == CIFAR_PIXELS):
-        raise _Malformed(f"has no 'data' array of uint8 N x {CIFAR_PIXELS}")
-    if not (isinstance(labels, list) and len(labels) == len(data) and all(type(v) is int for v in labels)):
-        raise _Malformed(f"has no 'labels' list of {len(data)} integers (one per image)")
-    return data, _labels(np.array(labels, dtype=np.int64), 10)
-
-
-def _cifar_classes(path: Path) -> list[str]:
-    meta = _unpickle(path)
-    names = meta.get("label_names") if isinstance(meta, dict) else None
-    if not (isinstance(names, list) and len(names) == 10 and all(isinstance(n, str) for n in names)):
-        raise _Malformed("is not CIFAR-10's meta file (a dict whose 'label_names' lists 10 names)")
-    return names
-
-
-def _read_idx(path: Path, dims: tuple[int | None, ...]) -> np.ndarray:
-    """IDX as Fashion-MNIST ships it: magic 0x000008 <rank> (unsigned bytes), big-endian uint32 dims, data."""
-    blob = bytearray(path.read_bytes())  # writable, so torch.from_numpy shares it without a warning
-    magic, header = bytes((0, 0, 0x08, len(dims))), 4 + 4 * len(dims)
-    if len(blob) < header:
-        raise _Malformed(f"is truncated ({len(blob)} bytes, shorter than the {header}-byte IDX header)")
-    if blob[:4] != magic:
-        raise _Malformed(f"has IDX magic 0x{blob[:4].hex()}, expected 0x{magic.hex()}")
-    shape = struct.unpack(f">{len(dims)}I", blob[4:header])
-    if any(want is not None and got != want for got, want in zip(shape, dims)):
-        raise _Malformed(f"has dimensions {shape}, expected {tuple('N' if d is None else d for d in dims)}")
-    size = header + int(np.prod(shape))
-    if len(blob) != size:
-        raise _Malformed(f"is {'truncated' if len(blob) < size else 'too long'} ({len(blob)} bytes, "
-                         f"its header says {size})")
-    return np.frombuffer(blob, dtype=np.uint8, offset=header).reshape(shape)
-
-
-def _labels(labels: np.ndarray, classes: int) -> np.ndarray:
-    bad = np.flatnonzero((labels < 0) | (labels >= classes))
-    if len(bad):
-        raise _Malformed(f"has label {labels[bad[0]]} at index {bad[0]}; labels are 0-{classes - 1}")
-    return labels.astype(np.int64)
-
-
-def load_split(name: str, root: Path, train: bool) -> Split:
-    """One split's checked arrays; the only way a loader reads dataset files."""
-    d = spec(name)
-    folder = Path(root) / d.folder
-
-    def read(filename: str, reader, *args):
-        try:
-            return reader(folder / filename, *args)
-        except _Malformed as exc:
-            raise _damaged(folder / filename, str(exc), name, root) from None
-        except OSError as exc:
-            raise DataError(f"{folder / filename} cannot be read ({exc.strerror or exc}); "
-                            f"{fix_hint(name, root)}") from None
-
-    if name == "cifar10":
-        parts = [read(f, _cifar_batch) for f in (CIFAR_BATCHES if train else ("test_batch",))]
-        images = np.concatenate([p[0] for p in parts]).reshape(-1, d.channels, d.size, d.size)
-        return Split(images.transpose(0, 2, 3, 1), np.concatenate([p[1] for p in parts]),
-                     read("batches.meta", _cifar_classes))
-    prefix = "train" if train else "t10k"
-    images = read(f"{prefix}-images-idx3-ubyte", _read_idx, (None, d.size, d.size))
-    labels = read(f"{prefix}-labels-idx1-ubyte", lambda p: _labels(_read_idx(p, (len(images),)), d.classes))
-    return Split(images, labels, None)
 
 
 # ----- writers: one dataset folder at a time, swapped into place ------------------------------------
@@ -373,12 +245,6 @@ def _images(rng: np.random.Generator, labels: np.ndarray, d: DatasetFiles) -> np
     return (pixels * 255).astype(np.uint8)
 
 
-def _write_idx(path: Path, array: np.ndarray) -> None:
-    """IDX format (as Fashion-MNIST ships it): magic with dtype 0x08 (ubyte) and rank, big-endian dims."""
-    header = struct.pack(">BBBB", 0, 0, 0x08, array.ndim) + struct.pack(f">{array.ndim}I", *array.shape)
-    path.write_bytes(header + array.astype(np.uint8).tobytes())
-
-
 def generate(name: str, root: Path, train: int, test: int, seed: int = 0) -> Path:
     """Build the dataset in a staged folder, verify it, swap it into place (under the dataset's lock)."""
     d = spec(name)
@@ -393,39 +259,8 @@ def generate(name: str, root: Path, train: int, test: int, seed: int = 0) -> Pat
     with _exclusive(root, name), _staged(root, name) as stage:
         folder = stage / d.folder
         folder.mkdir(parents=True)
-        (_write_fashion_mnist if name == "fashion_mnist" else _write_cifar10)(folder, splits)
+        (write_fashion_mnist if name == "fashion_mnist" else write_cifar10)(folder, splits)
         _write_manifest(folder, {"source": "generated", "dataset": name, "train": train, "test": test,
                                  "seed": seed, "signal": "per-class smooth prototype + gaussian noise"})
         verify(name, stage)
     return root / d.folder
-
-
-def _write_fashion_mnist(folder: Path, splits: dict) -> None:
-    for prefix, split in (("train", "train"), ("t10k", "test")):
-        images, labels = splits[split]
-        for kind, array in (("images-idx3", images[:, 0]), ("labels-idx1", labels)):
-            path = folder / f"{prefix}-{kind}-ubyte"
-            _write_idx(path, array)
-            with open(f"{path}.gz", "wb") as out, gzip.GzipFile(fileobj=out, mode="wb", mtime=0) as packed:
-                packed.write(path.read_bytes())  # the archive name torchvision downloads, for completeness
-
-
-def _write_cifar10(folder: Path, splits: dict) -> None:
-    images, labels = splits["train"]
-    for index, part in enumerate(np.array_split(np.arange(len(labels)), len(CIFAR_BATCHES)), start=1):
-        _pickle(folder / f"data_batch_{index}", {
-            "batch_label": f"training batch {index} of 5", "labels": labels[part].tolist(),
-            "data": images[part].reshape(len(part), -1), "filenames": [f"generated_{i}.png" for i in part]})
-    images, labels = splits["test"]
-    _pickle(folder / "test_batch", {"batch_label": "testing batch 1 of 1", "labels": labels.tolist(),
-                                    "data": images.reshape(len(labels), -1),
-                                    "filenames": ["generated.png"] * len(labels)})
-    names = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
-    _pickle(folder / "batches.meta", {"label_names": names, "num_vis": CIFAR_PIXELS,
-                                      "num_cases_per_batch": len(splits["train"][1]) // len(CIFAR_BATCHES)})
-
-
-def _pickle(path: Path, obj: dict) -> None:
-    """Protocol 2, the dict layout of the real batches (which torchvision unpickles with latin1 keys)."""
-    with open(path, "wb") as handle:
-        pickle.dump(obj, handle, protocol=2)
