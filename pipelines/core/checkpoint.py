@@ -2,22 +2,25 @@
 
 A checkpoint holds the model's and the optimizer's state, the next epoch to run (which is also the
 distributed sampler's state: `set_epoch(epoch)` reproduces its shuffle) and the RNG states of torch,
-numpy and `random`. It is written to a temporary file in the same folder and renamed into place, so a
-rank killed mid-write leaves the previous checkpoint intact. Loads use `weights_only=True`.
+numpy and `random`. It is written by `atomic.write` (a temporary file in the same folder, renamed into
+place), so a rank killed mid-write leaves the previous checkpoint intact and a stale temporary that the
+next save removes; a resume reads only the complete file. Loads use `weights_only=True`, and a file that
+is not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
 """
 
 from __future__ import annotations
 
-import os
+import pickle
 import random
-import tempfile
+import warnings
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from pipelines.core import loop
+from pipelines.core import atomic, loop
+from pipelines.core.config import ConfigError
 
 FILENAME = "checkpoint.pt"
 
@@ -39,29 +42,39 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save(path: Path, trainable: loop.Trainable, epoch: int, complete: bool) -> Path:
-    """Atomic write: temporary file in the same folder, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
     state = {"model": trainable.model.state_dict(), "epoch": epoch, "complete": complete, "rng": rng_state(),
              "optimizer": trainable.optimizer.state_dict() if trainable.optimizer is not None else None}
-    handle, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    try:
-        with os.fdopen(handle, "wb") as out:
-            torch.save(state, out)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-    return path
+    return atomic.write(path, lambda handle: torch.save(state, handle), binary=True)
 
 
 def load(path: Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
+    """The checkpoint's state; ConfigError (one line, the file and why) for anything else."""
+    fix = "delete it to start afresh, or point checkpoint_dir at another folder"
+    try:
+        with warnings.catch_warnings():  # torch warns about the pickle protocol of files it then refuses
+            warnings.filterwarnings("ignore", message="Detected pickle protocol", category=UserWarning)
+            state = torch.load(path, map_location="cpu", weights_only=True)
+    except (pickle.UnpicklingError, RuntimeError, EOFError, OSError) as exc:
+        raise ConfigError(f"checkpoint {path} cannot be loaded ({_why(exc)}); {fix}") from None
+    if not isinstance(state, dict) or not {"model", "epoch", "rng"} <= state.keys():
+        raise ConfigError(f"{path} is not a checkpoint written by accel (no model, epoch and rng); {fix}")
+    return state
+
+
+def _why(exc: Exception) -> str:
+    """torch's reason in one clause, without its advice to load with `weights_only=False`, which would
+    run whatever code the file names."""
+    if isinstance(exc, OSError):
+        return exc.strerror or type(exc).__name__
+    for line in str(exc).splitlines():
+        line = line.replace("WeightsUnpickler error:", "").strip()
+        if line and "weights_only" not in line and "documentation" not in line:
+            return line.split(". ")[0].rstrip(".")[:200]
+    return "empty or truncated" if isinstance(exc, EOFError) else "not a weights-only checkpoint"
 
 
 class CheckpointHooks(loop.Hooks):
-    """Rank 0 saves every `every` epochs (0: only at the end); all ranks resume from `folder` if it holds one."""
+    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`."""
 
     def __init__(self, folder: Path, every: int, is_main: bool, barrier=None):
         self.path = Path(folder) / FILENAME

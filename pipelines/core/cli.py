@@ -204,7 +204,7 @@ def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
 @click.argument("names", nargs=-1)
 @click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
 def verify(names: tuple[str, ...], root: Path) -> None:
-    """Check dataset files against their recorded checksums."""
+    """Check datasets: torchvision's digests (real data) or the checksum list (generated), and the format."""
     from pipelines.core import datafiles
 
     present = [n for n in datafiles.FILES if (root / datafiles.spec(n).folder / datafiles.ORIGIN).is_file()]

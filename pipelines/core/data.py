@@ -1,4 +1,7 @@
-"""Datasets and loaders: torchvision's real dataset classes over files on disk, or in-memory synthetic.
+"""Datasets and loaders: torchvision's dataset classes over checked files on disk, or in-memory synthetic.
+
+The files are parsed only by `datafiles.load_split` (format and label checks, a pickle reader that
+runs no code); torchvision's classes get the arrays, so item access and transforms stay theirs.
 
 `loaders(cfg)` never falls back: a missing or damaged dataset is an error that names the command
 that fixes it, and the returned `Loaders.source` (real | generated | synthetic) goes into the result.
@@ -13,6 +16,8 @@ from typing import Callable
 import numpy as np
 import torch
 from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset
+from torchvision import transforms
+from torchvision.datasets import CIFAR10, FashionMNIST, VisionDataset
 
 from pipelines.core import datafiles
 from pipelines.core.config import RunConfig
@@ -30,40 +35,38 @@ class Loaders:
     test_samples: int
 
 
-def _torchvision_dataset(name: str, root: Path, train: bool, transform: Callable) -> Dataset:
-    import torchvision
+class CheckedFashionMNIST(FashionMNIST):
+    """torchvision's FashionMNIST (item access, classes, transforms) over arrays from the checked reader.
 
-    if name == "fashion_mnist":
-        return torchvision.datasets.FashionMNIST(str(root), train=train, transform=transform)
-    cls = torchvision.datasets.CIFAR10
-    if datafiles.source(name, root) == "generated":
-        cls = _cifar_with_manifest_checksums(root)
-    return cls(str(root), train=train, transform=transform)
+    Its own constructor would parse the files itself, or load a `processed/*.pt` cache instead when
+    one exists; here the model sees only bytes that passed the checks `accel data verify` runs.
+    """
+
+    def __init__(self, root: Path, train: bool, transform: Callable | None = None):
+        VisionDataset.__init__(self, str(root), transform=transform)
+        self.train = train
+        split = datafiles.load_split("fashion_mnist", root, train)
+        self.data, self.targets = torch.from_numpy(split.images), torch.from_numpy(split.labels)
 
 
-def _cifar_with_manifest_checksums(root: Path) -> type:
-    """torchvision's CIFAR10 reader, unchanged, told to expect our recorded MD5s instead of the real ones."""
-    import hashlib
+class CheckedCIFAR10(CIFAR10):
+    """torchvision's CIFAR10 over arrays from the checked reader: its constructor would `pickle.load`
+    the batch files, which runs whatever code a hostile file names."""
 
-    import torchvision
+    def __init__(self, root: Path, train: bool, transform: Callable | None = None):
+        VisionDataset.__init__(self, str(root), transform=transform)
+        self.train = train
+        split = datafiles.load_split("cifar10", root, train)
+        self.data, self.targets = split.images, split.labels.tolist()
+        self.classes = split.classes
+        self.class_to_idx = {name: index for index, name in enumerate(self.classes)}
 
-    folder = Path(root) / datafiles.spec("cifar10").folder
 
-    def md5(name: str) -> str:
-        return hashlib.md5((folder / name).read_bytes()).hexdigest()
-
-    base = torchvision.datasets.CIFAR10
-    return type("GeneratedCIFAR10", (base,), {
-        "train_list": [[n, md5(n)] for n, _ in base.train_list],
-        "test_list": [[n, md5(n)] for n, _ in base.test_list],
-        "meta": {**base.meta, "md5": md5(base.meta["filename"])},
-    })
+DATASETS = {"fashion_mnist": CheckedFashionMNIST, "cifar10": CheckedCIFAR10}
 
 
 def default_transform(cfg: RunConfig) -> Callable:
     """ToTensor only, as the book; a Resize first when the config asks for another image size."""
-    from torchvision import transforms
-
     steps = [transforms.ToTensor()]
     if cfg.image_size:
         steps.insert(0, transforms.Resize((cfg.image_size, cfg.image_size)))
@@ -91,10 +94,10 @@ def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int = 10,
         train_set, test_set = synthetic(cfg, input_shape, classes)
         data_source = "synthetic"
     else:
-        data_source = datafiles.source(cfg.dataset, cfg.data_root)  # checksums: runner preflight
-        transform = default_transform(cfg)
-        train_set = _torchvision_dataset(cfg.dataset, cfg.data_root, True, train_transform or transform)
-        test_set = _torchvision_dataset(cfg.dataset, cfg.data_root, False, test_transform or transform)
+        data_source = datafiles.source(cfg.dataset, cfg.data_root)  # digests: runner preflight
+        transform, dataset = default_transform(cfg), DATASETS[cfg.dataset]
+        train_set = dataset(cfg.data_root, True, train_transform or transform)
+        test_set = dataset(cfg.data_root, False, test_transform or transform)
     sampler, shuffle, train_samples = _train_sampling(cfg, train_set, rank, world_size)
     common = dict(num_workers=cfg.num_workers, pin_memory=cfg.pin_memory)
     if cfg.num_workers > 0:
