@@ -90,10 +90,15 @@ class DataParallel(TrainingPipeline):
     Options = Options
     smoke_settings = {"batch_size": 8}
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        """An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is recorded as skipped, so
+        one launch runs the arm that fits it; a launch where no arm fits is refused with this reason."""
         if opts.ranks and opts.ranks != ctx.world_size:
-            raise ConfigError(f"variant {cfg.variant} needs {opts.ranks} processes but this run has "
-                              f"{ctx.world_size}; start it with NPROC={opts.ranks} (make cpu-ddp NPROC={opts.ranks})")
+            return (f"variant {cfg.variant} needs {opts.ranks} processes but this run has {ctx.world_size}; "
+                    f"start it with NPROC={opts.ranks} (make cpu-ddp NPROC={opts.ranks})")
+        return None
+
+    def check(self, cfg, opts: Options, ctx) -> None:
         if opts.strategy == "fsdp" and opts.checkpoint_dir:
             raise ConfigError("checkpoints are written for strategy=ddp only (FSDP state is sharded); "
                               "drop -o checkpoint_dir=... or use -o strategy=ddp")

@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
-SHARED_REFERENCE = REPO.parent / "shared" / "reference"
 
 
 def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -1,12 +1,14 @@
-"""The reproduction report: verdict maths on records built from the golden record, refusals, bad input,
-the three output formats and plots, and the reference/GPU scripts' dry paths.
+"""The reproduction report: verdict rules on synthetic records (interval inside / above / below /
+straddling the band, no interval for older records), refusals, accuracy rules, drift against a reference,
+bad input, the three output formats and plots, and the reference/GPU scripts' dry paths.
 
-Hand-made records stand in for runs only where the maths needs exact throughputs (real runs are noisy)
-or hardware this machine lacks (GPUs, many cores); the slow tests run the real scripts end to end.
+Hand-made records stand in for runs where the maths needs exact step times (real runs are noisy) or
+hardware this machine lacks (GPUs, many cores); the slow tests run the real scripts end to end.
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import csv
 import io
@@ -14,22 +16,37 @@ import json
 import os
 import subprocess
 import sys
+from collections import defaultdict
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO, accel
 from pipelines.catalog import decisions
-from pipelines.core import experiments, report, report_plots, report_rows
+from pipelines.core import experiments, report, report_drift, report_plots, report_rows, report_stats
+from pipelines.core.config import ConfigError
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
+REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
+SAMPLES = 64  # the golden record's batch size x world size
 
 
-def record(experiment: str, variant: str, throughput: float, repeat: int = 0, accuracy: float = 40.0,
-           **env) -> dict:
+def steps(ratio: float, count: int = 30, spread: float = 0.02) -> list[float]:
+    """Deterministic step times of an arm `ratio` times faster than 1000 samples/s, +-spread jitter."""
+    base = SAMPLES / 1000.0 / ratio
+    return [base * (1 + spread * ((i * 7) % 5 - 2) / 2) for i in range(count)]
+
+
+def record(experiment: str, variant: str, throughput: float | None = None, repeat: int = 0,
+           accuracy: float = 40.0, step_times: list[float] | None = None, **env) -> dict:
+    """The golden record as one repeat of an arm; with step_times, the newer schema's per-step fields."""
     rec = copy.deepcopy(GOLDEN)
     rec.update(experiment=experiment, variant=variant, repeat=repeat)
     rec["config"].update(experiment=experiment, variant=variant)
+    if step_times is not None:
+        rec["metrics"].update(step_times_s=step_times, samples_per_step=SAMPLES,
+                              measured_steps=len(step_times))
+        throughput = SAMPLES * len(step_times) / sum(step_times)
     rec["metrics"].update(throughput_samples_per_s=throughput, test_accuracy_pct=accuracy)
     rec["env"].update(env)
     return rec
@@ -46,37 +63,104 @@ def rows_for(folder: Path, only=None) -> dict[tuple[str, str], report_rows.Row]:
     return {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(folder), only)}
 
 
-def ch2(folder: Path, nobias: float, **env) -> None:
-    write(folder, "base", [record("ch2-baseline", "baseline", 1000.0 + d, i) for i, d in enumerate((-10, 10))])
-    write(folder, "nobias", [record("ch2-nobias", "nobias", nobias, i, **env) for i in range(2)])
+def table_rows(markdown: str, section: str) -> list[list[str]]:
+    """The cells of the first table under `## section` (tabulate pads them; this strips)."""
+    text = markdown.split(f"## {section}\n", 1)[1].split("\n## ", 1)[0]
+    lines = [line for line in text.splitlines() if line.startswith("|")][2:]
+    return [[cell.strip() for cell in line.strip("|").split(" | ")] for line in lines]
 
 
-@pytest.mark.parametrize("throughput, verdict", [(1180.0, "reproduced"), (2000.0, "faster than published"),
-                                                 (500.0, "slower than published")])
-def test_verdict_from_the_throughput_ratio_and_the_band(tmp_path, throughput, verdict):
-    ch2(tmp_path, throughput)
+def ch2(folder: Path, ratios: tuple[float, ...] = (1.18,), old: bool = False, **env) -> None:
+    """ch2-baseline at 1000 samples/s and ch2-nobias at `ratios` (one per repeat) times that."""
+    if old:  # the older schema: throughput only, no per-step times
+        base = [record("ch2-baseline", "baseline", 1000.0 + d, i) for i, d in enumerate((-10, 10))]
+        arm = [record("ch2-nobias", "nobias", 1000.0 * r, i, **env) for i, r in enumerate(ratios * 2)]
+    else:
+        base = [record("ch2-baseline", "baseline", repeat=i, step_times=steps(1.0)) for i in range(3)]
+        arm = [record("ch2-nobias", "nobias", repeat=i, step_times=steps(r), **env)
+               for i, r in enumerate(ratios * 3 if len(ratios) == 1 else ratios)]
+    write(folder, "base", base)
+    write(folder, "nobias", arm)
+
+
+# ch2-nobias: published 1.18, tolerance 0.15 -> band 1.003-1.357
+@pytest.mark.parametrize("ratios, verdict", [((1.18,), "reproduced"), ((2.0,), "faster than published"),
+                                             ((0.5,), "slower than published"),
+                                             ((0.85, 1.0, 1.25), "inconclusive")])
+def test_verdict_follows_the_interval_against_the_band(tmp_path, ratios, verdict):
+    ch2(tmp_path, ratios)
     rows = rows_for(tmp_path)
     row = rows[("ch2-nobias", "nobias")]
-    assert row.ratio == pytest.approx(throughput / 1000.0)
-    assert row.verdict == verdict and row.published_ratio == 1.18 and row.band == "1.00-1.36"
-    assert row.throughput.n == 2 and row.throughput.sd == 0.0
-    base = rows[("ch2-baseline", "baseline")]
-    assert base.verdict == "baseline" and base.throughput.mean == 1000.0
-    assert base.throughput.sd == pytest.approx(14.142, abs=1e-3)
+    assert row.verdict == verdict and row.published_ratio == 1.18
+    assert (row.band_low, row.band_high) == pytest.approx((1.003, 1.357))
+    assert row.ci_low <= row.ratio <= row.ci_high
+    if verdict == "inconclusive":
+        assert row.ci_low < row.band_low < row.ci_high and "straddles the band" in row.why
+    else:
+        assert row.ratio == pytest.approx(ratios[0], rel=1e-6) and row.ci_high - row.ci_low < 0.1
+    assert rows[("ch2-baseline", "baseline")].verdict == "baseline"
+
+
+def test_bootstrap_is_deterministic_and_widens_with_noise_between_repeats():
+    tight = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(1.0))) for _ in range(3)]
+    noisy = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(r))) for r in (0.8, 1.0, 1.25)]
+    first, again = report_stats.ratio_interval(noisy, tight), report_stats.ratio_interval(noisy, tight)
+    assert first == again
+    point, interval = first
+    _, narrow = report_stats.ratio_interval(tight, tight)
+    assert interval.low < point < interval.high and narrow.high - narrow.low < interval.high - interval.low
+    long = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(1.0, count=1000))) for _ in range(2)]
+    assert report_stats.ratio_interval(long, long)[1].low == pytest.approx(1.0, abs=0.01)  # normal-limit path
+
+
+def test_records_without_step_times_render_no_interval(tmp_path):
+    ch2(tmp_path, (1.18,), old=True)
+    row = rows_for(tmp_path)[("ch2-nobias", "nobias")]
+    assert row.ratio == pytest.approx(1.18) and row.ci_low is None
+    assert row.verdict == "inconclusive" and row.why.startswith("no interval")
+    written = report.write_report(tmp_path, tmp_path / "out", formats=("md",))
+    cells = {(c[0], c[1]): c for c in table_rows(written.paths[0].read_text(), "Results")}
+    assert cells[("ch2-nobias", "nobias")][8:11] == ["1.18", "no interval", "inconclusive"]
+
+
+def test_a_baseline_without_step_times_gives_no_interval_either(tmp_path):
+    ch2(tmp_path)
+    write(tmp_path, "base", [record("ch2-baseline", "baseline", 1000.0, i) for i in range(2)])
+    row = rows_for(tmp_path)[("ch2-nobias", "nobias")]
+    assert row.ci_low is None and row.verdict == "inconclusive" and row.ratio == pytest.approx(1.18, rel=0.01)
 
 
 def test_ratio_refused_across_torch_versions_and_says_why(tmp_path):
-    ch2(tmp_path, 1180.0, torch="2.7.0")
+    ch2(tmp_path, torch="2.7.0")
     row = rows_for(tmp_path)[("ch2-nobias", "nobias")]
     assert row.ratio is None and row.verdict == "not comparable"
     assert "torch 2.14.1 vs 2.7.0" in row.why
 
 
 def test_gpu_experiment_run_on_cpu_is_a_different_hardware_class(tmp_path):
-    write(tmp_path, "d", [record("ch3-compile-densenet-gpu", v, t) for v, t in (("eager", 10.0), ("compiled", 15.0))])
+    write(tmp_path, "d", [record("ch3-compile-densenet-gpu", v, step_times=steps(r))
+                          for v, r in (("eager", 1.0), ("compiled", 1.5))])
     row = rows_for(tmp_path)[("ch3-compile-densenet-gpu", "compiled")]
     assert row.ratio == pytest.approx(1.5)
     assert row.verdict == "not comparable" and "different hardware class" in row.why
+
+
+def test_gloo_ranks_compare_with_the_threads_run_on_the_same_total_cores(tmp_path):
+    """2 ranks x 1 thread against 1 process x 2 threads on a 2-core box, with the book's 2x8 vs 1x16 ratio."""
+    threads = [record("ch9-cpu-threads", f"threads={t}", repeat=i, step_times=steps(float(t)),
+                      torch_threads=t) for i in range(3) for t in (1, 2)]
+    gloo = [record("ch9-cpu-gloo", "ranks=2", repeat=i, step_times=steps(2 * 1.26), torch_threads=1)
+            for i in range(3)]
+    for rec in gloo:
+        rec["dist"]["world_size"] = 2
+    write(tmp_path, "threads", threads)
+    write(tmp_path, "gloo", gloo)
+    rows = rows_for(tmp_path)
+    row = rows[("ch9-cpu-gloo", "ranks=2")]
+    assert row.baseline == "ch9-cpu-threads [threads=2] (same total cores: 2)"
+    assert row.published_ratio == 1.26 and row.ratio == pytest.approx(1.26) and row.verdict == "reproduced"
+    assert rows[("ch9-cpu-threads", "threads=2")].published_ratio == 1.65  # Table 9.1 gets a verdict too
+    assert rows[("ch9-cpu-threads", "threads=2")].verdict == "faster than published"
 
 
 # An entry that stays planned (needs hardware or software this project cannot provide).
@@ -92,8 +176,50 @@ def test_not_run_rows_name_why(tmp_path):
     assert rows[("ch2-bs128", "bs128")].why == "no records"
 
 
+def book_record(experiment: str, variant: str, accuracy: float, data_source: str = "real", **metrics) -> dict:
+    rec = record(experiment, variant, step_times=steps(1.0), accuracy=accuracy)
+    rec.update(scale="book")
+    rec["config"].update(scale="book", steps=None, data_source=data_source, train_samples=54000)
+    rec["metrics"].update(epochs_completed=10, **metrics)
+    return rec
+
+
+def accuracy_arm(experiment: str, variant: str, accuracy: float) -> list[dict]:
+    return [record(experiment, variant, repeat=i, step_times=steps(1.0), accuracy=accuracy) for i in range(2)]
+
+
+def test_accuracy_compares_arms_only_at_equal_samples_seen(tmp_path):
+    base, nobias, bs256 = (accuracy_arm(e, v, a) for e, v, a in (("ch2-baseline", "baseline", 40.0),
+                                                                  ("ch2-nobias", "nobias", 38.0),
+                                                                  ("ch2-bs256", "bs256", 55.0)))
+    for rec in bs256:  # 4x the batch: 4x the samples in the same number of steps
+        rec["config"]["batch_size"], rec["metrics"]["samples_per_step"] = 256, 256
+    write(tmp_path, "all", base + nobias + bs256)
+    rows = report_rows.build(report_rows.load(tmp_path))
+    by_key = {r.key: r for r in rows}
+    deltas = {r.experiment: report_rows.accuracy_delta(r, by_key) for r in rows}
+    assert deltas["ch2-nobias"] == (pytest.approx(-2.0), "same samples seen")
+    assert deltas["ch2-bs256"] == (None, "not compared: 8960 vs 2240 samples seen")
+    assert deltas["ch2-baseline"] == (0.0, "reference arm")
+
+
+def test_published_accuracy_only_at_book_scale_on_real_data(tmp_path):
+    write(tmp_path / "bench", "b", [record("ch2-baseline", "baseline", step_times=steps(1.0))])
+    md = report.write_report(tmp_path / "bench", tmp_path / "o1", formats=("md",)).paths[0].read_text()
+    accuracy = md.split("## Accuracy", 1)[1].split("\n## ", 1)[0]
+    assert "No arm ran at book scale on real data" in accuracy
+    assert not any("published" in line for line in accuracy.splitlines() if line.startswith("| experiment"))
+    assert "Δacc published" not in md
+    write(tmp_path / "book", "b", [book_record("ch2-baseline", "baseline", 83.0),
+                                   book_record("ch2-nobias", "nobias", 80.0, data_source="generated")])
+    md = report.write_report(tmp_path / "book", tmp_path / "o2", formats=("md",)).paths[0].read_text()
+    book = md.split("### Against the published accuracy (book scale, real data)", 1)[1].split("\n## ", 1)[0]
+    cells = [line for line in book.splitlines() if line.startswith("| ch2")]
+    assert len(cells) == 1 and "83.99" in cells[0] and "-0.99" in cells[0]  # generated data: not compared
+
+
 def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
-    ch2(tmp_path, 1180.0)
+    ch2(tmp_path)
     other = record("ch2-bs256", "bs256", 1900.0)
     other["schema"] = "accel.result/9"
     write(tmp_path, "future", [other])
@@ -101,14 +227,16 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
     (tmp_path / "sub" / "reference").mkdir(parents=True)
     write(tmp_path / "sub" / "reference", "ref", [record("ch2-bs128", "bs128", 1.0)])
     loaded = report_rows.load(tmp_path)
-    assert len(loaded.records) == 4
+    assert len(loaded.records) == 6
     assert any("unknown schema 'accel.result/9'" in s for s in loaded.skipped)
     assert any("half.jsonl:1: not JSON" in s for s in loaded.skipped)
     result = accel("report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "out"))
     assert result.returncode == 0, result.stderr
     text = (tmp_path / "out" / "report.md").read_text()
-    assert "| ch2-nobias | nobias | bench | 2 |" in text and "skipped:" in text and "unknown schema" in text
-    assert "ch2-bs128" not in text.split("## Results")[1].split("##")[0]  # reference/ folders are not mixed in
+    results = table_rows(text, "Results")
+    assert ["ch2-nobias", "nobias", "bench", "3"] in [c[:4] for c in results]
+    assert "skipped:" in text and "unknown schema" in text
+    assert "ch2-bs128" not in {c[0] for c in results}  # reference/ folders are not mixed in
 
 
 def test_missing_dir_is_one_line_exit_2_and_empty_dir_still_renders(tmp_path):
@@ -122,51 +250,139 @@ def test_missing_dir_is_one_line_exit_2_and_empty_dir_still_renders(tmp_path):
 
 
 def test_outputs_markdown_csv_html_and_plots(tmp_path):
-    ch2(tmp_path / "r", 1180.0)
-    write(tmp_path / "r", "bs", [record("ch2-bs256", "bs256", 2100.0, accuracy=35.0)])
-    written, _ = report.write_report(tmp_path / "r", tmp_path / "out", note="test note",
-                                     only=["ch2-baseline", "ch2-bs128"])
-    names = {p.name for p in written}
+    ch2(tmp_path / "r")
+    write(tmp_path / "r", "bs", [record("ch2-bs256", "bs256", repeat=i, step_times=steps(2.1), accuracy=35.0)
+                                 for i in range(2)])
+    written = report.write_report(tmp_path / "r", tmp_path / "out", note="test note",
+                                  only=["ch2-baseline", "ch2-bs128"])
+    names = {p.name for p in written.paths}
     assert {"report.md", "report.csv", "report.html", "ch2-published-vs-reproduced.png",
             "accuracy-vs-speed.png"} <= names
-    for path in written:
+    for path in written.paths:
         if path.suffix == ".png":
             assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     md = (tmp_path / "out" / "report.md").read_text()
-    assert "**Note:** test note" in md and "## Accuracy vs speed" in md
+    assert "**Note:** test note" in md and "## Accuracy" in md
     assert "![ch2: published vs reproduced" in md and f"decision: {experiments.get('ch2-nobias').decisions[0]}" in md
-    assert "| ch2-bs256 | bs256 | 76 s | 80.01 | 1.95 | 2.10 | 35.0 | -3.98 | -5.00 |" in md
+    bs256 = next(c for c in table_rows(md, "Results") if c[0] == "ch2-bs256")
+    assert bs256[4:11] == ["76 s", "1.95", "1.66-2.24", "2100.0 ± 0.0", "2.10", "[2.09, 2.11]", "reproduced"]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "report.csv").read_text())))
+    assert list(rows[0]) == report_rows.Row.columns()  # the CSV's columns are the Row's fields
     by = {(r["experiment"], r["variant"]): r for r in rows}
     assert by[("ch2-nobias", "nobias")]["verdict"] == "reproduced"
+    nobias = by[("ch2-nobias", "nobias")]
+    assert float(nobias["ci_low"]) < 1.18 < float(nobias["ci_high"])
     assert by[("ch2-bs128", "bs128")]["verdict"] == "not run"
     page = (tmp_path / "out" / "report.html").read_text()
     assert page.count("data:image/png;base64,") == 2 and 'src="ch2' not in page
+    assert '<span class="v-reproduced">reproduced</span>' in page
 
 
-def test_against_shows_the_reference_beside(tmp_path):
-    ch2(tmp_path / "mine", 1180.0)
-    write(tmp_path / "ref", "all", [record("ch2-baseline", "baseline", 1000.0, cpu_model="other cpu"),
-                                     record("ch2-nobias", "nobias", 1500.0, cpu_model="other cpu")])
-    result = accel("report", "--results-dir", str(tmp_path / "mine"), "--out", str(tmp_path / "o"),
-                   "--against", str(tmp_path / "ref"), "--format", "md")
-    assert result.returncode == 0, result.stderr
+def drift_pair(tmp_path: Path, mine: float, theirs: float, **ref_env) -> tuple[Path, Path]:
+    ch2(tmp_path / "mine", (mine,))
+    ch2(tmp_path / "ref", (theirs,), **ref_env)
+    for rec_file in (tmp_path / "ref").glob("*.jsonl"):  # the reference's machine class (or another one)
+        recs = [json.loads(line) for line in rec_file.read_text().splitlines()]
+        for rec in recs:
+            rec["env"].update(ref_env)
+        write(tmp_path / "ref", rec_file.stem, recs)
+    return tmp_path / "mine", tmp_path / "ref"
+
+
+def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
+    mine, ref = drift_pair(tmp_path, 2.0, 0.5)
+    loaded = report_rows.load(mine)
+    drift = report_drift.against(report_rows.build(loaded), loaded, ref)
+    line = drift.data.set_index("variant").loc["nobias"]
+    assert line.ratio == pytest.approx(2.0) and line.ref_ratio == pytest.approx(0.5)
+    assert line.difference == pytest.approx(1.5) and line.reversed
+    assert line.ref_ci_low < 0.5 < line.ref_ci_high
+    assert drift.reversals == ["ch2-nobias [nobias] (bench): slower than published -> faster than published"]
+    failed = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
+                   "--format", "md", "--fail-on-reversal")
+    assert failed.returncode == 1 and failed.stderr.strip().count("\n") == 0
+    assert failed.stderr.startswith("accel: error: conclusive verdict reversed")
+    assert "ch2-nobias" in failed.stderr
     md = (tmp_path / "o" / "report.md").read_text()
-    assert "ref samples/s" in md and "| 1.18 | reproduced |  | 1500.0 | 1.50 | faster than published |" in md
-    assert "other cpu" in md
+    drift_cells = [c[:4] for c in table_rows(md, "Drift against the reference")]
+    assert "REVERSED" in md and ["ch2-nobias", "nobias", "bench", "2.00"] in drift_cells
+
+
+def test_drift_without_reversal_passes(tmp_path):
+    mine, ref = drift_pair(tmp_path, 1.18, 1.3)
+    ok = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
+               "--format", "md", "--fail-on-reversal")
+    assert ok.returncode == 0, ok.stderr
+    assert "No conclusive verdict reversed." in (tmp_path / "o" / "report.md").read_text()
+
+
+def test_a_reference_from_another_machine_class_is_refused(tmp_path):
+    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
+    loaded = report_rows.load(mine)
+    with pytest.raises(ConfigError, match="another machine class"):
+        report_drift.against(report_rows.build(loaded), loaded, ref)
+    refused = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref))
+    lines = refused.stderr.strip().splitlines()
+    assert refused.returncode == 2 and len(lines) == 1 and "other cpu (64 logical CPUs" in lines[0]
+    flag = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--fail-on-reversal")
+    assert flag.returncode == 2 and "--fail-on-reversal needs --against" in flag.stderr
+
+
+def test_the_committed_reference_renders_without_intervals_and_drifts_against_itself(tmp_path):
+    """results/reference holds records of the older schema: every ratio there says 'no interval'."""
+    written = report.write_report(REFERENCE, tmp_path, formats=("md",), against=REFERENCE)
+    md = written.paths[0].read_text()
+    verdicts = defaultdict(set)
+    for cells in table_rows(md, "Results"):
+        verdicts[cells[9]].add(cells[10])
+    assert verdicts["no interval"]
+    assert verdicts["no interval"] <= {"inconclusive", "measured", "not comparable"}
+    assert not written.drift.reversals and "No conclusive verdict reversed." in md
 
 
 def test_scaling_curves_from_record_fields(tmp_path):
     """Synthetic thread-sweep records (this machine has too few cores for a real sweep)."""
-    recs = [record("ch2-baseline", "baseline", 100.0 * t ** 0.8, torch_threads=t) for t in (1, 2, 4, 8)]
+    recs = [record("ch9-cpu-threads", f"threads={t}", 100.0 * t ** 0.8, torch_threads=t)
+            for t in (1, 2, 4, 8)]
     series = report_plots.scaling_series(recs)
-    assert list(series[("ch2-baseline", "bench")]["points"]) == [1, 2, 4, 8]
+    assert list(series[("ch9-cpu-threads", "bench")]["points"]) == [1, 2, 4, 8]
     ranks = [record("ch2-baseline", "baseline", 100.0 + r, torch_threads=16 // r) for r in (1, 2, 4)]
     for rec, r in zip(ranks, (1, 2, 4)):
         rec["dist"]["world_size"] = r
     assert report_plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
-    made = report_plots.scaling(recs + [], tmp_path)
-    assert [p.name for p, _ in made] == ["scaling-ch2-baseline-bench.png"]
+    assert report_plots.published_curve(experiments.get("ch9-cpu-threads")) == \
+        [(1, 1.0), (2, 1.65), (4, 2.61), (8, 3.34), (12, 4.26), (16, 4.26)]
+    made = report_plots.scaling(recs, tmp_path)
+    assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
+
+
+def test_no_import_cycle_under_pipelines():
+    """Every `pipelines` import, module-level or inside a function, forms a DAG."""
+    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
+               for p in (REPO / "pipelines").rglob("*.py")}
+    edges: dict[str, set[str]] = defaultdict(set)
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
+            elif isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            else:
+                continue
+            edges[name] |= {t for t in targets if t in modules and t != name}
+    state: dict[str, int] = {}
+
+    def visit(name: str, path: list[str]) -> None:
+        state[name] = 1
+        for target in edges[name]:
+            assert state.get(target) != 1, "import cycle: " + " -> ".join(path + [name, target])
+            if target not in state:
+                visit(target, path + [name])
+        state[name] = 2
+
+    for name in modules:
+        if name not in state:
+            visit(name, [])
 
 
 def test_decision_constants_are_used_by_the_catalog():
@@ -207,7 +423,8 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
                                                   "STEPS": "2", "REPEATS": "1", "DATA": str(data_root)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     md = (out / "report.md").read_text()
-    assert f"| {PLANNED.id} | {PLANNED_KEY[1]} | - | 0 |" in md and "not run" in md
+    assert [PLANNED.id, PLANNED_KEY[1], "-", "0"] in [cells[:4] for cells in table_rows(md, "Results")]
+    assert "not run" in md
     assert "## Harness overhead" in md and "shared / hand-written throughput" in md
     assert len(list(out.glob("ch2-*.jsonl"))) == 2 and (out / "report.html").is_file()
 

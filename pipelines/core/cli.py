@@ -139,14 +139,19 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
               help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
 @click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
 @click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
+@click.option("--fail-on-reversal", is_flag=True,
+              help="With --against: exit 1 when a conclusive verdict reversed (faster <-> slower than "
+                   "published).")
 def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
-           experiment_ids: str, note: str) -> None:
+           experiment_ids: str, note: str, fail_on_reversal: bool) -> None:
     """Published vs reproduced, from result files only."""
     from pipelines.core.report import FORMATS, summary_table, write_report
 
     if against is not None and not against.is_dir():
         raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
                           "results/reference/<run>")
+    if fail_on_reversal and against is None:
+        raise ConfigError("--fail-on-reversal needs --against REF (the reference whose verdicts must hold)")
     if out_dir is None and (formats or against or experiment_ids or note):
         raise ConfigError("--format, --against, --experiments and --note need --out DIR "
                           "(where report.md goes)")
@@ -156,11 +161,13 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:
         experiments.get(experiment_id)
-    written, loaded = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
-    for line in loaded.skipped:
+    written = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
+    for line in written.loaded.skipped:
         click.echo(f"accel report: skipped {line}", err=True)
-    click.echo(f"{len(loaded.records)} record(s) from {loaded.files} file(s); wrote " +
-               ", ".join(str(p) for p in written))
+    click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
+               ", ".join(str(p) for p in written.paths))
+    if fail_on_reversal and written.drift.reversals:
+        _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
 
 
 @cli.group()

@@ -62,6 +62,9 @@ class Experiment:
     planned_reason: str = ""  # for status "planned": what delivers it
     variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
     tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
+    # Compare each arm with the arm of the baseline experiment that ran on the same total cores (ranks x
+    # threads) here, not with the declared baseline arm: the published ratio holds at equal total cores.
+    match_cores: bool = False
     variant: InitVar[str] = "default"  # shorthand for a single-variant experiment: its variant's name
 
     def __post_init__(self, variant: str) -> None:

@@ -1,129 +1,180 @@
-"""Report plots (matplotlib, Agg, PNG): published vs reproduced bars per experiment family, the
-accuracy-vs-speed trade-off, and scaling curves (thread sweeps, ranks, GPUs) with ideal scaling drawn in.
+"""Report plots (PNG), drawn so that what they show is what the numbers support:
 
-Figures are built with `matplotlib.figure.Figure` directly (no pyplot, no global backend state), which
-renders through Agg. Every plot is made from report rows or record fields only.
+- speed-up bars per experiment family: the published ratio with its band as a shaded box, the measured
+  ratio with its 95 % interval as whiskers; an arm without per-step times is hatched ("no interval");
+- accuracy vs speed-up, one panel per family: each arm's published point joined to its reproduced one.
+  A reproduced accuracy is plotted only for book-scale runs on real data; otherwise the reproduced
+  point keeps the published accuracy, drawn as a cross on a dotted line: the speed moved, the accuracy
+  was not compared (bench scale is a learning check);
+- scaling curves (threads, ranks, GPUs): measured speed-up beside the published curve from the catalog
+  (Table 9.1's times as speed-ups vs 1 thread) and ideal linear scaling.
+
+Figures are `matplotlib.figure.Figure` objects rendered by the Agg canvas (no pyplot, no global state).
 """
 
 from __future__ import annotations
 
+import math
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from matplotlib.figure import Figure
+from matplotlib.lines import Line2D
+from matplotlib.patches import Patch
+
+from pipelines.core import experiments
+from pipelines.core import report_compare as compare
 from pipelines.core import report_rows
-from pipelines.core.report_rows import Row, stat
+from pipelines.core import report_stats as stats
+from pipelines.core.report_rows import Row
 
-PUBLISHED, MEASURED = "#9e9e9e", "#1f77b4"
+PUBLISHED, MEASURED, BAND = "#9e9e9e", "#1f77b4", "#2ca02c"
+COLOURS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#17becf", "#bcbd22",
+           "#7f7f7f")  # one per arm in a panel (matplotlib's tab10)
+WIDTH = 0.38
+LEGEND = (Patch(color=PUBLISHED, label="published"), Patch(color=BAND, alpha=0.3, label="band"),
+          Patch(color=MEASURED, label="reproduced"),
+          Patch(facecolor="white", edgecolor=MEASURED, hatch="//", label="reproduced, no interval"))
 
 
-def _figure(width: float, height: float):
-    from matplotlib.figure import Figure
-
+def _figure(width: float, height: float) -> Figure:
     return Figure(figsize=(width, height), dpi=110, layout="constrained")
 
 
-def _label(row: Row) -> str:
-    return f"{row.experiment}\n[{row.variant}]"
+def published_speedup(row: Row) -> float | None:
+    """The published ratio; 1 for a reference arm that has a published time (ratio 1 by definition)."""
+    if row.published_ratio is not None or row.entry is None:
+        return row.published_ratio
+    reference = compare.declared_baseline(row.entry, row.variant) is None
+    return 1.0 if reference and row.published_time_s is not None else None
 
 
-def family_bars(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
-    """Per family: speed-up vs baseline and accuracy, published vs reproduced, side by side."""
+def measured_speedup(row: Row) -> float | None:
+    """The measured ratio; 1 for a reference arm that ran; none where the report refuses the comparison."""
+    if row.verdict == "not comparable":
+        return None
+    return 1.0 if row.verdict == "baseline" and row.n else row.ratio
+
+
+def _by_family(rows: list[Row], keep) -> dict[str, list[Row]]:
     families: dict[str, list[Row]] = defaultdict(list)
-    for r in rows:
-        if r.published_ratio is not None or r.ratio is not None or r.published_accuracy is not None \
-                or r.accuracy.mean is not None:
-            families[r.family].append(r)
+    for row in rows:
+        if keep(row):
+            families[row.family].append(row)
+    return dict(sorted(families.items()))
+
+
+def speedup_bars(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
     made = []
-    for family, members in sorted(families.items()):
-        with_acc = [r for r in members if r.published_accuracy is not None or r.accuracy.mean is not None]
-        panels = 2 if with_acc else 1
-        fig = _figure(max(6.0, 1.3 * len(members) + 2), 4.2 * panels)
-        axes = fig.subplots(panels, 1, squeeze=False)[:, 0]
-        _bars(axes[0], members, _published_speedup, lambda r: r.ratio if r.verdict != "baseline"
-              else (1.0 if r.n else None), "speed-up vs baseline (x)")
-        axes[0].axhline(1.0, color="black", linewidth=0.8, linestyle=":")
-        axes[0].set_title(f"{family}: published vs reproduced (speed-up = baseline time / time)")
-        if with_acc:
-            _bars(axes[1], with_acc, lambda r: r.published_accuracy, lambda r: r.accuracy.mean,
-                  "test accuracy (%)", errors=lambda r: r.accuracy.sd)
-            axes[1].set_title(f"{family}: accuracy (bench-scale accuracy is after a few steps)")
+    keep = lambda r: published_speedup(r) is not None or measured_speedup(r) is not None  # noqa: E731
+    for family, members in _by_family(rows, keep).items():
+        fig = _figure(max(6.0, 1.2 * len(members) + 2), 4.6)
+        ax = fig.subplots()
+        one_experiment = len({r.experiment for r in members}) == 1
+        for x, row in enumerate(members):
+            _arm_bars(ax, x, row)
+        ax.axhline(1.0, color="black", linewidth=0.8, linestyle=":")
+        ax.set_xticks(range(len(members)), [r.variant if one_experiment else f"{r.experiment}\n[{r.variant}]"
+                                            for r in members], fontsize=7)
+        ax.set_ylabel("speed-up vs baseline (x) = baseline time / time")
+        ax.set_title(f"{family}: published (band = ±tolerance) vs reproduced (95 % interval)")
+        ax.legend(handles=LEGEND, fontsize=7, loc="upper left", ncol=4)
+        ax.set_ylim(0, ax.get_ylim()[1] * 1.15)  # headroom for the legend and the value labels
+        ax.grid(axis="y", alpha=0.3)
         path = out_dir / f"{family}-published-vs-reproduced.png"
         fig.savefig(path)
-        made.append((path, f"{family}: published vs reproduced speed-up and accuracy"))
+        made.append((path, f"{family}: published vs reproduced speed-up, band and 95 % interval"))
     return made
 
 
-def _published_speedup(row: Row) -> float | None:
-    """The published ratio; 1 for a baseline arm that has a published time (ratio 1 by definition)."""
-    if row.published_ratio is not None or row.entry is None:
-        return row.published_ratio
-    is_reference = report_rows.baseline_key(row.entry, row.variant) is None
-    return 1.0 if is_reference and row.published_time_s is not None else None
+def _arm_bars(ax, x: int, row: Row) -> None:
+    published, measured = published_speedup(row), measured_speedup(row)
+    if row.band_low is not None:
+        ax.bar(x - WIDTH / 2, row.band_high - row.band_low, WIDTH * 1.3, bottom=row.band_low, color=BAND,
+               alpha=0.3)
+    if published is not None:
+        ax.bar(x - WIDTH / 2, published, WIDTH, color=PUBLISHED)
+        ax.annotate(stats.fmt(published), (x - WIDTH / 2, published), ha="center", va="bottom", fontsize=6,
+                    xytext=(0, 2), textcoords="offset points")
+    if measured is None:
+        return
+    interval = row.interval
+    if interval is not None:
+        ax.bar(x + WIDTH / 2, measured, WIDTH, color=MEASURED, capsize=3,
+               yerr=[[measured - interval.low], [interval.high - measured]])
+    elif row.verdict == "baseline":
+        ax.bar(x + WIDTH / 2, measured, WIDTH, color=MEASURED)  # 1 by definition: nothing to bound
+    else:
+        ax.bar(x + WIDTH / 2, measured, WIDTH, facecolor="white", edgecolor=MEASURED, hatch="//")
+    top = interval.high if interval is not None else measured
+    ax.annotate(stats.fmt(measured), (x + WIDTH / 2, top), ha="center", va="bottom", fontsize=6,
+                xytext=(0, 2), textcoords="offset points", color=MEASURED)
 
 
-def _bars(ax, rows: list[Row], published, measured, ylabel: str, errors=None) -> None:
-    width = 0.38
-    xs = list(range(len(rows)))
-    pub = [published(r) for r in rows]
-    mea = [measured(r) for r in rows]
-    ax.bar([x - width / 2 for x in xs], [v or 0 for v in pub], width, color=PUBLISHED, label="published")
-    ax.bar([x + width / 2 for x in xs], [v or 0 for v in mea], width, color=MEASURED, label="reproduced",
-           yerr=[errors(r) or 0 for r in rows] if errors else None, capsize=3)
-    for x, p, m in zip(xs, pub, mea):
-        for offset, value in ((-width / 2, p), (width / 2, m)):
-            ax.annotate("n/a" if value is None else f"{value:.2f}", (x + offset, value or 0), ha="center",
-                        va="bottom", fontsize=7, xytext=(0, 2), textcoords="offset points")
-    ax.set_xticks(xs, [_label(r) for r in rows], fontsize=7)
-    ax.set_ylabel(ylabel)
-    errs = [(errors(r) or 0) if errors else 0 for r in rows]
-    tops = [v for v in pub if v is not None] + [m + e for m, e in zip(mea, errs) if m is not None]
-    top = max(tops or [1.0])
-    ax.set_ylim(0, top * 1.25)  # headroom for the value labels and the legend
-    ax.legend(fontsize=8, loc="upper left", ncol=2)
-    ax.grid(axis="y", alpha=0.3)
+def _reference(row: Row) -> tuple[str, str]:
+    """The arm a row's published speed-up is measured against (itself for a reference arm)."""
+    base = compare.declared_baseline(row.entry, row.variant) if row.entry else None
+    return base or (row.experiment, row.variant)
 
 
 def tradeoff(rows: list[Row], out_dir: Path) -> list[tuple[Path, str]]:
-    """Accuracy against speed-up, published (hollow) and reproduced (filled), one label per arm."""
-    from pipelines.core.report_doc import tradeoff_rows
-
-    chosen = tradeoff_rows(rows)
-    if not chosen:
+    """Accuracy against speed-up, one panel per reference arm (so every x in a panel is a speed-up over the
+    same run); each arm has its own colour, named in the panel's legend, so no label can overlap a point."""
+    groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
+    for row in rows:
+        if published_speedup(row) is not None and row.published_accuracy is not None:
+            groups[_reference(row)].append(row)
+    panels = []  # (reference arm, its published accuracy unless it is a member itself, members)
+    for (base_id, base_arm), members in groups.items():
+        base = experiments.all_experiments().get(base_id)
+        inside = (base_id, base_arm) in {r.key[:2] for r in members}
+        accuracy = None if inside or base is None else compare.published(base, "test_accuracy_pct", base_arm)
+        if len(members) + (accuracy is not None) >= 2:
+            panels.append(((base_id, base_arm), accuracy, members))
+    if not panels:
         return []
-    fig = _figure(7.5, 5.0)
-    ax = fig.subplots()
-    for r in chosen:
-        pub_x = r.published_ratio
-        if pub_x is None and r.verdict == "baseline":
-            pub_x = 1.0
-        mea_x = r.ratio if r.ratio is not None else (1.0 if r.verdict == "baseline" and r.n else None)
-        if pub_x is not None and r.published_accuracy is not None:
-            ax.scatter(pub_x, r.published_accuracy, facecolors="none", edgecolors=PUBLISHED, s=60)
-            ax.annotate(f"{r.variant} (book)", (pub_x, r.published_accuracy), fontsize=7, xytext=(4, 2),
-                        textcoords="offset points", color="#555555")
-        if mea_x is not None and r.accuracy.mean is not None:
-            ax.scatter(mea_x, r.accuracy.mean, color=MEASURED, s=40)
-            ax.annotate(r.variant, (mea_x, r.accuracy.mean), fontsize=7, xytext=(4, -8),
-                        textcoords="offset points", color=MEASURED)
-    ax.scatter([], [], facecolors="none", edgecolors=PUBLISHED, label="published")
-    ax.scatter([], [], color=MEASURED, label="reproduced")
-    ax.set_xlabel("speed-up vs baseline (x)")
-    ax.set_ylabel("test accuracy (%)")
-    ax.set_title("Accuracy vs speed (" + ", ".join(sorted({r.family for r in chosen})) + ")")
-    ax.legend(fontsize=8)
-    ax.grid(alpha=0.3)
+    columns = min(3, len(panels))
+    lines = math.ceil(len(panels) / columns)
+    fig = _figure(4.8 * columns, 3.9 * lines + 0.6)
+    axes = fig.subplots(lines, columns, squeeze=False).ravel()
+    for ax, ((base_id, base_arm), base_accuracy, members) in zip(axes, panels):
+        if base_accuracy is not None:
+            ax.scatter(1.0, base_accuracy, marker="s", facecolors="none", edgecolors="black", s=50,
+                       label=f"{base_arm} (reference)")
+        for index, row in enumerate(members):
+            _arm_points(ax, row, COLOURS[index % len(COLOURS)])
+        ax.set_title(f"vs {base_id} [{base_arm}]", fontsize=8)
+        ax.set_xlabel("speed-up vs the reference arm (x)", fontsize=8)
+        ax.set_ylabel("test accuracy (%)", fontsize=8)
+        ax.tick_params(labelsize=7)
+        ax.legend(fontsize=6, loc="best")
+        ax.grid(alpha=0.3)
+    for ax in axes[len(panels):]:
+        ax.set_visible(False)
+    fig.legend(handles=[
+        Line2D([], [], marker="o", linestyle="", markerfacecolor="none", color=PUBLISHED, label="published"),
+        Line2D([], [], marker="o", color=PUBLISHED, label="reproduced (book scale, real data)"),
+        Line2D([], [], marker="x", linestyle=":", color=PUBLISHED,
+               label="reproduced speed-up only (accuracy not compared)")], loc="outside lower center",
+        ncol=3, fontsize=8)
     path = out_dir / "accuracy-vs-speed.png"
     fig.savefig(path)
-    return [(path, "accuracy vs speed-up: published (hollow) and reproduced (filled)")]
+    return [(path, "accuracy vs speed-up, one panel per reference arm: published (hollow) joined to "
+                   "reproduced")]
 
 
-def workers(rec: dict[str, Any]) -> int:
-    """Parallel workers a record used: GPUs (ranks) on CUDA, ranks x torch threads on the CPU."""
-    ranks = int((rec.get("dist") or {}).get("world_size") or 1)
-    if rec["config"].get("device") == "cuda":
-        return ranks
-    return ranks * int(rec["env"].get("torch_threads") or 1)
+def _arm_points(ax, row: Row, colour: str) -> None:
+    x, y = published_speedup(row), row.published_accuracy
+    name = row.variant if row.entry is None or row.entry.has_variants else row.experiment
+    ax.scatter(x, y, facecolors="none", edgecolors=colour, s=55, label=name)
+    measured = measured_speedup(row)
+    if measured is None:
+        return
+    compared = report_rows.book_accuracy(row) and row.accuracy_mean is not None
+    my = row.accuracy_mean if compared else y
+    ax.plot([x, measured], [y, my], color=colour, linewidth=0.9, linestyle="-" if compared else ":")
+    ax.scatter(measured, my, color=colour, s=30, marker="o" if compared else "x")
 
 
 def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -135,48 +186,66 @@ def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
             grouped[(rec["experiment"], rec["scale"])].append(rec)
     series = {}
     for key, recs in grouped.items():
-        for axis, value in (("workers", workers), ("ranks", lambda r: int(r["dist"].get("world_size") or 1))):
+        for axis, value in (("workers", compare.total_cores),
+                            ("ranks", lambda r: int(r["dist"].get("world_size") or 1))):
             points: dict[int, list[dict[str, Any]]] = defaultdict(list)
             for rec in recs:
                 points[value(rec)].append(rec)
             if len(points) >= 2:
                 series[key] = {"axis": axis, "points": {
-                    x: (stat(r["metrics"]["throughput_samples_per_s"] for r in rs),
+                    x: (stats.stat(r["metrics"]["throughput_samples_per_s"] for r in rs),
                         sorted({r["variant"] for r in rs}))
                     for x, rs in sorted(points.items())}}
                 break
     return series
 
 
+def published_curve(entry: experiments.Experiment | None) -> list[tuple[int, float]]:
+    """(threads or ranks, published speed-up) of a self-contained sweep; its first arm is 1 by definition."""
+    if entry is None or entry.baseline or not entry.has_variants:
+        return []
+    curve = []
+    for index, arm in enumerate(entry.variants):
+        count = arm.options.get("threads") or arm.options.get("ranks")
+        ratio = 1.0 if index == 0 else compare.published(entry, "ratio", arm.name)
+        if count and ratio is not None:
+            curve.append((int(count), ratio))
+    return curve if len(curve) >= 2 else []
+
+
 def scaling(records: list[dict[str, Any]], out_dir: Path) -> list[tuple[Path, str]]:
     made = []
+    entries = experiments.all_experiments()
     for (experiment, scale), s in sorted(scaling_series(records).items()):
         xs = list(s["points"])
         base = s["points"][xs[0]][0].mean
-        speedups = [s["points"][x][0].mean / base for x in xs]
         fig = _figure(6.5, 4.5)
         ax = fig.subplots()
-        ax.plot(xs, speedups, marker="o", color=MEASURED, label="reproduced")
+        ax.plot(xs, [s["points"][x][0].mean / base for x in xs], marker="o", color=MEASURED, zorder=4,
+                label=f"reproduced ({scale})")
+        curve = published_curve(entries.get(experiment)) if s["axis"] == "workers" else []
+        if curve:
+            ax.plot(*zip(*curve), marker="s", color=PUBLISHED, label="published")
         if s["axis"] == "workers":
-            ax.plot(xs, [x / xs[0] for x in xs], linestyle="--", color="black", label="ideal (linear)")
+            ideal = sorted(set(xs) | {c for c, _ in curve})
+            ax.plot(ideal, [x / xs[0] for x in ideal], linestyle="--", color="black", label="ideal (linear)")
             ax.set_xlabel("parallel workers (ranks x threads on CPU, GPUs on CUDA)")
         else:
             ax.axhline(1.0, linestyle="--", color="black", label="ideal at equal total cores")
             ax.set_xlabel("ranks (same total cores)")
-        for x, y in zip(xs, speedups):
-            ax.annotate(",".join(s["points"][x][1])[:24], (x, y), fontsize=7, xytext=(4, -10),
-                        textcoords="offset points")
-        ax.set_xticks(xs, [str(x) for x in xs])
-        ax.set_ylabel(f"speed-up vs {xs[0]} ({s['points'][xs[0]][0].mean:.0f} samples/s)")
-        ax.set_title(f"{experiment} ({scale}): scaling")
+        ticks = sorted(set(xs) | {c for c, _ in curve})
+        ax.set_xticks(ticks, [str(x) for x in ticks])
+        ax.set_ylabel(f"speed-up vs {xs[0]} ({stats.fmt(base, 0)} samples/s reproduced)")
+        ax.set_title(f"{experiment}: scaling, published beside reproduced")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)
         path = out_dir / f"scaling-{experiment}-{scale}.png"
         fig.savefig(path)
-        made.append((path, f"{experiment} ({scale}): throughput speed-up against workers, ideal dashed"))
+        made.append((path, f"{experiment} ({scale}): speed-up against workers, published curve beside, "
+                           "ideal dashed"))
     return made
 
 
 def all_plots(rows: list[Row], records: list[dict[str, Any]], out_dir: Path) -> list[tuple[Path, str]]:
     out_dir.mkdir(parents=True, exist_ok=True)
-    return family_bars(rows, out_dir) + tradeoff(rows, out_dir) + scaling(records, out_dir)
+    return speedup_bars(rows, out_dir) + tradeoff(rows, out_dir) + scaling(records, out_dir)

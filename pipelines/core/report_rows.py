@@ -1,27 +1,30 @@
-"""Report rows from result files: one row per experiment arm and scale, measured beside published.
+"""Report rows: one per experiment arm and scale, measured beside published, each with its verdict.
 
 The compared quantity is throughput (samples per second of training, data loading included), so a
-measured ratio means what the book's ratio of training times means for a fixed number of epochs:
-baseline_time / variant_time = variant_throughput / baseline_throughput (ratio of the means over
-repeats), whatever the batch size. A ratio is only computed between records of the same scale whose
-machine, torch and image agree (`envinfo.machine_key`); otherwise the row says which of them differ.
+ratio means what the book's ratio of training times means for the same work: baseline_time /
+variant_time = variant_throughput / baseline_throughput, whatever the batch size. A verdict is
+conclusive only when the ratio's bootstrap interval (report_stats) is; records without per-step times
+(older schema) get the point ratio and the verdict "inconclusive" (no interval).
+
+Rows are flat dataclasses so that a table is `pandas.DataFrame(row.data() for row in rows)`: the CSV's
+columns are these fields, in this order, and nothing else lists them.
 """
 
 from __future__ import annotations
 
-import json
-import statistics
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
 from pipelines.core import experiments, results
+from pipelines.core import report_compare as compare
+from pipelines.core import report_stats as stats
 from pipelines.core.config import ConfigError
-from pipelines.core.envinfo import machine_key
 
-MACHINE_FIELDS = ("CPU model", "logical CPUs", "torch", "image target", "image lock", "GPUs")
 HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
+HIDDEN = {"table": False}  # Row fields that are not table columns
+NO_INTERVAL = "no interval: records without per-step times (older schema)"
 
 
 @dataclass
@@ -32,58 +35,23 @@ class Loaded:
 
 
 def load(results_dir: Path) -> Loaded:
-    """Every valid record under results_dir (sub-folders too, except reference/ ones); damaged lines
-    and unknown schemas are skipped, each with a reason."""
+    """Every valid record under results_dir (sub-folders too, except reference/ ones: those are compared
+    with --against, never mixed in); damaged lines and unknown schemas are skipped, each with a reason."""
     root = Path(results_dir)
     if not root.is_dir():
         raise ConfigError(f"results dir {root} does not exist; run an experiment first "
                           "(e.g. make <id> ARGS='--scale bench') or pass --results-dir")
-    records, skipped, files = [], [], 0
+    loaded = Loaded([], [], 0)
     for path in sorted(root.glob("**/*.jsonl")):
         if "reference" in path.relative_to(root).parts[:-1]:
-            continue  # committed reference runs are compared with --against, never mixed in
-        files += 1
-        try:
-            lines = path.read_text(encoding="utf-8").splitlines()
-        except (OSError, UnicodeDecodeError) as exc:
-            skipped.append(f"{path}: unreadable ({exc.__class__.__name__})")
             continue
-        for number, line in enumerate(lines, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                if not isinstance(record, dict):
-                    raise results.SchemaError("not a JSON object")
-                results.validate(record)
-            except json.JSONDecodeError as exc:
-                skipped.append(f"{path}:{number}: not JSON ({exc.msg}); half-written or damaged")
-                continue
-            except results.SchemaError as exc:
-                skipped.append(f"{path}:{number}: {exc}")
-                continue
-            records.append(record)
-    return Loaded(records, skipped, files)
-
-
-@dataclass
-class Stat:
-    n: int = 0
-    mean: float | None = None
-    sd: float | None = None
-
-    def text(self, digits: int = 1) -> str:
-        if self.mean is None:
-            return "-"
-        sd = f" ± {self.sd:.{digits}f}" if self.sd is not None else ""
-        return f"{self.mean:.{digits}f}{sd}"
-
-
-def stat(values) -> Stat:
-    values = [float(v) for v in values if isinstance(v, (int, float))]
-    if not values:
-        return Stat()
-    return Stat(len(values), statistics.fmean(values), statistics.stdev(values) if len(values) > 1 else None)
+        loaded.files += 1
+        for item in results.read_tolerant(path):
+            if isinstance(item, results.Skipped):
+                loaded.skipped.append(item.reason)
+            else:
+                loaded.records.append(item)
+    return loaded
 
 
 @dataclass
@@ -91,156 +59,191 @@ class Row:
     experiment: str
     variant: str
     scale: str = "-"
-    entry: experiments.Experiment | None = None
-    records: list[dict[str, Any]] = field(default_factory=list)
-    throughput: Stat = field(default_factory=Stat)
-    train_s: Stat = field(default_factory=Stat)
-    step_ms: Stat = field(default_factory=Stat)
-    accuracy: Stat = field(default_factory=Stat)
+    n: int = 0
+    baseline: str = "-"  # "id [arm]" this arm is compared with, and why that arm
     published_time: str = "-"
     published_time_s: float | None = None
-    published_accuracy: float | None = None
     published_ratio: float | None = None
+    band_low: float | None = None
+    band_high: float | None = None
+    throughput_mean: float | None = None
+    throughput_sd: float | None = None
+    train_s_mean: float | None = None
+    step_ms_median: float | None = None
     ratio: float | None = None
-    band: str = "-"
+    ci_low: float | None = None
+    ci_high: float | None = None
     verdict: str = "not run"
     why: str = ""
-    errors: list[str] = field(default_factory=list)
+    data_source: str = "-"
+    samples_seen: int | None = None
+    accuracy_mean: float | None = None
+    accuracy_sd: float | None = None
+    published_accuracy: float | None = None
+    entry: experiments.Experiment | None = field(default=None, metadata=HIDDEN)
+    records: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)
+    errors: list[str] = field(default_factory=list, metadata=HIDDEN)
+    base_key: tuple[str, str, str] | None = field(default=None, metadata=HIDDEN)
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls) if f.metadata.get("table", True)]
+
+    def data(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.columns()}
 
     @property
-    def n(self) -> int:
-        return len(self.records)
+    def key(self) -> tuple[str, str, str]:
+        return self.experiment, self.variant, self.scale
 
     @property
     def family(self) -> str:
         return self.experiment.split("-")[0]
 
-
-def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[str, float]]:
-    """(text, seconds) of the published training times of one arm."""
-    out = []
-    for fig in entry.published:
-        unit = fig.metric.rsplit("_", 1)[-1]
-        if "time" not in fig.metric or unit not in ("s", "min") or not _fig_applies(entry, fig, variant):
-            continue
-        out.append((f"{fig.value:g} {unit}", fig.value * (60 if unit == "min" else 1)))
-    return out
+    @property
+    def interval(self) -> stats.Interval | None:
+        return None if self.ci_low is None else stats.Interval(self.ci_low, self.ci_high)
 
 
-def _fig_applies(entry: experiments.Experiment, fig: experiments.Published, variant: str) -> bool:
-    return fig.variant == variant or (fig.variant is None and not entry.has_variants)
-
-
-def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
-    return entry.published_value(metric, variant if entry.has_variants else None)
-
-
-def baseline_key(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
-    """`id` or `id@variant` from the catalog; a variant of the same experiment compares to its first arm."""
-    if entry.baseline:
-        base_id, _, base_variant = entry.baseline.partition("@")
-        base = experiments.all_experiments().get(base_id)
-        return (base_id, base_variant or (base.variants[0].name if base else "default"))
-    first = entry.variants[0].name
-    return (entry.id, first) if variant != first else None
-
-
-def machine_difference(records: list[dict[str, Any]]) -> str:
-    """'' when every record ran on one machine/torch/image, else what differs."""
-    keys = {machine_key(r["env"]) for r in records}
-    if len(keys) < 2:
-        return ""
-    parts = []
-    for index, name in enumerate(MACHINE_FIELDS):
-        values = sorted({str(k[index]) for k in keys})
-        if len(values) > 1:
-            parts.append(f"{name} {' vs '.join(values)}")
-    return "runs differ in " + "; ".join(parts)
-
-
-def hardware_class(entry: experiments.Experiment) -> str:
-    return "gpu" if entry.target == "cuda" or "gpu" in entry.requires else "cpu"
-
-
-def run_class(records: list[dict[str, Any]]) -> str:
-    return "gpu" if any(r["config"].get("device") == "cuda" for r in records) else "cpu"
+def samples_seen(record: dict[str, Any]) -> int | None:
+    """Training samples a run saw: steps x samples per step under a step budget (warm-up steps train
+    too), epochs x training-set size when it ran whole epochs. Accuracies compare only at equal values."""
+    cfg, metrics = record["config"], record["metrics"]
+    if cfg.get("steps"):
+        per_step = metrics.get("samples_per_step") or (cfg.get("batch_size") or 0) * int(
+            (record.get("dist") or {}).get("world_size") or 1)
+        return int(((metrics.get("warmup_steps") or 0) + (metrics.get("measured_steps") or 0)) * per_step)
+    epochs, size = metrics.get("epochs_completed"), cfg.get("train_samples")
+    return int(epochs * size) if epochs and size else None
 
 
 def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
     """Rows for every catalog arm that has records, plus 'not run' rows for the ids named in `only`."""
     entries = experiments.all_experiments()
-    ok: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    ran: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     errors: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rec in loaded.records:
         if rec["experiment"] == HARNESS_ID:
             continue
         if rec["status"] == "ok" and rec["metrics"].get("throughput_samples_per_s"):
-            ok[(rec["experiment"], rec["variant"], rec["scale"])].append(rec)
+            ran[(rec["experiment"], rec["variant"], rec["scale"])].append(rec)
         elif rec["status"] == "error":
             err = rec.get("error") or {}
             errors[(rec["experiment"], rec["variant"])].append(
                 f"{err.get('type', 'error')}: {str(err.get('message', ''))[:160]}")
     order = {exp: index for index, exp in enumerate(entries)}  # catalog order; unknown ids last
-    wanted = sorted(set(only or []) | {k[0] for k in ok} | {k[0] for k in errors},
+    wanted = sorted(set(only or []) | {k[0] for k in ran} | {k[0] for k in errors},
                     key=lambda exp: (order.get(exp, len(order)), exp))
     rows = []
     for exp in wanted:
         entry = entries.get(exp)
-        arms = [a.name for a in entry.variants] if entry else sorted({k[1] for k in ok if k[0] == exp})
+        arms = [a.name for a in entry.variants] if entry else sorted({k[1] for k in ran if k[0] == exp})
         for variant in arms:
-            scales = sorted({k[2] for k in ok if k[:2] == (exp, variant)}) or ["-"]
-            for scale in scales:
-                row = Row(exp, variant, scale, entry, ok.get((exp, variant, scale), []),
+            for scale in sorted({k[2] for k in ran if k[:2] == (exp, variant)}) or ["-"]:
+                row = Row(exp, variant, scale, entry=entry, records=ran.get((exp, variant, scale), []),
                           errors=errors.get((exp, variant), []))
-                _fill(row, ok)
+                _measured(row)
+                if entry is not None:
+                    _published(row, entry)
+                    _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
+                elif row.records:
+                    row.verdict, row.why = "not in catalog", "no published figures"
                 rows.append(row)
     return rows
 
 
-def _fill(row: Row, ok) -> None:
-    recs, entry = row.records, row.entry
-    metric = lambda name: [r["metrics"].get(name) for r in recs]  # noqa: E731
-    row.throughput, row.train_s = stat(metric("throughput_samples_per_s")), stat(metric("train_s"))
-    row.step_ms, row.accuracy = stat(metric("step_time_ms_median")), stat(metric("test_accuracy_pct"))
-    if entry is None:
-        row.verdict, row.why = ("not in catalog", "no published figures") if recs else ("not run", "")
-        return
-    times = published_times(entry, row.variant)
-    row.published_time = ", ".join(t for t, _ in times) or "-"
+def _measured(row: Row) -> None:
+    recs = row.records
+    row.n = len(recs)
+    metric = lambda name: stats.stat(r["metrics"].get(name) for r in recs)  # noqa: E731
+    throughput, accuracy = metric("throughput_samples_per_s"), metric("test_accuracy_pct")
+    row.throughput_mean, row.throughput_sd = throughput.mean, throughput.sd
+    row.accuracy_mean, row.accuracy_sd = accuracy.mean, accuracy.sd
+    row.train_s_mean, row.step_ms_median = metric("train_s").mean, metric("step_time_ms_median").mean
+    if recs:
+        row.data_source = "/".join(sorted({str(r["config"].get("data_source")) for r in recs}))
+        seen = {samples_seen(r) for r in recs}
+        row.samples_seen = seen.pop() if len(seen) == 1 else None
+
+
+def _published(row: Row, entry: experiments.Experiment) -> None:
+    times = compare.published_times(entry, row.variant)
+    row.published_time = ", ".join(text for text, _ in times) or "-"
     row.published_time_s = times[0][1] if times else None
-    row.published_accuracy = published(entry, "test_accuracy_pct", row.variant)
-    row.published_ratio = published(entry, "ratio", row.variant)
+    row.published_accuracy = compare.published(entry, "test_accuracy_pct", row.variant)
+    row.published_ratio = compare.published(entry, "ratio", row.variant)
     if row.published_ratio is not None:
-        low, high = row.published_ratio * (1 - entry.tolerance), row.published_ratio * (1 + entry.tolerance)
-        row.band = f"{low:.2f}-{high:.2f}"
-    base = baseline_key(entry, row.variant)
-    if not recs:
-        row.verdict = "not run"
+        expected = stats.band(row.published_ratio, entry.tolerance)
+        row.band_low, row.band_high = expected.low, expected.high
+
+
+def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
+    """The comparison with the baseline arm, or why there is none."""
+    if not row.records:
         row.why = (f"error: {row.errors[-1]}" if row.errors else
                    f"planned: {entry.planned_reason}" if entry.status == "planned" else "no records")
         return
+    base = compare.baseline_arm(entry, row.variant, row.records, here)
     if base is None:
         row.verdict, row.why = "baseline", "the reference arm (ratio 1 by definition)"
         return
-    base_recs = ok.get((*base, row.scale), [])
+    row.base_key = (base[0], base[1], row.scale)
+    row.baseline = f"{base[0]} [{base[1]}]" + (f" ({base[2]})" if base[2] else "")
+    base_recs = ran.get(row.base_key, [])
     if not base_recs:
         row.verdict = "not comparable"
         row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
         return
-    difference = machine_difference(recs + base_recs)
+    difference = compare.machine_difference(row.records + base_recs)
     if difference:
         row.verdict, row.why = "not comparable", f"no ratio: {difference}"
         return
-    row.ratio = row.throughput.mean / stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
-    if hardware_class(entry) != run_class(recs):
+    _ratio(row, base_recs)
+    interval = row.interval
+    if compare.hardware_class(entry) != compare.run_class(row.records):
         row.verdict = "not comparable"
-        row.why = (f"different hardware class: published on {hardware_class(entry).upper()} "
-                   f"({entry.hardware or 'unstated'}), run on {run_class(recs).upper()}")
+        row.why = (f"different hardware class: published on {compare.hardware_class(entry).upper()} "
+                   f"({entry.hardware or 'unstated'}), run on {compare.run_class(row.records).upper()}")
     elif row.published_ratio is None:
-        row.verdict, row.why = "measured", "nothing published to compare with"
-    elif row.ratio > row.published_ratio * (1 + entry.tolerance):
-        row.verdict = "faster than published"
-    elif row.ratio < row.published_ratio * (1 - entry.tolerance):
-        row.verdict = "slower than published"
+        row.verdict = "measured"
+        row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
+    elif interval is None:
+        row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
     else:
-        row.verdict = "reproduced"
+        row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
+        if row.verdict == stats.INCONCLUSIVE:
+            row.why = (f"interval {interval.text()} straddles the band "
+                       f"{stats.Interval(row.band_low, row.band_high).text()}")
+
+
+def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
+    """Bootstrap ratio and interval from per-step times; the point ratio of mean throughputs without them."""
+    mine = [stats.repeat_of(r) for r in row.records]
+    theirs = [stats.repeat_of(r) for r in base_recs]
+    if None not in mine and None not in theirs:
+        row.ratio, interval = stats.ratio_interval(mine, theirs)
+        row.ci_low, row.ci_high = interval.low, interval.high
+        return
+    base_mean = stats.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
+    row.ratio = row.throughput_mean / base_mean
+
+
+def accuracy_delta(row: Row, by_key: dict[tuple[str, str, str], Row]) -> tuple[float | None, str]:
+    """(accuracy - the baseline arm's, in points, or None, why not). Arms compare only when they saw
+    the same number of training samples: at bench scale a bigger batch sees more, and learns more."""
+    if row.accuracy_mean is None:
+        return None, "-"
+    if row.base_key is None:
+        return (0.0, "reference arm") if row.verdict == "baseline" else (None, "no baseline arm ran")
+    base = by_key.get(row.base_key)
+    if base is None or base.accuracy_mean is None:
+        return None, "baseline arm has no accuracy"
+    if row.samples_seen is None or row.samples_seen != base.samples_seen:
+        return None, f"not compared: {row.samples_seen or '?'} vs {base.samples_seen or '?'} samples seen"
+    return row.accuracy_mean - base.accuracy_mean, "same samples seen"
+
+
+def book_accuracy(row: Row) -> bool:
+    """Published accuracy is compared only with a book-scale run on the real data set."""
+    return row.scale == "book" and bool(row.records) and all(
+        r["config"].get("data_source") == "real" for r in row.records)

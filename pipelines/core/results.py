@@ -12,6 +12,7 @@ import math
 import os
 import secrets
 import tempfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
@@ -99,18 +100,48 @@ def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
     return path
 
 
+def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
+    """One line -> a validated record; SchemaError names the file and line of any damage."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}:{number}: not JSON ({exc.msg}); half-written or damaged") from None
+    if not isinstance(record, dict):
+        raise SchemaError(f"{path}:{number}: not a JSON object")
+    try:
+        validate(record)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}:{number}: {exc}") from None
+    return record
+
+
 def read(path: Path) -> Iterator[dict[str, Any]]:
     """Yield validated records; a malformed line raises SchemaError naming file and line."""
     with open(path, encoding="utf-8") as handle:
         for number, line in enumerate(handle, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise SchemaError(f"{path}:{number}: not JSON ({exc.msg}); the file is damaged") from None
-            try:
-                validate(record)
-            except SchemaError as exc:
-                raise SchemaError(f"{path}:{number}: {exc}") from None
-            yield record
+            if line.strip():
+                yield _parse(path, number, line)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """What `read_tolerant` yields for input it could not use: 'file[:line]: reason'."""
+
+    reason: str
+
+
+def read_tolerant(path: Path) -> Iterator[dict[str, Any] | Skipped]:
+    """Like `read`, for readers that must go on past damage (the report): an unreadable file or a damaged
+    line becomes a `Skipped` with the reason, and the valid lines around it are still yielded."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        yield Skipped(f"{path}: unreadable ({exc.__class__.__name__})")
+        return
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield _parse(path, number, line)
+        except SchemaError as exc:
+            yield Skipped(str(exc))

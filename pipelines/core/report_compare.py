@@ -1,0 +1,106 @@
+"""Which arm a reproduced arm is compared with, which published figures belong to it, and whether two
+sets of records may be compared at all.
+
+The catalog is the only source: an entry's `baseline` ("id" or "id@variant"), or, without one, the
+entry's own first arm. A baseline id without "@variant" means the arm of that experiment with the same
+name when there is one (oneCCL ranks=4 against Gloo ranks=4), else its first arm. With `match_cores`,
+the arm of the baseline experiment that ran on the same total cores is used instead of the declared one
+(the book's 2x8 against 1x16 becomes 2x1 against 1x2 on a 2-core machine). Records are compared only
+when machine, torch and image agree (`envinfo.machine_key`); the report says which of them differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pipelines.core import experiments
+from pipelines.core.envinfo import machine_key
+
+MACHINE_FIELDS = ("CPU model", "logical CPUs", "torch", "image target", "image lock", "GPUs")
+TIME_METRICS = {"train_time_s": 1.0, "train_time_min": 60.0, "fit_time_min": 60.0}  # metric -> s per unit
+
+Records = list[dict[str, Any]]
+
+
+def applies(entry: experiments.Experiment, fig: experiments.Published, variant: str) -> bool:
+    """A figure belongs to an arm when it names it, or names none in a single-arm experiment."""
+    return fig.variant == variant or (fig.variant is None and not entry.has_variants)
+
+
+def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
+    figures = (fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant))
+    return next((fig.value for fig in figures), None)
+
+
+def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[str, float]]:
+    """(as printed, seconds) of an arm's published training times."""
+    return [(f"{fig.value:g} {fig.metric.rsplit('_', 1)[-1]}", fig.value * TIME_METRICS[fig.metric])
+            for fig in entry.published if fig.metric in TIME_METRICS and applies(entry, fig, variant)]
+
+
+def declared_baseline(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
+    """(experiment, arm) the catalog compares `variant` with; None for a reference arm."""
+    if entry.baseline:
+        base_id, _, base_variant = entry.baseline.partition("@")
+        if base_variant:
+            return base_id, base_variant
+        base = experiments.all_experiments().get(base_id)
+        names = [arm.name for arm in base.variants] if base else ["default"]
+        return base_id, variant if variant in names else names[0]
+    first = entry.variants[0].name
+    return None if variant == first else (entry.id, first)
+
+
+def total_cores(record: dict[str, Any]) -> int:
+    """Parallel workers of a run: GPUs (ranks) on CUDA, ranks x torch threads on the CPU."""
+    ranks = int((record.get("dist") or {}).get("world_size") or 1)
+    if record["config"].get("device") == "cuda":
+        return ranks
+    return ranks * int(record["env"].get("torch_threads") or 1)
+
+
+def baseline_arm(entry: experiments.Experiment, variant: str, records: Records,
+                 ran: Mapping[tuple[str, str], Records]) -> tuple[str, str, str] | None:
+    """(experiment, arm, why this arm) to compare with; `ran` holds the ok records of this scale by arm."""
+    declared = declared_baseline(entry, variant)
+    if declared is None or not entry.match_cores or not records:
+        return None if declared is None else (*declared, "")
+    cores = total_cores(records[0])
+    base = experiments.all_experiments().get(declared[0])
+    for arm in base.variants if base else ():
+        recs = ran.get((declared[0], arm.name))
+        if recs and total_cores(recs[0]) == cores:
+            return declared[0], arm.name, f"same total cores: {cores}"
+    return (*declared, f"no {declared[0]} arm ran on the same total cores: {cores}")
+
+
+def machine_difference(records: Records) -> str:
+    """'' when every record ran on one machine/torch/image, else what differs."""
+    keys = {machine_key(r["env"]) for r in records}
+    if len(keys) < 2:
+        return ""
+    parts = []
+    for index, name in enumerate(MACHINE_FIELDS):
+        values = sorted({str(k[index]) for k in keys})
+        if len(values) > 1:
+            parts.append(f"{name} {' vs '.join(values)}")
+    return "runs differ in " + "; ".join(parts)
+
+
+def hardware_class(entry: experiments.Experiment) -> str:
+    return "gpu" if entry.target == "cuda" or "gpu" in entry.requires else "cpu"
+
+
+def run_class(records: Records) -> str:
+    return "gpu" if any(r["config"].get("device") == "cuda" for r in records) else "cpu"
+
+
+def machine_class(record: dict[str, Any]) -> tuple:
+    """What a committed reference must share with a run to be compared: CPU model, logical CPUs, GPUs."""
+    env = record["env"]
+    return env.get("cpu_model"), env.get("logical_cpus"), tuple(g.get("name") for g in env.get("gpus") or ())
+
+
+def class_text(key: tuple) -> str:
+    gpus = ", ".join(key[2]) or "no GPU"
+    return f"{key[0]} ({key[1]} logical CPUs, {gpus})"

@@ -1,0 +1,85 @@
+"""Drift against a committed reference run (DESIGN section 10): this run's ratios beside the reference's,
+both intervals and the difference, and whether any conclusive verdict reversed.
+
+Why only reversals fail: timings on shared machines drift by tens of percent, so a CI job that asserted
+ratios would fail on noise. A verdict that the intervals made conclusive and that flips (faster than
+published <-> slower than published) is not noise; everything else is a drift table to read. Ratios
+are comparable only on one machine class (CPU model, logical CPU count, GPUs), so a reference from
+another class is refused with a one-line reason rather than shown beside this run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from pipelines.core import report_compare as compare
+from pipelines.core import report_rows
+from pipelines.core import report_stats as stats
+from pipelines.core import report_tables as tables
+from pipelines.core.config import ConfigError
+from pipelines.core.report_rows import Loaded, Row
+
+COLUMNS = ("experiment", "variant", "scale", "ratio", "ci_low", "ci_high", "ref_ratio", "ref_ci_low",
+           "ref_ci_high", "difference", "verdict", "ref_verdict", "reversed")
+
+
+@dataclass
+class Drift:
+    reference: Path
+    loaded: Loaded  # the reference's records (its machines are described beside the table)
+    data: pd.DataFrame  # COLUMNS, one line per arm with a ratio in this run or the reference
+    reversals: list[str]  # "id [arm] (scale): <reference verdict> -> <this verdict>"
+
+
+def machine_classes(records: list[dict[str, Any]]) -> set[tuple]:
+    return {compare.machine_class(r) for r in records if r["status"] == "ok"}
+
+
+def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], reference: Path) -> None:
+    """ConfigError unless every machine class of the reference is one this run has."""
+    ours, refs = machine_classes(mine), machine_classes(theirs)
+    if not refs:
+        raise ConfigError(f"--against {reference} holds no usable records; pass a results folder such as "
+                          "results/reference/<run>")
+    if ours and not refs <= ours:
+        raise ConfigError(f"--against {reference} is from another machine class "
+                          f"({'; '.join(sorted(map(compare.class_text, refs)))}) than this run "
+                          f"({'; '.join(sorted(map(compare.class_text, ours)))}); ratios drift only "
+                          "against a reference of the same CPU model and logical CPU count")
+
+
+def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | None = None) -> Drift:
+    """Compare `rows` (this run) with the reference run in `reference`; refuse another machine class."""
+    ref_loaded = report_rows.load(reference)
+    check_same_class(loaded.records, ref_loaded.records, reference)
+    ref_rows = {row.key: row for row in report_rows.build(ref_loaded, only)}
+    lines, reversals = [], []
+    for row in rows:
+        ref = ref_rows.get(row.key) or Row(row.experiment, row.variant, row.scale)
+        if row.ratio is None and ref.ratio is None:
+            continue
+        flipped = stats.OPPOSITE.get(row.verdict) == ref.verdict
+        difference = None if row.ratio is None or ref.ratio is None else row.ratio - ref.ratio
+        lines.append(dict(zip(COLUMNS, (row.experiment, row.variant, row.scale, row.ratio, row.ci_low,
+                                        row.ci_high, ref.ratio, ref.ci_low, ref.ci_high, difference,
+                                        row.verdict, ref.verdict, flipped))))
+        if flipped:
+            reversals.append(f"{row.experiment} [{row.variant}] ({row.scale}): "
+                             f"{ref.verdict} -> {row.verdict}")
+    return Drift(Path(reference), ref_loaded, pd.DataFrame(lines, columns=list(COLUMNS)), reversals)
+
+
+def view(data: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "experiment": data.experiment, "variant": data.variant, "scale": data.scale,
+        "ratio": data.ratio.map(stats.fmt),
+        "95 % interval": tables.interval_text(data.ratio, data.ci_low, data.ci_high),
+        "reference ratio": data.ref_ratio.map(stats.fmt),
+        "reference interval": tables.interval_text(data.ref_ratio, data.ref_ci_low, data.ref_ci_high),
+        "difference": data.difference.map(lambda v: "-" if pd.isna(v) else f"{v:+.2f}"),
+        "verdict": data.verdict, "reference verdict": data.ref_verdict,
+        "reversed": data.reversed.map(lambda v: "REVERSED" if v else "")})
