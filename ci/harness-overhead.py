@@ -25,6 +25,7 @@ import torch
 
 from pipelines.core import data, envinfo, loop, models, results
 from pipelines.core.config import resolve
+from pipelines.core.options import NoOptions
 from pipelines.core.steps import book_optimizer, plain_step
 
 EXPERIMENT = "harness-overhead"
@@ -72,8 +73,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--steps and --repeats must be >= 1, --warmup >= 0")
     ctx = loop.RunContext(device=torch.device(args.device))
     configs = {arm: resolve({"model": args.model, "dataset": "synthetic", "batch_size": args.batch_size},
-                            {}, {"steps": args.steps, "warmup_steps": args.warmup, "repeats": args.repeats,
-                                 "device": args.device},
+                            NoOptions(), {"steps": args.steps, "warmup_steps": args.warmup,
+                                          "repeats": args.repeats, "device": args.device},
                             experiment=EXPERIMENT, pipeline="harness_overhead", variant=arm, scale="bench")
                for arm in ARMS}
     cfg = configs[ARMS[0]]
