@@ -65,7 +65,8 @@ class ActivationCheckpointing(TrainingPipeline):
 
     def check(self, cfg, opts: Options, ctx) -> None:
         if opts.checkpoint and block_list(models.build(cfg.model, classes=cfg.head_classes)) is None:
-            raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to checkpoint; "
+            raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to "
+                              "checkpoint; "
                               "use a vit_*, efficientnet_* or densenet121 model")
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
@@ -76,7 +77,8 @@ class ActivationCheckpointing(TrainingPipeline):
 
     def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
         """What autograd keeps from one forward pass: the memory the technique trades for recompute."""
-        trainable.metrics["saved_for_backward_mib"] = memory.saved_for_backward_mib(trainable.model, *prep.batch())
+        saved = memory.saved_for_backward_mib(trainable.model, *prep.batch())
+        trainable.metrics["saved_for_backward_mib"] = saved
         return trainable
 
 

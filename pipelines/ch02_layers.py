@@ -25,7 +25,8 @@ class Layers(TrainingPipeline):
     Options = Options
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
-        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights, bias=opts.bias).to(ctx.device)
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights, bias=opts.bias)
+        model = model.to(ctx.device)
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)))
 
 

@@ -39,7 +39,8 @@ class Compile(TrainingPipeline):
             raise ConfigError(f"option backend={opts.backend!r} is not available in torch "
                               f"{torch.__version__}; available: {', '.join(backends)}")
         if opts.backend != "inductor" and opts.mode != "default":
-            raise ConfigError("option mode applies to the inductor backend only; drop mode= or use backend=inductor")
+            raise ConfigError("option mode applies to the inductor backend only; drop mode= or use "
+                              "backend=inductor")
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
         torch._dynamo.reset()

@@ -61,7 +61,8 @@ class CpuLibraries(TrainingPipeline):
 
     def check(self, cfg, opts: Options, ctx) -> None:
         if opts.optimize == "ipex" and cfg.device != "cpu":
-            raise ConfigError("optimize=ipex is the CPU extension; use --device cpu (IPEX for GPUs is XPU-only)")
+            raise ConfigError("optimize=ipex is the CPU extension; use --device cpu (IPEX for GPUs is "
+                              "XPU-only)")
         if opts.optimize == "ipex" and (problem := ipex_problem()):
             raise NotRunnable(f"{cfg.experiment} variant {cfg.variant}: {problem}; {IPEX_HINT}")
 
@@ -82,7 +83,8 @@ class CpuLibraries(TrainingPipeline):
         if opts.optimize == "compile":
             torch._dynamo.reset()  # variants must not share compiled graphs
             run_model = torch.compile(model)
-        return Trainable(model, plain_step(run_model, optimizer, dtype), predict=autocast_forward(run_model, dtype))
+        return Trainable(model, plain_step(run_model, optimizer, dtype),
+                         predict=autocast_forward(run_model, dtype))
 
 
 PIPELINE = CpuLibraries()

@@ -35,7 +35,7 @@ def heavy_transform(size: int = 224) -> T.Compose:
 
 
 class DataLoaderSettings(TrainingPipeline):
-    smoke_settings = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the book's 224 one
+    smoke_settings = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the 224 one
 
     def transforms(self, cfg, opts):
         """The same heavy, random transform for train and test (as the book)."""
@@ -46,7 +46,8 @@ class DataLoaderSettings(TrainingPipeline):
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         notes = []
         if cfg.num_workers == 0 and (cfg.persistent_workers or cfg.prefetch_factor):
-            notes.append("persistent_workers/prefetch_factor apply to worker processes; num_workers=0 has none")
+            notes.append("persistent_workers/prefetch_factor apply to worker processes; num_workers=0 has "
+                         "none")
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)), notes=notes)
 
 

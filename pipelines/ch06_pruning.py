@@ -93,7 +93,8 @@ class Pruning(TrainingPipeline):
 
     def check(self, cfg, opts: Options, ctx) -> None:
         if cfg.model not in ("cnn_cifar10", "cnn_fmnist"):
-            raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), not {cfg.model}")
+            raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), not "
+                              f"{cfg.model}")
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
@@ -108,7 +109,8 @@ class Pruning(TrainingPipeline):
         warmup_s = prep.train(trainable)["train_s"]
         with torch.no_grad():  # compress slices the model in place
             model = compress(trainable.model, l1_filter_masks(trainable.model, opts.sparsity)).to(ctx.device)
-        metrics = {**shape_metrics(model, trainable.metrics["unpruned_parameters"]), "prune_warmup_s": warmup_s}
+        metrics = shape_metrics(model, trainable.metrics["unpruned_parameters"])
+        metrics["prune_warmup_s"] = warmup_s
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)), metrics=metrics)  # a new Adam
 
 

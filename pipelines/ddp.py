@@ -78,7 +78,8 @@ class GatherFullCopy(Hooks):
         self.sharded, self.cfg, self.ctx = sharded, cfg, ctx
 
     def train_end(self, trainable: Trainable, epoch: int) -> None:
-        state = get_model_state_dict(self.sharded, options=StateDictOptions(full_state_dict=True, cpu_offload=True))
+        full = StateDictOptions(full_state_dict=True, cpu_offload=True)
+        state = get_model_state_dict(self.sharded, options=full)
         copy = models.build(self.cfg.model, classes=self.cfg.head_classes)
         if self.ctx.is_main:
             copy.load_state_dict(state)
@@ -126,7 +127,8 @@ class DataParallel(TrainingPipeline):
             hooks.append(StepLrEachEpoch(torch.optim.lr_scheduler.ExponentialLR(optimizer, opts.lr_gamma)))
         if fsdp:
             hooks.append(GatherFullCopy(parallel, cfg, ctx))
-        notes = [] if tdist.is_initialized() else ["one plain process: no DDP/FSDP wrapper (the reference run)"]
+        notes = [] if tdist.is_initialized() else \
+            ["one plain process: no DDP/FSDP wrapper (the reference run)"]
         return Trainable(model, step, optimizer=optimizer, notes=notes, hooks=hooks, count_flops=not fsdp)
 
 

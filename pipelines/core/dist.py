@@ -267,7 +267,8 @@ class Session:
         where = f"; error record {record}" if record else ""
         print(f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed "
               f"({exc.__class__.__name__}: {first_line(exc)}); a peer was lost or did not answer within "
-              f"{self.timeout_s:g} s, or this rank failed (rendezvous {place.master_addr}:{place.master_port})"
+              f"{self.timeout_s:g} s, or this rank failed "
+              f"(rendezvous {place.master_addr}:{place.master_port})"
               f"{where}", file=sys.stderr, flush=True)
         os._exit(EXIT_RUN_FAILED)
 
