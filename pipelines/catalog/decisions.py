@@ -17,7 +17,3 @@ DDP_LR_UNSCALED = ("The learning rate is not scaled with the number of ranks, as
                    "global batch grows with ranks, so accuracy per epoch drops as ranks are added.")
 ONECCL_RANK_UNDEFINED = ("The original oneCCL script read an undefined RANK variable; ranks come from the "
                          "launcher's environment (torchrun/mpirun/srun mapped by one contract) instead.")
-
-ALL = {"resize-noop": RESIZE_NOOP, "lr-as-coded": LR_AS_CODED, "cumulative-backends": CUMULATIVE_BACKENDS,
-       "fp16-no-scaler": FP16_NO_SCALER, "ddp-lr-unscaled": DDP_LR_UNSCALED,
-       "oneccl-rank-undefined": ONECCL_RANK_UNDEFINED}

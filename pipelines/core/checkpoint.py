@@ -107,14 +107,3 @@ class CheckpointHooks(loop.Hooks):
         if self.is_main and self.trainable is not None:
             save(self.path, self.trainable, next_epoch, complete)
         self.barrier()  # no rank runs ahead of a checkpoint that a restart would need
-
-
-def from_options(cfg, ctx) -> CheckpointHooks | None:
-    """Hooks for a pipeline that declares `checkpoint_dir` (and `checkpoint_every`) options, if one is set."""
-    import torch.distributed as tdist
-
-    folder = cfg.options.get("checkpoint_dir")
-    if not folder:
-        return None
-    barrier = tdist.barrier if tdist.is_available() and tdist.is_initialized() else None
-    return CheckpointHooks(Path(folder), int(cfg.options.get("checkpoint_every", 0)), ctx.is_main, barrier)

@@ -9,13 +9,13 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-import os
 import secrets
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from pipelines.core import atomic
 from pipelines.core.errors import ConfigError
 
 SCHEMA = "accel.result/1"
@@ -84,20 +84,12 @@ def result_path(results_dir: Path, experiment: str, run_id: str) -> Path:
 
 
 def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
-    """Write all records at once: temp file in the same folder, fsync, rename."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            for record in records:
-                validate(record)
-                handle.write(json.dumps(record, sort_keys=True) + "\n")
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-    finally:
-        Path(tmp).unlink(missing_ok=True)  # gone after a successful rename; removed after a failure
-    return path
+    """Write all records at once, atomically (core/atomic.py); every record is validated first."""
+    lines = []
+    for record in records:
+        validate(record)
+        lines.append(json.dumps(record, sort_keys=True) + "\n")
+    return atomic.write_text(path, "".join(lines))
 
 
 def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
