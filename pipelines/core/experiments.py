@@ -46,7 +46,7 @@ class Variant:
 class Experiment:
     id: str
     compares: str  # one line: baseline -> variant, as the README map shows it
-    pipeline: str | None  # module name under pipelines/, e.g. "ch02_layers"
+    pipeline: str | None  # module name under pipelines/, e.g. "grad_accum"
     status: str = "ready"
     baseline: str | None = None
     target: str = "cpu"
