@@ -112,11 +112,3 @@ def build(options_type: type, *layers: Mapping[str, Any]):
                 raise ConfigError(f"unknown option {key!r}; this pipeline accepts: {allowed}")
             values[key] = convert(key, value, kinds[key])
     return options_type(**values)
-
-
-def describe(options_type: type) -> list[str]:
-    """`name=default (type)` per field, for `accel show`."""
-    kinds = fields(options_type)
-    defaults = options_type()
-    return [f"{name}={getattr(defaults, name)!r} ("
-            f"{'|'.join(kind.choices) if isinstance(kind, click.Choice) else kind.name})" for name, kind in kinds.items()]
