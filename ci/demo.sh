@@ -9,11 +9,16 @@ DATA="${DATA:-data}"
 out="results/demo-$(date -u +%Y%m%dT%H%M%SZ)"
 accel() { "$PYTHON" -m pipelines "$@"; }
 
-if ! accel data verify fashion_mnist --root "$DATA" >/dev/null 2>&1; then
-  echo "demo: no verified Fashion-MNIST under $DATA/; generating a small offline copy in the real IDX"
-  echo "demo: format (records will say data_source=generated; fetch the real set with: accel data fetch fashion_mnist)"
-  accel data generate fashion_mnist --root "$DATA" --train 6000 --test 1000
-fi
+# The demo ladder needs Fashion-MNIST; the card's next command (make cpu-ddp) and chapters 4-9 need
+# CIFAR-10. Both are prepared here, offline, in their real on-disk formats, unless real copies verify.
+for dataset in "fashion_mnist 6000" "cifar10 5000"; do
+  read -r name train <<< "$dataset"
+  if ! accel data verify "$name" --root "$DATA" >/dev/null 2>&1; then
+    echo "demo: no verified $name under $DATA/; generating a small offline copy in its real format"
+    echo "demo: (records will say data_source=generated; fetch the real set with: accel data fetch $name)"
+    accel data generate "$name" --root "$DATA" --train "$train" --test 1000
+  fi
+done
 
 for id in ch2-baseline ch2-nobias ch2-bs256 ch3-compile-cnn-cpu; do
   echo "== $id"
