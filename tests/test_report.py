@@ -43,7 +43,10 @@ def record(experiment: str, variant: str, throughput: float | None = None, repea
     rec = copy.deepcopy(GOLDEN)
     rec.update(experiment=experiment, variant=variant, repeat=repeat)
     rec["config"].update(experiment=experiment, variant=variant)
-    if step_times is not None:
+    if step_times is None:  # the older schema: no per-step fields (the golden record has them)
+        for key in ("step_times_s", "samples_per_step"):
+            rec["metrics"].pop(key, None)
+    else:
         rec["metrics"].update(step_times_s=step_times, samples_per_step=SAMPLES,
                               measured_steps=len(step_times))
         throughput = SAMPLES * len(step_times) / sum(step_times)
