@@ -55,6 +55,17 @@ def ipex_problem() -> str | None:
                                 torch.__version__)
 
 
+def ipex_has_bf16_kernels() -> bool:
+    """IPEX's own answer to "can ipex.optimize(dtype=bfloat16) prepack on this CPU?".
+
+    Asked before the run so that a CPU without AVX-512 (common on AMD and cloud VMs) gets a `skipped`
+    record with the reason instead of IPEX's AssertionError in the middle of a sweep.
+    """
+    from intel_extension_for_pytorch import _C as ipex_core  # optional: only where IPEX runs
+
+    return bool(ipex_core.onednn_has_bf16_support())
+
+
 class CpuLibraries(TrainingPipeline):
     Options = Options
     smoke_settings = {"model": "densenet_tiny", "batch_size": 16}  # DenseNet's structure, seconds not minutes
@@ -65,6 +76,12 @@ class CpuLibraries(TrainingPipeline):
                               "XPU-only)")
         if opts.optimize == "ipex" and (problem := ipex_problem()):
             raise NotRunnable(f"{cfg.experiment} variant {cfg.variant}: {problem}; {IPEX_HINT}")
+
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.optimize == "ipex" and opts.dtype == "bf16" and not ipex_has_bf16_kernels():
+            return ("IPEX's bf16 path needs a CPU with avx512bw/vl/dq or avx_ne_convert (IPEX asserts "
+                    "otherwise); this CPU has neither")
+        return None
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
