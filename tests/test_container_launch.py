@@ -21,6 +21,7 @@ import pytest
 
 from conftest import REPO
 from distutil import free_port
+from pipelines.core import envinfo
 
 RECORDER = """#!/usr/bin/env python3
 import json, os, sys
@@ -189,3 +190,20 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     at = argv.index(str(sif))
     assert argv[at + 1:at + 4] == ["python3", "-m", "torch.distributed.run"]
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
+
+
+def test_one_knob_list_serves_the_fingerprint_and_the_container(tmp_path, sif):
+    """pipelines/core/knobs.txt: plain lines are recorded and cross; `record` lines (set inside the container)
+    are only recorded; `pass` lines (MPI/SLURM wiring) only cross."""
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", RECORDER)
+    record = tmp_path / "argv.json"
+    env = {"IMAGE": str(sif), "RECORD_TO": str(record), "OMP_SCHEDULE": "static", "APPTAINER_NAME": "x.sif",
+           "SLURM_STEP_ID": "0", "PMIX_RANK": "1"}
+    assert _container(tmp_path, "true", env=env, path=f"{bin_dir}:/usr/bin:/bin").returncode == 0
+    crossed = {name.removeprefix("APPTAINERENV_") for name in json.loads(record.read_text())["env"]}
+    assert {"OMP_SCHEDULE", "SLURM_STEP_ID", "PMIX_RANK"} <= crossed and "APPTAINER_NAME" not in crossed
+    recorded = envinfo.RECORDED_PREFIXES
+    assert "OMP_SCHEDULE".startswith(recorded) and "APPTAINER_NAME".startswith(recorded)
+    assert not "SLURM_STEP_ID".startswith(recorded) and not "PMIX_RANK".startswith(recorded)
+    assert envinfo.knob_prefixes("pass", "A_\nB_ record\nC_ pass  # wiring\n# comment\n") == ("A_", "C_")
