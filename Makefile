@@ -29,6 +29,7 @@ help: ## Show the targets
 	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
 	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
 	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
+	@echo "make recipes     regenerate containers/*/Dockerfile and *.def from containers/recipe.py"
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -121,7 +122,7 @@ doctor: venv ## Check this machine for distributed runs (shm, rendezvous port, b
 
 # ---- Containers: containers/<target>/{Dockerfile,<target>.def,requirements.lock} (containers/build.sh) ----
 TARGET ?=
-.PHONY: image sif sif-from-image wheelhouse lock image-digests
+.PHONY: image sif sif-from-image wheelhouse lock image-digests recipes
 image: ## OCI image with Podman or Docker: make image TARGET=cpu [OFFLINE=1] [BASE_IMAGE=...]
 	containers/build.sh image "$(TARGET)"
 sif: ## Apptainer image from the .def: make sif TARGET=cpu -> containers/cpu.sif
@@ -134,3 +135,5 @@ lock: ## Regenerate containers/TARGET/requirements.lock with uv (hashes)
 	containers/build.sh lock "$(TARGET)"
 image-digests: ## Resolve the pinned base tags to digests where a registry answers
 	containers/build.sh digests
+recipes: venv ## Regenerate every Dockerfile and .def from containers/recipe.py (HPC Container Maker)
+	PYTHON=$(PY) containers/build.sh recipes

@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Container builds for one target (make image/sif/sif-from-image/wheelhouse/lock/image-digests call this).
+# Container builds for one target (make image/sif/sif-from-image/wheelhouse/lock/image-digests/recipes
+# call this).
 #
 # Usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET
 #        containers/build.sh digests
+#        containers/build.sh recipes [--check]   every target's Dockerfile and .def from containers/recipe.py
 # Knobs:
 #   ENGINE         podman | docker    default: whichever exists and answers `info` (podman first)
 #   IMAGE_TAG      default accel-TARGET:local (the local OCI image `image` builds, `sif-from-image` reads)
@@ -12,7 +14,8 @@
 #   PIP_EXTRA_INDEX_URL  a second index (e.g. PyPI beside torch's CPU index)
 #   PIP_CERT_FILE  CA bundle passed as the build secret pip_cert (default /etc/ssl/certs/ca-certificates.crt)
 #   BUILD_ARGS     extra arguments for the engine's build command
-#   PYTHON         interpreter whose pip downloads the wheelhouse (default .venv/bin/python, else python3)
+#   PYTHON         interpreter whose pip downloads the wheelhouse and that runs the recipe (with hpccm;
+#                  default .venv/bin/python, else python3)
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -51,6 +54,14 @@ pick_engine() {
   die "neither podman nor docker works here (install podman, or start the docker daemon)"
 }
 
+# The interpreter for pip downloads and the recipe: PYTHON, else the repo's venv, else python3.
+python_bin() {
+  if [[ -n "${PYTHON:-}" ]]; then echo "$PYTHON"
+  elif [[ -x "$here/../.venv/bin/python" ]]; then echo "$here/../.venv/bin/python"
+  else echo python3
+  fi
+}
+
 need_apptainer() {
   command -v apptainer >/dev/null || die "apptainer is not installed; install it (https://apptainer.org) or build the OCI image with: make image TARGET=$1"
 }
@@ -66,7 +77,7 @@ cmd_image() {
   [[ -f "$cert" ]] && secret=(--secret "id=pip_cert,src=$cert")
   local from="$base"
   [[ "$digest" != unresolved ]] && from="$base@$digest"
-  # Podman writes OCI images by default, which drop SHELL (pipefail); docker format keeps it.
+  # Podman writes OCI images by default; docker format is what `docker build` makes (and keeps SHELL).
   local format=()
   [[ "$engine" == podman ]] && format=(--format docker)
   local cmd=("$engine" build "${format[@]}" --network host -f "$here/$target/Dockerfile" -t "$tag"
@@ -107,9 +118,7 @@ cmd_sif_from_image() {
 
 cmd_wheelhouse() {
   local target="$1" py dest
-  py="${PYTHON:-}"
-  [[ -z "$py" && -x "$here/../.venv/bin/python" ]] && py="$here/../.venv/bin/python"
-  py="${py:-python3}"
+  py="$(python_bin)"
   dest="$here/wheelhouse/$target"
   mkdir -p "$dest"
   # Every manylinux tag up to the base image's glibc (pip does not expand --platform by itself).
@@ -144,6 +153,15 @@ cmd_lock() {
   "${cmd[@]}"
 }
 
+# Write (or with --check, compare) every target's Dockerfile and .def from the one hpccm recipe.
+cmd_recipes() {
+  local py
+  py="$(python_bin)"
+  "$py" -c 'import hpccm' 2>/dev/null || die "hpccm is not installed for $py; pip install hpccm==26.5.0 (make venv does)"
+  echo "+ $py $here/recipe.py $*" >&2
+  "$py" "$here/recipe.py" "$@"
+}
+
 # Resolve every pinned base tag to its digest where a registry answers; never invent one.
 cmd_digests() {
   local out="$here/base-digests.txt" ref digest refs
@@ -166,9 +184,10 @@ cmd_digests() {
   cat "$out"
 }
 
-[[ $# -ge 1 ]] || die "usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET | digests"
+[[ $# -ge 1 ]] || die "usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET | digests | recipes [--check]"
 action="$1"; shift
 if [[ "$action" == digests ]]; then cmd_digests; exit; fi
+if [[ "$action" == recipes ]]; then cmd_recipes "$@"; exit; fi
 [[ $# -eq 1 && -n "$1" ]] || die "$action needs a TARGET (one of: ${TARGETS[*]}), e.g. make $action TARGET=cpu"
 check_target "$1"
 case "$action" in
@@ -177,5 +196,5 @@ case "$action" in
   sif-from-image) cmd_sif_from_image "$1" ;;
   wheelhouse) cmd_wheelhouse "$1" ;;
   lock) cmd_lock "$1" ;;
-  *) die "unknown action $action (image, sif, sif-from-image, wheelhouse, lock, digests)" ;;
+  *) die "unknown action $action (image, sif, sif-from-image, wheelhouse, lock, digests, recipes)" ;;
 esac

@@ -1,7 +1,14 @@
 #!/usr/bin/env bash
-# Helpers shared by the launch scripts (sourced, not run). Each one is small and has one job.
+# Helpers shared by the launch scripts and launch/_container.sh (sourced, not run). Sourcing sets `here`
+# (launch/) and `repo` (the checkout). Each helper is small and has one job.
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+repo="$(dirname "$here")"
 
 die() { echo "launch: error: $*" >&2; exit 2; }
+
+# Refuse a call without accel arguments: need_args "USAGE" "$@".
+need_args() { [[ $# -gt 1 ]] || die "$1"; }
 
 # The interpreter to run: PYTHON, else the repo's venv, else python3 (inside containers).
 python_bin() {
@@ -12,9 +19,6 @@ python_bin() {
 }
 
 python_prefix() { "$(python_bin)" -c 'import sys; print(sys.prefix)'; }
-
-# Cores this process may use (respects taskset, cgroups cpusets and SLURM bindings).
-usable_cores() { "$(python_bin)" -c 'import os; print(len(os.sched_getaffinity(0)))'; }
 
 check_positive_int() {
   [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not a positive integer"
@@ -28,15 +32,23 @@ echo_knobs() {
   return 0
 }
 
-# Run `python -m pipelines ARGS...`, inside IMAGE when one is given.
-run_accel() {
-  if [[ -n "${IMAGE:-}" ]]; then
-    [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
-    exec "$repo/launch/_container.sh" python3 -m pipelines "$@"
-  fi
+# With IMAGE: sets `wrap` to the words that run a command inside it (launch/_container.sh) and `py` to the
+# image's python3. Without: `wrap` is empty and `py` is python_bin. Where "${wrap[@]}" stands says the
+# model: before a launcher = the launcher in one container (torchrun); after mpirun/srun's own options =
+# one container per rank, the host's launcher outermost.
+# shellcheck disable=SC2034  # wrap and py are read by the launchers that source this file
+image_command() {
+  wrap=() py="$(python_bin)"
+  [[ -n "${IMAGE:-}" ]] || return 0
+  [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
+  wrap=("$repo/launch/_container.sh") py=python3
+}
+
+# Run a command line (python, torchrun, mpirun, srun) from the checkout, echoed first.
+run_launcher() {
   cd "$repo" || die "cannot enter $repo"
-  echo "+ $(python_bin) -m pipelines $*" >&2
-  exec "$(python_bin)" -m pipelines "$@"
+  echo "+ $*" >&2
+  exec "$@"
 }
 
 # GOMP_CPU_AFFINITY for N threads: the usable cpus, one per physical core first (pipelines/core/affinity.py).
@@ -82,20 +94,6 @@ free_port() {
   "$(python_bin)" -c 'import socket; s = socket.socket(); s.bind(("", 0)); print(s.getsockname()[1])'
 }
 
-# Cores per rank: the cores this process may use divided by the ranks on this node (at least 1).
-threads_per_rank() {
-  local cores
-  cores="$(usable_cores)"
-  echo $(( cores / $1 > 0 ? cores / $1 : 1 ))
-}
-
-# Run a launcher command line (torchrun/mpirun/srun), inside IMAGE when one is given.
-run_launcher() {
-  cd "$repo" || die "cannot enter $repo"
-  echo "+ $*" >&2
-  if [[ -n "${IMAGE:-}" ]]; then
-    [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
-    exec "$repo/launch/_container.sh" "$@"
-  fi
-  exec "$@"
-}
+# Threads per rank for N ranks on this node: the smallest core slice of the per-rank policy
+# (pipelines/core/affinity.py rank_cores; the usable cores / N, at least 1).
+threads_per_rank() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.affinity threads-per-rank "$1"); }

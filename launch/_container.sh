@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Run one command inside the container named by IMAGE; launch/_common.sh's run_accel calls this for every
-# launcher. The image holds the environment; the checkout is mounted read-only at its host path, data
-# read-only, results writable, and the launcher's knobs are passed through (they are recorded inside).
+# Run one command inside the container named by IMAGE. The launchers put it in front of their command
+# (launch/_common.sh image_command): around torchrun or the single process, and around each rank under the
+# host's mpirun/srun. The image holds the environment; the checkout is mounted read-only at its host path,
+# data read-only, results writable, and the launcher's knobs are passed through (they are recorded inside).
 #
 # Usage: IMAGE=... launch/_container.sh COMMAND [ARGS...]
 #   IMAGE           path/to/x.sif     apptainer exec --cleanenv (--nv when GPUs exist)
@@ -15,21 +16,20 @@
 #   CONTAINER_USER  uid:gid in Docker/Podman (default: the caller's, so results belong to the caller)
 #   SHM_SIZE        e.g. 16g: use --shm-size instead of --ipc=host
 #   NETWORK         Docker/Podman network (default host: rendezvous ports and hostnames as on the host)
+# Passed in: every variable named by a prefix in pipelines/core/knobs.txt (what the fingerprint records).
 set -euo pipefail
+# shellcheck source=launch/_common.sh
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
-die() { echo "launch: error: $*" >&2; exit 2; }
-
-[[ $# -gt 0 ]] || die "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...]"
+need_args "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...]" "$@"
 [[ -n "${IMAGE:-}" ]] || die "IMAGE is empty; set IMAGE=path.sif, podman:TAG or docker:TAG"
 GPUS="${GPUS:-auto}"
 NETWORK="${NETWORK:-host}"
 
-# Knobs that cross into the container: the prefixes the fingerprint records plus the launchers' own.
-PASS_PREFIXES=(OMP_ KMP_ GOMP_ MKL_ LD_PRELOAD MALLOC_CONF TCMALLOC_ CUDA_VISIBLE_DEVICES NCCL_ CCL_ GLOO_
-  TORCH_ TORCHINDUCTOR_ PYTORCH_ MASTER_ADDR MASTER_PORT RANK LOCAL_RANK WORLD_SIZE LOCAL_WORLD_SIZE
-  GROUP_RANK OMPI_ PMIX_ UCX_ SLURM_ ACCEL_ THREADS)
+# Knobs that cross into the container: knobs.txt lines without a second word or with `pass`.
+knob_file="$repo/pipelines/core/knobs.txt"
+[[ -f "$knob_file" ]] || die "$knob_file is missing; it lists the variables that cross into the container"
+mapfile -t PASS_PREFIXES < <(sed 's/#.*//' "$knob_file" | awk 'NF == 1 || $2 == "pass" {print $1}')
 knobs() {
   local name prefix
   while IFS= read -r name; do

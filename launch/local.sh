@@ -21,19 +21,15 @@
 #   IMAGE         path.sif | podman:tag | docker:tag   run inside that container (launch/_container.sh)
 #   IMAGE_PREFIX  the image's Python environment (default /opt/venv), where libiomp5.so is found
 set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
 # shellcheck source=launch/_common.sh
-source "$here/_common.sh"
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+need_args "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)" "$@"
 
-[[ $# -gt 0 ]] || die "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)"
-
+THREADS="${THREADS:-$(threads_per_rank 1)}"  # one process: every usable core
+check_positive_int THREADS "$THREADS"
 OMP_RUNTIME="${OMP_RUNTIME:-gnu}"
 OMP_BIND="${OMP_BIND:-none}"
 ALLOCATOR="${ALLOCATOR:-default}"
-THREADS="${THREADS:-$(usable_cores)}"
-check_positive_int THREADS "$THREADS"
 export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
 
 case "$OMP_RUNTIME" in
@@ -76,4 +72,5 @@ export OMP_BIND ALLOCATOR
 
 echo_knobs OMP_RUNTIME OMP_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
   LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
-run_accel "$@"
+image_command
+run_launcher "${wrap[@]}" "$py" -m pipelines "$@"

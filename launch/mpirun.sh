@@ -19,13 +19,9 @@
 #   IMAGE        path.sif | podman:tag | docker:tag   each rank runs inside that container
 # Running as root (CI containers) adds --allow-run-as-root, which Open MPI otherwise refuses.
 set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
 # shellcheck source=launch/_common.sh
-source "$here/_common.sh"
-
-[[ $# -gt 0 ]] || die "usage: launch/mpirun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)"
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+need_args "usage: launch/mpirun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)" "$@"
 command -v mpirun >/dev/null || die "mpirun not found; install Open MPI (Debian: openmpi-bin) or use the mpi image"
 
 NP="${NP:-2}"
@@ -65,7 +61,9 @@ export MASTER_ADDR MASTER_PORT OMP_NUM_THREADS="$THREADS"
 
 args=(-np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" -wdir "$repo"
       -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
-for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPATH; do
+# With IMAGE each rank runs launch/_container.sh, which reads these (remote ranks see only what -x sends).
+for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPATH IMAGE IMAGE_PREFIX GPUS \
+    DATA_DIR RESULTS_DIR CONTAINER_ARGS CONTAINER_USER SHM_SIZE NETWORK APPTAINER; do
   [[ -n "${!name:-}" ]] && args+=(-x "$name")
 done
 [[ -n "${RSH_AGENT:-}" ]] && args+=(--mca plm_rsh_agent "$RSH_AGENT")
@@ -75,9 +73,5 @@ done
 
 echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
   NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
-if [[ -n "${IMAGE:-}" ]]; then
-  [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
-  run_launcher mpirun "${args[@]}" "$repo/launch/_container.sh" python3 -m pipelines "$@"
-fi
-unset IMAGE
-run_launcher mpirun "${args[@]}" "$(python_bin)" -m pipelines "$@"
+image_command  # the host's mpirun starts one container per rank
+run_launcher mpirun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

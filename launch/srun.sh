@@ -17,13 +17,10 @@
 #   IMAGE        path.sif | podman:tag | docker:tag   each task runs inside that container
 # --kill-on-bad-exit: one failed task ends the step, so the others never wait for it.
 set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="${ACCEL_REPO:-$(dirname "$here")}"
 # shellcheck source=launch/_common.sh
-source "$here/_common.sh"
-
-[[ $# -gt 0 ]] || die "usage: launch/srun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)"
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+repo="${ACCEL_REPO:-$repo}"  # sbatch runs a spooled copy of slurm.sbatch; the job names the checkout
+need_args "usage: launch/srun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)" "$@"
 command -v srun >/dev/null || die "srun not found; run on a SLURM cluster (Debian: slurm-wlm) or use torchrun.sh"
 
 NTASKS="${NTASKS:-${SLURM_NTASKS:-2}}"
@@ -51,8 +48,5 @@ read -r -a extra <<< "${SRUN_ARGS:-}"
 
 echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
 args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --export=ALL "${extra[@]}")
-if [[ -n "${IMAGE:-}" ]]; then
-  [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
-  run_launcher srun "${args[@]}" "$repo/launch/_container.sh" python3 -m pipelines "$@"
-fi
-run_launcher srun "${args[@]}" "$(python_bin)" -m pipelines "$@"
+image_command  # the host's srun starts one container per task
+run_launcher srun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

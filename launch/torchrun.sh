@@ -20,13 +20,9 @@
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
 #   IMAGE        path.sif | podman:tag | docker:tag   run torchrun inside that container
 set -euo pipefail
-
-here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
 # shellcheck source=launch/_common.sh
-source "$here/_common.sh"
-
-[[ $# -gt 0 ]] || die "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)"
+source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
+need_args "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)" "$@"
 
 NPROC="${NPROC:-2}"
 NNODES="${NNODES:-1}"
@@ -71,5 +67,6 @@ esac
 
 echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
-run_launcher "$(python_bin)" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$NPROC" \
+image_command  # with IMAGE, torchrun runs inside one container and starts the ranks there
+run_launcher "${wrap[@]}" "$py" -m torch.distributed.run --nnodes "$NNODES" --nproc-per-node "$NPROC" \
   "${rendezvous[@]}" --max-restarts "$MAX_RESTARTS" -m pipelines "$@"

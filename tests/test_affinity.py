@@ -56,3 +56,23 @@ def test_cli_lists_this_process_usable_cpus(capsys):
     assert sorted(listed) == sorted(os.sched_getaffinity(0))
     assert affinity.main(["gomp", "1"]) == 0 and len(capsys.readouterr().out.strip().split(",")) == 1
     assert affinity.main(["bogus"]) == 2 and affinity.main(["gomp", "0"]) == 2
+
+
+@pytest.mark.parametrize("cores,world,expected", [
+    (list(range(16)), 2, [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15]]),
+    ([4, 5, 6, 7, 8], 2, [[4, 5, 6], [7, 8]]),  # a cpuset that starts at 4, with a remainder
+    ([0, 1], 4, [[0], [1], [0], [1]]),  # more ranks than cores: shared, marked oversubscribed
+])
+def test_rank_cores_are_disjoint_slices_and_threads_are_the_smallest_slice(cores, world, expected):
+    slices = [affinity.rank_cores(cores, rank, world) for rank in range(world)]
+    assert [cpus for cpus, _ in slices] == expected
+    assert all(over == (world > len(cores)) for _, over in slices)
+    assert affinity.threads_per_rank(world, cores) == min(len(cpus) for cpus in expected)
+
+
+def test_threads_per_rank_cli_matches_the_usable_cores(capsys):
+    usable = len(os.sched_getaffinity(0))
+    assert affinity.main(["threads-per-rank", "1"]) == 0 and capsys.readouterr().out.strip() == str(usable)
+    assert affinity.main(["threads-per-rank", str(usable + 1)]) == 0
+    assert capsys.readouterr().out.strip() == "1"
+    assert affinity.main(["threads-per-rank", "0"]) == 2 and affinity.main(["threads-per-rank"]) == 2

@@ -1,27 +1,40 @@
-"""launch/_container.sh: the IMAGE= hook every launcher goes through (launch/_common.sh's run_accel).
+"""launch/_container.sh: the IMAGE= hook every launcher puts in front of its command (launch/_common.sh's
+image_command): around the single process or torchrun, around each rank under the host's mpirun/srun.
 
 The Podman path is tested for real in test_container_build.py. Apptainer cannot run on the CI machine
 (no setuid/user-namespace install, no SIF), so its branch is checked by the exact argv and environment it
-would hand to `apptainer`: a stand-in `apptainer` on PATH records them. That is the one stand-in here;
-a stand-in `nvidia-smi` likewise plays the GPU node, since the CI machine has no GPU.
+would hand to `apptainer`: a stand-in `apptainer` on PATH records them. A stand-in `nvidia-smi` likewise
+plays the GPU node, since the CI machine has no GPU, and stand-in `mpirun`/`srun` record the host
+launcher's command line (no SLURM cluster runs for these fast checks; the real mpirun also starts one
+stand-in container per rank below, and test_slurm.py runs the real srun without IMAGE).
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
 from conftest import REPO
+from distutil import free_port
+from pipelines.core import envinfo
 
 RECORDER = """#!/usr/bin/env python3
 import json, os, sys
 with open(os.environ["RECORD_TO"], "w") as out:
     json.dump({"argv": sys.argv[1:], "env": {k: v for k, v in os.environ.items()
                                               if k.startswith("APPTAINERENV_")}}, out)
+"""
+# One JSON line a call (ranks share the file): argv, and the rank the host launcher gave this container.
+RANK_RECORDER = """#!/usr/bin/env python3
+import json, os, sys
+with open(os.environ["RECORD_TO"], "a") as out:
+    rank = os.environ.get("APPTAINERENV_OMPI_COMM_WORLD_RANK")
+    out.write(json.dumps({"argv": sys.argv[1:], "rank": rank}) + "\\n")
 """
 FAKE_GPU = "#!/bin/sh\necho 'GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-0)'\n"
 
@@ -119,3 +132,78 @@ def test_oci_engines_get_gpus_only_on_a_gpu_node(tmp_path, engine, gpu_args):
     argv = json.loads(record.read_text())["argv"]
     at = argv.index(gpu_args[0])
     assert argv[at:at + 2] == gpu_args and argv[-2:] == ["accel-cuda:local", "true"]
+
+
+WRAPPER = str(REPO / "launch" / "_container.sh")
+ACCEL_ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
+
+
+def _launcher(name: str, bin_dir: Path, env: dict) -> subprocess.CompletedProcess:
+    env = {"PATH": f"{bin_dir}:/usr/bin:/bin", "HOME": os.environ.get("HOME", "/tmp"), "THREADS": "1",
+           "MASTER_PORT": str(free_port()), **env}
+    return subprocess.run([f"launch/{name}.sh", *ACCEL_ARGS], cwd=REPO, capture_output=True, text=True,
+                          timeout=120, env=env)
+
+
+@pytest.mark.parametrize("launcher,count", [("mpirun", {"NP": "2"}), ("srun", {"NTASKS": "2"})])
+def test_host_launcher_is_outermost_and_wraps_each_rank_once(tmp_path, sif, launcher, count):
+    """mpirun/srun run on the host and start `_container.sh python3 -m pipelines ...` per rank: the launcher
+    is never inside the container and the container hook appears exactly once."""
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, launcher, RECORDER)  # the stand-in host launcher records its argv
+    record = tmp_path / "launcher.json"
+    run = _launcher(launcher, bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), **count})
+    assert run.returncode == 0, run.stderr
+    argv = json.loads(record.read_text())["argv"]
+    assert argv.count(WRAPPER) == 1 and "mpirun" not in argv and "srun" not in argv
+    at = argv.index(WRAPPER)
+    assert argv[at + 1:] == ["python3", "-m", "pipelines", *ACCEL_ARGS]
+    assert ("-np" if launcher == "mpirun" else "--ntasks") in argv[:at]
+    assert f"\n+ {launcher} " in run.stderr, "the echoed command starts with the host's launcher"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed (Debian: openmpi-bin)")
+def test_real_mpirun_starts_one_container_per_rank(tmp_path, sif):
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", RANK_RECORDER)
+    record = tmp_path / "containers.jsonl"
+    real = Path(shutil.which("mpirun")).parent
+    run = _launcher("mpirun", bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), "NP": "2",
+                                        "PATH": f"{bin_dir}:{real}:/usr/bin:/bin"})
+    assert run.returncode == 0, run.stderr
+    calls = [json.loads(line) for line in record.read_text().splitlines()]
+    assert sorted(call["rank"] for call in calls) == ["0", "1"], calls
+    for call in calls:
+        assert call["argv"][0] == "exec"
+        assert call["argv"][-len(ACCEL_ARGS) - 3:] == ["python3", "-m", "pipelines", *ACCEL_ARGS]
+        assert "mpirun" not in call["argv"], "no launcher inside the container"
+
+
+def test_torchrun_runs_inside_one_container(tmp_path, sif):
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", RANK_RECORDER)
+    record = tmp_path / "containers.jsonl"
+    run = _launcher("torchrun", bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), "NPROC": "2"})
+    assert run.returncode == 0, run.stderr
+    [call] = [json.loads(line) for line in record.read_text().splitlines()]
+    argv = call["argv"]
+    at = argv.index(str(sif))
+    assert argv[at + 1:at + 4] == ["python3", "-m", "torch.distributed.run"]
+    assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
+
+
+def test_one_knob_list_serves_the_fingerprint_and_the_container(tmp_path, sif):
+    """pipelines/core/knobs.txt: plain lines are recorded and cross; `record` lines (set inside the container)
+    are only recorded; `pass` lines (MPI/SLURM wiring) only cross."""
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", RECORDER)
+    record = tmp_path / "argv.json"
+    env = {"IMAGE": str(sif), "RECORD_TO": str(record), "OMP_SCHEDULE": "static", "APPTAINER_NAME": "x.sif",
+           "SLURM_STEP_ID": "0", "PMIX_RANK": "1"}
+    assert _container(tmp_path, "true", env=env, path=f"{bin_dir}:/usr/bin:/bin").returncode == 0
+    crossed = {name.removeprefix("APPTAINERENV_") for name in json.loads(record.read_text())["env"]}
+    assert {"OMP_SCHEDULE", "SLURM_STEP_ID", "PMIX_RANK"} <= crossed and "APPTAINER_NAME" not in crossed
+    recorded = envinfo.RECORDED_PREFIXES
+    assert "OMP_SCHEDULE".startswith(recorded) and "APPTAINER_NAME".startswith(recorded)
+    assert not "SLURM_STEP_ID".startswith(recorded) and not "PMIX_RANK".startswith(recorded)
+    assert envinfo.knob_prefixes("pass", "A_\nB_ record\nC_ pass  # wiring\n# comment\n") == ("A_", "C_")

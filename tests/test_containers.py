@@ -1,9 +1,11 @@
-"""Static checks of the container definitions: every target's Dockerfile and Apptainer .def agree on base
-and lock, pin what they use, test themselves, and lint clean. Apptainer cannot run on the CI machine, so
-the .def files are parsed (spython) and compared with their Dockerfiles instead of being built."""
+"""Static checks of the container definitions: both files of every target are what containers/recipe.py
+(HPC Container Maker) generates, agree on base and lock, pin what they use, test themselves, and lint
+clean. Apptainer cannot run on the CI machine, so the .def files are parsed (spython) and compared with
+their Dockerfiles instead of being built."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
@@ -37,7 +39,7 @@ def def_stages(target: str) -> dict:
 def def_sections(target: str) -> dict[str, str]:
     """Section name -> body of the final stage of a .def (spython drops %test and %arguments)."""
     text = (CONTAINERS / target / f"{target}.def").read_text()
-    final = re.split(r"^Bootstrap:", text, flags=re.M)[-1]
+    final = re.split(r"^Bootstrap:", text, flags=re.M | re.I)[-1]
     parts = re.split(r"^%(\w+)[^\n]*\n", final, flags=re.M)
     return {parts[i]: parts[i + 1] for i in range(1, len(parts), 2)}
 
@@ -102,7 +104,7 @@ def test_images_test_themselves_run_unprivileged_and_hold_no_code(target):
     text = dockerfile(target)
     steps = [line for line in text.splitlines() if re.match(r"^(RUN|USER|CMD|COPY|ENTRYPOINT)\b", line)]
     assert steps[-2].startswith("RUN /opt/accel/check-env.sh"), "the last build step must be the self-check"
-    assert "USER ${ACCEL_UID}" in text and re.search(r"^ARG ACCEL_UID=[1-9]\d*$", text, re.M)
+    assert "USER ${ACCEL_UID}" in text and re.search(r"^ARG ACCEL_UID=[1-9]\d*\b", text, re.M)
     sections = def_sections(target)
     assert {"post", "test", "environment", "runscript", "files", "labels"} <= set(sections)
     assert "/opt/accel/check-env.sh" in sections["test"]
@@ -112,6 +114,24 @@ def test_images_test_themselves_run_unprivileged_and_hold_no_code(target):
         assert "site-packages" not in source and "git clone" not in source
         assert not re.search(r"(COPY|ADD)\s+\.\.?/?\s", source), "images hold the environment, not the code"
     assert "check-env.sh" in text and "pip check" in (CONTAINERS / "check-env.sh").read_text()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hpccm") is None,
+                    reason="hpccm not installed (pip install -e '.[test]')")
+def test_generated_files_match_the_recipe():
+    """The committed Dockerfiles and .defs are what `make recipes` writes: no hand edits, no drift."""
+    run = subprocess.run(["containers/build.sh", "recipes", "--check"], cwd=REPO, capture_output=True,
+                         text=True, timeout=120, env={"PATH": "/usr/bin:/bin", "PYTHON": sys.executable})
+    assert run.returncode == 0, run.stderr
+
+
+def test_mpi_image_builds_open_mpi_as_slurm_sites_run_it():
+    text = dockerfile("mpi")
+    configure = next(line for line in text.splitlines() if "openmpi-" in line and "./configure" in line)
+    for option in ("--with-slurm", "--with-pmix=/opt/mpi", "--with-ucx=/opt/mpi", "--with-cuda"):
+        assert option in configure, option
+    assert "COPY --from=mpi-build /opt/mpi /opt/mpi" in text and "ompi_info --version" in text
+    assert "%files from mpi-build\n    /opt/mpi /opt/mpi\n" in (CONTAINERS / "mpi" / "mpi.def").read_text()
 
 
 @pytest.mark.parametrize("target", ("cpu", "cuda", "mpi"))

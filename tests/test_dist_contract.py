@@ -52,22 +52,6 @@ def test_placement_reads_the_rendezvous_and_rejects_nonsense():
         dist.placement({"RANK": "2", "WORLD_SIZE": "2"})
 
 
-@pytest.mark.parametrize("cores,world,expected", [
-    (list(range(16)), 2, [[0, 1, 2, 3, 4, 5, 6, 7], [8, 9, 10, 11, 12, 13, 14, 15]]),
-    (list(range(16)), 8, [[2 * r, 2 * r + 1] for r in range(8)]),
-    ([4, 5, 6, 7, 8], 2, [[4, 5, 6], [7, 8]]),  # a cpuset that starts at 4, with a remainder
-    ([0, 1], 4, [[0], [1], [0], [1]]),  # more ranks than cores: shared, marked oversubscribed
-])
-def test_core_map_is_disjoint_and_covers_the_available_cores(cores, world, expected):
-    maps = [dist.core_map(cores, rank, world) for rank in range(world)]
-    assert [m[0] for m in maps] == expected
-    if world <= len(cores):
-        flat = [c for m in maps for c in m[0]]
-        assert sorted(flat) == sorted(cores) and len(flat) == len(set(flat)) and not any(m[1] for m in maps)
-    else:
-        assert all(m[1] for m in maps)
-
-
 @pytest.mark.parametrize("backend,device,error,needle", [
     ("tcp", "cpu", ConfigError, "unknown backend 'tcp'"),
     ("nccl", "cpu", NotRunnable, "backend nccl needs CUDA GPUs"),

@@ -1,11 +1,17 @@
-"""CPU lists for thread pinning, computed from the cores this process may use, physical cores first.
+"""The core-per-rank policy and CPU lists for thread pinning, from the cores this process may use.
+
+One policy serves Python and the launchers: `rank_cores` gives each local rank a disjoint slice of the
+usable cores (shared single cores only when ranks outnumber cores), and `threads_per_rank` is the size of
+the smallest slice, so no rank runs more threads than it has cores. launch/_common.sh asks
+`python -m pipelines.core.affinity threads-per-rank N` for OMP_NUM_THREADS.
 
 `GOMP_CPU_AFFINITY=0-15` (a fixed list) is physical-cores-only only when the OS numbers hyper-thread
 siblings after all first threads, and it ignores taskset, cgroup cpusets and SLURM bindings. Here the
 list starts from `os.sched_getaffinity(0)` and puts one logical CPU of every physical core (package,
 core id) first, then the remaining siblings, so N threads land on N distinct cores when N <= cores.
 
-Launch scripts call `python -m pipelines.core.affinity gomp [N]`; this module only reads and prints.
+Launch scripts call `python -m pipelines.core.affinity gomp [N]`; this module only reads and prints
+(the caller binds).
 """
 
 from __future__ import annotations
@@ -54,6 +60,26 @@ def physical_cores(topology: Topology) -> int:
     return len(set(topology.values()))
 
 
+def rank_cores(cores: Iterable[int], local_rank: int, local_world: int) -> tuple[list[int], bool]:
+    """The disjoint slice of `cores` for this local rank, and whether it is oversubscribed (more local
+    ranks than cores: each rank then gets one core, shared round-robin)."""
+    cores = sorted(cores)
+    if not cores or local_world < 1 or not 0 <= local_rank < local_world:
+        raise ValueError(f"local rank {local_rank} of {local_world} over {len(cores)} core(s)")
+    if local_world <= len(cores):
+        per, extra = divmod(len(cores), local_world)
+        start = local_rank * per + min(local_rank, extra)
+        return cores[start:start + per + (1 if local_rank < extra else 0)], False
+    return [cores[local_rank % len(cores)]], True
+
+
+def threads_per_rank(local_world: int, cores: Iterable[int] | None = None) -> int:
+    """Threads for each of `local_world` ranks on this node: the core count of the smallest rank_cores
+    slice of the usable cores (at least 1)."""
+    cores = usable_cpus() if cores is None else sorted(cores)
+    return min(len(rank_cores(cores, rank, local_world)[0]) for rank in range(local_world))
+
+
 def gomp_list(threads: int | None = None, topology: Topology | None = None) -> str:
     """GOMP_CPU_AFFINITY value: the first `threads` cpus of the physical-first order, comma separated."""
     cpus = usable_cpus() if topology is None else sorted(topology)
@@ -66,17 +92,24 @@ def gomp_list(threads: int | None = None, topology: Topology | None = None) -> s
     return ",".join(str(cpu) for cpu in ordered)
 
 
+USAGE = "usage: python -m pipelines.core.affinity gomp [THREADS] | physical | threads-per-rank RANKS"
+
+
 def main(argv: list[str] | None = None) -> int:
-    """`python -m pipelines.core.affinity gomp [THREADS]` | `physical` (count of usable physical cores)."""
+    """`gomp [THREADS]` (GOMP_CPU_AFFINITY), `physical` (count of usable physical cores) or
+    `threads-per-rank RANKS` (OMP_NUM_THREADS for RANKS ranks on this node)."""
     args = sys.argv[1:] if argv is None else argv
-    if not args or args[0] not in ("gomp", "physical") or len(args) > 2:
-        print("usage: python -m pipelines.core.affinity gomp [THREADS] | physical", file=sys.stderr)
+    arity = {"gomp": (1, 2), "physical": (1, 1), "threads-per-rank": (2, 2)}
+    if not args or args[0] not in arity or not arity[args[0]][0] <= len(args) <= arity[args[0]][1]:
+        print(USAGE, file=sys.stderr)
         return 2
-    if args[0] == "physical":
-        print(physical_cores(read_topology(usable_cpus())))
-        return 0
     try:
-        print(gomp_list(int(args[1]) if len(args) > 1 else None))
+        if args[0] == "physical":
+            print(physical_cores(read_topology(usable_cpus())))
+        elif args[0] == "threads-per-rank":
+            print(threads_per_rank(int(args[1])))
+        else:
+            print(gomp_list(int(args[1]) if len(args) > 1 else None))
     except ValueError as exc:
         print(f"affinity: error: {exc}", file=sys.stderr)
         return 2

@@ -29,6 +29,7 @@ from typing import Any, Mapping
 import torch
 import torch.distributed as tdist
 
+from pipelines.core import affinity
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, first_line
 from pipelines.core.loop import RunContext
 
@@ -132,20 +133,10 @@ def check_backend(backend: str, device: str) -> None:
                               ) from None
 
 
-def core_map(cores: list[int], local_rank: int, local_world: int) -> tuple[list[int], bool]:
-    """The disjoint slice of `cores` for this local rank; shared cores when ranks outnumber cores."""
-    cores = sorted(cores)
-    if local_world <= len(cores):
-        per, extra = divmod(len(cores), local_world)
-        start = local_rank * per + min(local_rank, extra)
-        return cores[start:start + per + (1 if local_rank < extra else 0)], False
-    return [cores[local_rank % len(cores)]], True
-
-
 def pin(place: Placement) -> dict[str, Any]:
     """Bind this rank to its cores and set intra-op threads = its core count (OMP_NUM_THREADS wins)."""
     available = sorted(os.sched_getaffinity(0))
-    cores, oversubscribed = core_map(available, place.local_rank, place.local_world_size)
+    cores, oversubscribed = affinity.rank_cores(available, place.local_rank, place.local_world_size)
     if cores != available:
         os.sched_setaffinity(0, cores)
     asked = os.environ.get("OMP_NUM_THREADS", "")

@@ -13,18 +13,31 @@ import platform
 import re
 import subprocess
 import sys
-from importlib import metadata
+from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 import torch
 
-# Variables that change how the run behaves; every one that is set is recorded.
-RECORDED_PREFIXES = ("OMP_", "KMP_", "GOMP_", "MKL_", "LD_PRELOAD", "MALLOC_CONF", "TCMALLOC_",
-                     "CUDA_VISIBLE_DEVICES", "NCCL_", "CCL_", "GLOO_", "TORCH_", "TORCHINDUCTOR_",
-                     "MASTER_ADDR", "MASTER_PORT", "RANK", "LOCAL_RANK", "WORLD_SIZE",
-                     "OMPI_COMM_WORLD_", "SLURM_JOB_ID", "SLURM_PROCID", "SLURM_NTASKS",
-                     "ACCEL_", "APPTAINER_NAME", "SINGULARITY_NAME", "PYTORCH_")
+# Variables that change how the run behaves; every one that is set is recorded. The prefixes live in
+# knobs.txt beside this module, which launch/_container.sh also reads (what crosses into a container).
+KNOBS_FILE = "knobs.txt"
+
+
+def knob_prefixes(reader: str, text: str | None = None) -> tuple[str, ...]:
+    """The knobs.txt prefixes for one reader, "record" (this fingerprint) or "pass" (the container hook):
+    every line without a second word, plus the lines whose second word names that reader."""
+    if text is None:
+        text = resources.files(__package__).joinpath(KNOBS_FILE).read_text()
+    out = []
+    for line in text.splitlines():
+        words = line.split("#", 1)[0].split()
+        if words and (len(words) == 1 or words[1] == reader):
+            out.append(words[0])
+    return tuple(out)
+
+
+RECORDED_PREFIXES = knob_prefixes("record")
 PACKAGES = ("torch", "torchvision", "intel-openmp", "intel-extension-for-pytorch", "oneccl-bind-pt",
             "lightning", "numpy", "click")
 IMAGE_INFO_PATHS = ("/opt/accel/build-info.json",)
