@@ -15,6 +15,10 @@
 #   NOTE      text for the report header (e.g. "shared, noisy machine")
 #   PYTHON    interpreter with the package installed (default .venv/bin/python)
 #   IDS       override the experiment list (space-separated), e.g. IDS="ch2-baseline ch2-nobias"
+#   AGAINST   committed reference to compare with (default results/reference/cpu-<cores>core-bench, when it
+#             exists and is not REF_OUT itself): the report gets a drift table (both intervals, the
+#             difference) and the job fails when a conclusive verdict reversed (faster <-> slower than
+#             published); a reference from another machine class is named and skipped, not compared.
 # Entries that are not `ready` in the catalog are listed in the report as "not run"; the job fails only
 # when a ready entry exits non-zero or leaves no record, never on a timing.
 set -euo pipefail
@@ -29,7 +33,10 @@ HARNESS_STEPS="${HARNESS_STEPS:-$((STEPS * 2))}"
 HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
-REF_OUT="${REF_OUT:-results/reference/cpu-${cores}core-bench}"
+COMMITTED_REF="results/reference/cpu-${cores}core-bench"
+REF_OUT="${REF_OUT:-$COMMITTED_REF}"
+AGAINST="${AGAINST-$COMMITTED_REF}"
+[[ "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" || ! -d "$AGAINST" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Thread and rank sweeps stop at this machine's cores;
 # ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).
@@ -44,7 +51,8 @@ IDS="${IDS:-$DEFAULT_IDS}"
 dry=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
 
-echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON"
+echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON" \
+  "AGAINST=${AGAINST:-none}"
 accel() { "$PYTHON" -m pipelines "$@"; }
 
 mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
@@ -117,6 +125,20 @@ echo "== report"
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
   --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}"
+
+if [[ -n "$AGAINST" ]]; then
+  echo "== drift against $AGAINST"
+  # Exit 1: a conclusive verdict reversed (the job fails); exit 2: the reference cannot be compared
+  # (another machine class, no usable records): said in one line, not a failure of this run.
+  rc=0
+  accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
+    --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}" --fail-on-reversal || rc=$?
+  if [[ $rc -eq 1 ]]; then
+    failed+=("drift (a conclusive verdict reversed against $AGAINST)")
+  elif [[ $rc -ne 0 ]]; then
+    echo "reference-timings: no drift table: $AGAINST cannot be compared with this run (see the line above)"
+  fi
+fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "reference-timings: FAILED: ${failed[*]}" >&2

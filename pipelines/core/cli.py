@@ -9,6 +9,7 @@ seconds to load, and `accel list`, `show`, `--help` and shell completion must an
 
 from __future__ import annotations
 
+import itertools
 import os
 import sys
 from pathlib import Path
@@ -166,8 +167,49 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
         click.echo(f"accel report: skipped {line}", err=True)
     click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
                ", ".join(str(p) for p in written.paths))
+    if written.drift is not None:  # the drift table belongs in a CI log, not only in report.md
+        from pipelines.core.report_drift import terminal_table
+
+        click.echo(terminal_table(written.drift))
     if fail_on_reversal and written.drift.reversals:
         _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
+@click.option("--rounds", default="auto", show_default=True,
+              help="Rounds of one repeat per experiment, or auto: until every ratio's 95 % interval is within "
+                   "--halfwidth, or the budget runs out.")
+@click.option("--budget-s", type=float, default=300, show_default=True,
+              help="Time budget in seconds; no round starts that would overrun it.")
+@click.option("--halfwidth", type=float, default=0.05, show_default=True,
+              help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--results-dir", type=click.Path(path_type=Path), required=True,
+              help="Folder for every round's records (one comparison per folder).")
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path) -> None:
+    """Experiments measured in alternation (ABBA rounds, one process each), e.g. the chapter 2 ladder.
+
+    Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
+    from pipelines.core import alternate
+
+    ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
+    passthrough = list(items[len(ids):])
+    if len(ids) < 2:
+        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare ch2-baseline "
+                          "ch2-nobias --results-dir results/ladder)")
+    for experiment_id in ids:
+        experiments.get(experiment_id)
+    if any(a == "--repeats" or a.startswith("--repeats=") or a == "--results-dir" for a in passthrough):
+        raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
+    rule = alternate.StopRule(alternate.parse_rounds(rounds), budget_s, halfwidth)
+    from pipelines.core import results as results_files
+
+    results_files.check_writable(results_dir)
+    try:
+        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
+    except alternate.RoundFailed as failed:
+        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
+    click.echo(alternate.describe(summary))
 
 
 @cli.group()
