@@ -15,11 +15,12 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 IDS := $(shell python3 -m pipelines.core.experiments ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the distributed section below
 
-.PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
+.PHONY: help venv demo test test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
 help: ## Show the targets
 	@echo "make demo        fresh machine: venv + a CPU bench ladder on offline data + summary table"
 	@echo "make test        fresh machine: test prerequisites + the whole suite (what CI runs)"
+	@echo "make test-images the heavy image builds make test leaves out (cuda, cpu-intel)"
 	@echo "make list        every experiment id, its target, launcher and published ratio"
 	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
 	@echo "make report      results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html"
@@ -45,6 +46,10 @@ test: venv ## Install test prerequisites, run the whole suite
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-images: venv ## The heavy image builds make test leaves out: cuda and cpu-intel, built and smoke-run
+	ci/install-test-deps.sh
+	$(PY) -m pytest -m images_all tests/test_container_build.py $(PYTEST_ARGS)
 
 list: venv ## Every experiment id
 	@$(ACCEL) list

@@ -35,8 +35,8 @@ check_target() {
   die "TARGET=$1 is not one of: ${TARGETS[*]} (e.g. make image TARGET=cpu)"
 }
 
-# The default base of a target: the Dockerfile's `ARG BASE_IMAGE=` (the .def's From: must match).
-default_base() { sed -n 's/^ARG BASE_IMAGE=//p' "$here/$1/Dockerfile" | head -1; }
+# The default base: the Dockerfile's `ARG BASE_IMAGE=` (every .def's From: matches it).
+default_base() { sed -n 's/^ARG BASE_IMAGE=//p' "$here/Dockerfile" | head -1; }
 
 # The digest of a base reference: recorded in containers/base-digests.txt (make image-digests), else the
 # local image's own when the engine holds one (a debootstrap'd base), else "unresolved".
@@ -89,7 +89,8 @@ cmd_image() {
   # Podman writes OCI images by default; docker format is what `docker build` makes (and keeps SHELL).
   local format=()
   [[ "$engine" == podman ]] && format=(--format docker)
-  local cmd=("$engine" build "${format[@]}" --network host -f "$here/$target/Dockerfile" -t "$tag"
+  # One Dockerfile, one stage per target (FROM the shared env-LOCK stage of its Python environment).
+  local cmd=("$engine" build "${format[@]}" --network host -f "$here/Dockerfile" --target "$target" -t "$tag"
     --build-arg "BASE_IMAGE=$from" --build-arg "BASE_DIGEST=$digest" --build-arg "OFFLINE=${OFFLINE:-0}"
     "${secret[@]}")
   [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
@@ -153,7 +154,8 @@ cmd_lock() {
   local cmd=("$uv" pip compile "locks/$lock.in" --generate-hashes --custom-compile-command "make lock TARGET=$target"
     --python-version "$PY_VERSION" --python-platform "$PY_PLATFORM" -o "locks/$lock.lock"
     --index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
-  [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--extra-index-url "$PIP_EXTRA_INDEX_URL" --index-strategy unsafe-best-match)
+  local url
+  for url in ${PIP_EXTRA_INDEX_URL:-}; do cmd+=(--extra-index-url "$url" --index-strategy unsafe-best-match); done
   echo "+ (cd $here && ${cmd[*]})" >&2
   cd "$here" && "${cmd[@]}"
 }
@@ -170,7 +172,7 @@ cmd_recipes() {
 # Resolve every pinned base tag to its digest where a registry answers; never invent one.
 cmd_digests() {
   local out="$here/base-digests.txt" ref digest refs
-  refs="$(sed -n 's/^ARG BASE_IMAGE=//p; s/^ARG BUILDER_IMAGE=//p' "$here"/*/Dockerfile | sort -u)"
+  refs="$(sed -n 's/^ARG BASE_IMAGE=//p' "$here/Dockerfile" | sed 's/@sha256:.*//' | sort -u)"
   {
     echo "# base image -> digest (make image-digests); 'unresolved' = no registry answered where it ran"
     for ref in $refs; do
@@ -187,6 +189,7 @@ cmd_digests() {
   } > "$out.tmp"
   mv "$out.tmp" "$out"
   cat "$out"
+  cmd_recipes  # a resolved digest pins every FROM and From: (base@sha256:...)
 }
 
 [[ $# -ge 1 ]] || die "usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET | digests | recipes [--check]"

@@ -180,17 +180,45 @@ def mpi_source_stage(source: MpiSource, sums: dict[str, str]) -> Stage:
     return stage
 
 
-def install_commands(target: Target, apt: tuple[str, ...]) -> tuple[str, str]:
+def install_commands(target: Target | None, apt: tuple[str, ...]) -> tuple[str, str]:
     """The two install steps: the Python environment (install-python.sh: shared by every target of one lock,
     hence its own layer, first), then the target's system packages, build info and user (install-env.sh)."""
+    if target is None:
+        return f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}", ""
     absent = "".join(f" --absent {shlex.quote(f'{name}={why}')}" for name, why in target.absent.items())
     return (f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}",
             f"/opt/accel/install-env.sh {target.name}{absent} {' '.join(apt)}".rstrip())
 
 
+BUILD_ARGS = {"PIP_INDEX_URL": PYPI, "PIP_EXTRA_INDEX_URL": "", "BASE_DIGEST": "unresolved", "OFFLINE": "0"}
+
+
+def python_env(stage: Stage) -> None:
+    """What every image starts with: its build arguments and the runtime environment of /opt/venv."""
+    # One ARG line (hadolint reads the first name of it: ACCEL_UID, which USER needs as a number).
+    stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE " + " ".join(f"{k}={v}" for k, v in BUILD_ARGS.items()),
+                 singularity="%arguments\n" + "\n".join(f"    {k}={v}" for k, v in BUILD_ARGS.items() if v))
+    stage += environment(variables={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/opt/venv/bin:$PATH"},
+                         _export=False)
+
+
+def env_stage(lock: str) -> Stage:
+    """Dockerfile stage env-LOCK: the Python environment of every target of one lock. Each target's stage
+    starts FROM it, so that multi-GB layer is built once and stored once (cpu, cuda and mpi share it)."""
+    stage = Stage()
+    stage += baseimage(image="${BASE_IMAGE}", _as=f"env-{lock}", _distro="ubuntu", _arch="x86_64")
+    python_env(stage)
+    stage += copy(files={"install-python.sh": "/opt/accel/install-python.sh", f"locks/{lock}.lock": LOCK})
+    # The wheelhouse is bind-mounted for this step only, so wheels never land in a layer.
+    stage += shell(commands=[install_commands(None, ())[0]],
+                   _arguments=f"--mount=type=bind,source=wheelhouse/{lock},target={WHEELHOUSE} "
+                              "--mount=type=secret,id=pip_cert")
+    return stage
+
+
 def final_stage(target: Target, source: MpiSource | None) -> Stage:
-    """The image itself: base, build arguments, the Python environment, the target's packages, the
-    unprivileged user (OCI) and the self-test."""
+    """The image itself: (in a .def, the build arguments and the Python environment,) the target's packages,
+    the build info label, the unprivileged user (OCI) and the self-test."""
     stage = Stage()
     built_mpi = source is not None and target.name == "mpi"
     apt = (target.apt if not built_mpi else SOURCE_RUNTIME_APT)
@@ -201,43 +229,34 @@ def final_stage(target: Target, source: MpiSource | None) -> Stage:
     extra_env = dict(target.extra_env)
     if built_mpi:
         extra_env.update({"PATH": f"/opt/venv/bin:{MPI_PREFIX}/bin:$PATH", "LD_LIBRARY_PATH": f"{MPI_PREFIX}/lib"})
-    args = {"PIP_INDEX_URL": PYPI, "PIP_EXTRA_INDEX_URL": "", "BASE_DIGEST": "unresolved", "OFFLINE": "0"}
-    base = "${BASE_IMAGE}" if docker() else pinned(DEBIAN)
-    stage += baseimage(image=base, _as="final" if built_mpi else "", _distro="ubuntu", _arch="x86_64",
-                       _docker_env=False)  # the locks are resolved for x86_64
-    # One ARG line (hadolint reads the first name of it: ACCEL_UID, which USER needs as a number).
-    stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE " + " ".join(f"{k}={v}" for k, v in args.items()),
-                 singularity="%arguments\n" + "\n".join(f"    {k}={v}" for k, v in args.items() if v))
-    stage += environment(variables={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/opt/venv/bin:$PATH"},
-                         _export=False)
-    lock = {"install-python.sh": "/opt/accel/install-python.sh", f"locks/{target.lock}.lock": LOCK}
     if docker():
-        # Everything up to the venv is the same for every target of one lock: one shared layer.
-        stage += copy(files=lock)
-        # The wheelhouse is bind-mounted for this step only, so wheels never land in a layer.
-        stage += shell(commands=[python_step], _arguments=f"--mount=type=bind,source=wheelhouse/{target.lock},"
-                                                          f"target={WHEELHOUSE} --mount=type=secret,id=pip_cert")
+        stage += baseimage(image=f"env-{target.lock}", _as=target.name, _distro="ubuntu", _arch="x86_64")
+        stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE BASE_DIGEST=unresolved")
+        base = "${BASE_IMAGE}"
+    else:
+        base = pinned(DEBIAN)
+        stage += baseimage(image=base, _as="final" if built_mpi else "", _distro="ubuntu", _arch="x86_64",
+                           _docker_env=False)  # the locks are resolved for x86_64
+        python_env(stage)
     if extra_env:
         stage += environment(variables=extra_env, _export=False)
     if built_mpi:
         stage += copy(_from="mpi-build", src=MPI_PREFIX, dest=MPI_PREFIX)
-    # accel.build-info marks an image of this project: launch/_container.sh refuses an image without it. The
-    # .def's labels are the same for every target (its %labels precede %post in a converted Dockerfile, so
-    # a title there would split the shared Python layer); Apptainer adds its own, and the build info names
-    # the target.
+    # accel.build-info marks an image of this project: launch/_container.sh refuses an image without it.
     title = {"org.opencontainers.image.title": f"accel-{target.name}"} if docker() else {}
     stage += label(metadata={**title, "org.opencontainers.image.base.name": base, "accel.build-info": BUILD_INFO})
     if docker():
-        stage += copy(files={"install-env.sh": "/opt/accel/install-env.sh", "check-env.sh": "/opt/accel/check-env.sh"})
+        stage += copy(src=["check-env.sh", "install-env.sh"], dest="/opt/accel/")
         stage += shell(commands=[system_step])
         stage += user(user="${ACCEL_UID}")
         stage += workdir(directory="/home/accel")
     else:
-        stage += copy(files={**lock, "install-env.sh": "/opt/accel/install-env.sh",
-                             "check-env.sh": "/opt/accel/check-env.sh", f"wheelhouse/{target.lock}": WHEELHOUSE})
-        # %post runs under `sh -e` (Apptainer's default); every line is one whole command.
-        # Each line carries the build arguments it reads, so it also stands alone (spython's Dockerfile).
-        values = " ".join(f'{k}="{{{{ {k} }}}}"' for k, v in args.items() if v)
+        stage += copy(files={"install-python.sh": "/opt/accel/install-python.sh", f"locks/{target.lock}.lock": LOCK,
+                             "install-env.sh": "/opt/accel/install-env.sh", "check-env.sh": "/opt/accel/check-env.sh",
+                             f"wheelhouse/{target.lock}": WHEELHOUSE})
+        # %post runs under `sh -e` (Apptainer's default); every line is one whole command and carries the
+        # build arguments it reads, so it also stands alone (as a RUN of spython's Dockerfile).
+        values = " ".join(f'{k}="{{{{ {k} }}}}"' for k, v in BUILD_ARGS.items() if v)
         stage += shell(chdir=False, commands=[f"{values} {python_step}", f"rm -rf {WHEELHOUSE}",
                                               f"{values} BASE_IMAGE={pinned(DEBIAN)} {system_step}"])
     stage += shell(chdir=False, _test=True, commands=check)  # the last RUN, or %test
@@ -248,23 +267,45 @@ def final_stage(target: Target, source: MpiSource | None) -> Stage:
     return stage
 
 
+def source_stages(source: MpiSource | None, sums: dict[str, str] | None) -> list[Stage]:
+    return [mpi_source_stage(source, source_sums() if sums is None else sums)] if source else []
+
+
 def render(target: Target, fmt: str, source: MpiSource | None = None, sums: dict[str, str] | None = None) -> str:
-    """The Dockerfile (fmt docker) or Apptainer definition (fmt singularity) of one target."""
+    """The Apptainer definition (fmt singularity) of one target, or (fmt docker) the one Dockerfile of
+    every target, whose stage named TARGET is that target (`podman build --target TARGET`)."""
     hpccm.config.g_ctype = FORMATS[fmt]
     hpccm.config.g_singularity_version = Version("3.2")  # multi-stage .def: Stage:, %files from
-    source = source if target.name == "mpi" else None
-    parts = [str(header(target, source))]
     if docker():
-        parts.append(f"ARG BASE_IMAGE={pinned(DEBIAN)}")
-    stages = [mpi_source_stage(source, source_sums() if sums is None else sums)] if source else []
-    parts.append("\n\n".join(str(stage) for stage in [*stages, final_stage(target, source)]))
-    return "\n".join(parts) + "\n"
+        return dockerfile(source, sums)
+    source = source if target.name == "mpi" else None
+    stages = [*source_stages(source, sums), final_stage(target, source)]
+    return "\n".join([str(header(target, source)), "\n\n".join(str(stage) for stage in stages)]) + "\n"
+
+
+def dockerfile(source: MpiSource | None = None, sums: dict[str, str] | None = None) -> str:
+    hpccm.config.g_ctype = container_type.DOCKER
+    locks = sorted({t.lock for t in TARGETS.values()})
+    stages = [*source_stages(source, sums), *map(env_stage, locks),
+              *(final_stage(t, source) for t in TARGETS.values())]
+    text = ("accel images, one stage per target (cpu, cpu-intel, cuda, mpi), each FROM the stage env-LOCK of "
+            "its Python environment (containers/locks/LOCK.lock), which is built once for all the targets "
+            "that share it. The environment only: the launchers bind-mount the checkout.\n"
+            "Build: make image TARGET=t (podman build --target t -f containers/Dockerfile containers/); "
+            "air-gapped: make wheelhouse TARGET=t, copy containers/ over, make image TARGET=t OFFLINE=1.\n"
+            + "".join(f"{t.name}: {t.about}.\n" for t in TARGETS.values())
+            + "Generated from containers/recipe.py (HPC Container Maker) by `make recipes`"
+            + (f" with --ompi {source.ompi} --pmix {source.pmix} --ucx {source.ucx}" if source else "")
+            + "; edit the recipe.")
+    head = comment("\n".join(textwrap.fill(line, width=106, subsequent_indent="  ", break_on_hyphens=False)
+                              for line in text.splitlines()), reformat=False)
+    return "\n".join([str(head), f"ARG BASE_IMAGE={pinned(DEBIAN)}",
+                      "\n\n".join(str(stage) for stage in stages)]) + "\n"
 
 
 def outputs(source: MpiSource | None) -> dict[Path, str]:
-    files = {}
+    files = {HERE / "Dockerfile": dockerfile(source)}
     for target in TARGETS.values():
-        files[HERE / target.name / "Dockerfile"] = render(target, "docker", source)
         files[HERE / target.name / f"{target.name}.def"] = render(target, "singularity", source)
     return files
 

@@ -37,6 +37,13 @@ needs_podman = [
 ]
 
 
+def requires_podman(test):
+    """The needs_podman skips on one test."""
+    for mark in needs_podman:
+        test = mark(test)
+    return test
+
+
 def target_params(targets=ALL_TARGETS) -> list:
     """pytest params: the default targets plain, the others in the images_all group."""
     return [pytest.param(t, marks=() if t in DEFAULT_TARGETS else pytest.mark.images_all) for t in targets]

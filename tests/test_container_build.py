@@ -41,10 +41,9 @@ def test_image_builds_runs_unprivileged_and_smoke_runs_a_pipeline(target, tmp_pa
     assert "podman run --rm" in done.stderr and "--ipc=host" in done.stderr and f"{REPO}:{REPO}:ro" in done.stderr
     [record] = [r for r in records(results) if r["status"] == "ok"]
     env = record["env"]
-    lock = re.search(r"^COPY (locks/\S+) /opt/accel/requirements.lock$",
-                     (CONTAINERS / target / "Dockerfile").read_text(), re.M).group(1)
+    lock = CONTAINERS / "locks" / ("ipex.lock" if target == "cpu-intel" else "torch.lock")
     assert env["image"]["target"] == target
-    assert env["image"]["lock_sha256"] == hashlib.sha256((CONTAINERS / lock).read_bytes()).hexdigest()
+    assert env["image"]["lock_sha256"] == hashlib.sha256(lock.read_bytes()).hexdigest()
     base = image["base"]
     assert env["image"]["base_image"] == f"{base['ref']}@{base['digest']}", "the local base, pinned by digest"
     assert env["image"]["base_digest"] == base["digest"]
@@ -119,16 +118,19 @@ def test_def_post_runs_for_real_via_spython(target, tmp_path):
     dockerfile.write_text(converted_def(target, f"{base['ref']}@{base['digest']}"))
     assert re.search(r"^RUN .*install-python.sh ", dockerfile.read_text(), re.M), "the %post lines became RUNs"
     tag = f"localhost/accel-{target}-def:test"
-    run(["podman", "build", "--format", "docker", "--network", "host", "-f", str(dockerfile), "-t", tag,
-         str(CONTAINERS)], timeout=3600)
-    test = run(["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag, "/bin/bash", "/tests.sh"], timeout=600)
-    assert "build info:" in test.stdout, "%test ran the self-check"
-    info = json.loads(run(["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag, "cat", "/opt/accel/build-info.json"],
-                          60).stdout)
-    assert info["target"] == target and info["base_digest"] == base["digest"]
-    assert run(["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag, "ls", "/opt/accel"], 60).stdout.split() == [
-        "build-info.json", "check-env.sh", "install-env.sh", "install-python.sh", "requirements.lock"], \
-        "%post removed the wheelhouse"
+    try:
+        run(["podman", "build", "--format", "docker", "--network", "host", "-f", str(dockerfile), "-t", tag,
+             str(CONTAINERS)], timeout=3600)
+        sandbox = ["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag]
+        test = run([*sandbox, "/bin/bash", "/tests.sh"], timeout=600)
+        assert "build info:" in test.stdout, "%test ran the self-check"
+        info = json.loads(run([*sandbox, "cat", "/opt/accel/build-info.json"], 60).stdout)
+        assert info["target"] == target and info["base_digest"] == base["digest"]
+        assert run([*sandbox, "ls", "/opt/accel"], 60).stdout.split() == [
+            "build-info.json", "check-env.sh", "install-env.sh", "install-python.sh", "requirements.lock"], \
+            "%post removed the wheelhouse"
+    finally:  # about 9 GB (the wheelhouse copied by %files stays in a layer): not kept
+        subprocess.run(["podman", "rmi", "-f", tag], capture_output=True, timeout=600)
 
 
 @pytest.mark.parametrize("script", ["install-python.sh", "install-env.sh"])

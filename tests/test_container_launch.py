@@ -259,3 +259,32 @@ def test_check_mode_is_silent_and_starts_nothing(tmp_path, sif):
     run = _container(tmp_path, "--check", env={"IMAGE": str(sif), "RECORD_TO": str(record)},
                      path=f"{bin_dir}:/usr/bin:/bin")
     assert run.returncode == 0 and run.stderr == "" and not record.exists(), run.stderr
+
+
+def test_gpu_batch_script_asks_for_gpus_and_runs_one_container_per_task(tmp_path, sif):
+    """launch/slurm-gpu.sbatch, the cluster example: its #SBATCH lines ask for GPUs, cores and tasks per node;
+    without IMAGE it refuses in one line; with IMAGE the host's srun starts one container per task (stand-in
+    srun/scontrol: the SLURM cluster of test_slurm.py has no GPUs)."""
+    script = REPO / "launch" / "slurm-gpu.sbatch"
+    text = script.read_text()
+    for directive in ("--gpus-per-node=", "--cpus-per-task=", "--ntasks-per-node=", "--nodes="):
+        assert f"#SBATCH {directive}" in text, directive
+    slurm = {"SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu01",
+             "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "1", "SLURM_CPUS_PER_TASK": "8", "HOME": "/tmp"}
+    run = subprocess.run([str(script), *ACCEL_ARGS], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", **slurm})
+    assert run.returncode == 2 and run.stderr.strip().endswith("submit with IMAGE=containers/cuda.sif (make sif "
+                                                              "TARGET=cuda on a build node)"), run.stderr
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "srun", RECORDER)
+    _tool(bin_dir, "apptainer", RECORDER)
+    _tool(bin_dir, "nvidia-smi", FAKE_GPU)
+    _tool(bin_dir, "scontrol", "#!/bin/sh\necho gpu01\n")
+    record = tmp_path / "srun.json"
+    run = subprocess.run([str(script), *ACCEL_ARGS], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE": str(sif), "RECORD_TO": str(record),
+                              **slurm})
+    assert run.returncode == 0, run.stderr
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[:2] == ["--ntasks", "8"] and argv.count(WRAPPER) == 1
+    assert "launch: OMP_NUM_THREADS=8" in run.stderr and "MASTER_ADDR=gpu01" in run.stderr

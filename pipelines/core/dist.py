@@ -136,8 +136,9 @@ def check_backend(backend: str, device: str) -> None:
         try:
             import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
         except ImportError:
-            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel "
-                              "image provides (IMAGE=... of target cpu-intel); elsewhere use -o backend=gloo"
+            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel image "
+                              "provides when built where Intel's wheel index is reachable (its build info says "
+                              "whether it has them; containers/cpu-intel/README.md); elsewhere use -o backend=gloo"
                               ) from None
 
 
