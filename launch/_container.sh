@@ -60,6 +60,9 @@ arg_value() {
 # Relative paths are relative to the checkout (the launchers run there); mounts need absolute ones.
 absolute() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$repo/$1"; fi; }
 
+# A program on PATH that can run (bash's `command -v` also names a file that is there but not executable).
+installed() { local path; path="$(command -v "$1")" && [[ -x "$path" ]]; }
+
 # An image of this project says where its build info is (label accel.build-info); refuse any other.
 need_build_info() {
   [[ "$1" == /* ]] || die "IMAGE=$IMAGE has no accel build info (label accel.build-info); it was not built from containers/: make image TARGET=<target> (or make sif TARGET=<target>)"
@@ -91,7 +94,7 @@ case "$IMAGE" in
   podman:*|docker:*)
     engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
     [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
-    command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed on $(hostname); install it there or use another IMAGE scheme"
+    installed "$engine" || die "IMAGE=$IMAGE but $engine is not installed on $(hostname); install it there or use another IMAGE scheme"
     info="$("$engine" image inspect --format '{{index .Config.Labels "accel.build-info"}}' "$tag" 2>/dev/null)" \
       || die "IMAGE=$IMAGE: no such image on $(hostname); build it there: make image TARGET=<target> IMAGE_TAG=$tag"
     need_build_info "$info"
@@ -109,7 +112,7 @@ case "$IMAGE" in
     [[ "$IMAGE" == *.sif ]] || die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG"
     [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
     APPTAINER="${APPTAINER:-apptainer}"
-    command -v "$APPTAINER" >/dev/null || die "IMAGE=$IMAGE needs apptainer, which is not installed on $(hostname); install Apptainer there or use IMAGE=podman:TAG"
+    installed "$APPTAINER" || die "IMAGE=$IMAGE needs apptainer, which is not installed on $(hostname); install Apptainer there or use IMAGE=podman:TAG"
     need_build_info "$("$APPTAINER" inspect --labels "$IMAGE" 2>/dev/null | sed -n 's/^accel.build-info: *//p')"
     [[ -d "$data" ]] && data_mount=(--bind "$data:$data:ro")
     # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,

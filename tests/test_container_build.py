@@ -110,27 +110,35 @@ def converted_def(target: str, base: str) -> str:
     return re.sub(r"^HEALTHCHECK .*$", "", text, flags=re.M)
 
 
+@pytest.fixture(scope="module")
+def def_tags():
+    """Tags of the images built from converted .defs, removed when the module ends (about 9 GB each, since
+    the wheelhouse that %files copies stays in a layer; cpu and mpi share theirs while both exist)."""
+    tags: list[str] = []
+    yield tags
+    for tag in tags:
+        subprocess.run(["podman", "rmi", "-f", tag], capture_output=True, timeout=600)
+
+
 @pytest.mark.parametrize("target", target_params())
-def test_def_post_runs_for_real_via_spython(target, tmp_path):
+def test_def_post_runs_for_real_via_spython(target, tmp_path, def_tags):
     base = base_image()
     wheelhouse(target)
     dockerfile = tmp_path / "Dockerfile"
     dockerfile.write_text(converted_def(target, f"{base['ref']}@{base['digest']}"))
     assert re.search(r"^RUN .*install-python.sh ", dockerfile.read_text(), re.M), "the %post lines became RUNs"
     tag = f"localhost/accel-{target}-def:test"
-    try:
-        run(["podman", "build", "--format", "docker", "--network", "host", "-f", str(dockerfile), "-t", tag,
-             str(CONTAINERS)], timeout=3600)
-        sandbox = ["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag]
-        test = run([*sandbox, "/bin/bash", "/tests.sh"], timeout=600)
-        assert "build info:" in test.stdout, "%test ran the self-check"
-        info = json.loads(run([*sandbox, "cat", "/opt/accel/build-info.json"], 60).stdout)
-        assert info["target"] == target and info["base_digest"] == base["digest"]
-        assert run([*sandbox, "ls", "/opt/accel"], 60).stdout.split() == [
-            "build-info.json", "check-env.sh", "install-env.sh", "install-python.sh", "requirements.lock"], \
-            "%post removed the wheelhouse"
-    finally:  # about 9 GB (the wheelhouse copied by %files stays in a layer): not kept
-        subprocess.run(["podman", "rmi", "-f", tag], capture_output=True, timeout=600)
+    def_tags.append(tag)
+    run(["podman", "build", "--format", "docker", "--network", "host", "-f", str(dockerfile), "-t", tag,
+         str(CONTAINERS)], timeout=3600)
+    sandbox = ["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag]
+    test = run([*sandbox, "/bin/bash", "/tests.sh"], timeout=600)
+    assert "build info:" in test.stdout, "%test ran the self-check"
+    info = json.loads(run([*sandbox, "cat", "/opt/accel/build-info.json"], 60).stdout)
+    assert info["target"] == target and info["base_digest"] == base["digest"]
+    assert run([*sandbox, "ls", "/opt/accel"], 60).stdout.split() == [
+        "build-info.json", "check-env.sh", "install-env.sh", "install-python.sh", "requirements.lock"], \
+        "%post removed the wheelhouse"
 
 
 @pytest.mark.parametrize("script", ["install-python.sh", "install-env.sh"])

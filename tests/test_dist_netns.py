@@ -68,7 +68,9 @@ def hosts():
 
 
 def in_ns(ns: str, env: dict, *argv: str, procs: Procs):
-    return procs.start(["ip", "netns", "exec", ns, *argv], env={**os.environ, **env})
+    """argv in namespace ns's network (nsenter: the network only, so /sys and its cgroup mounts, which a
+    container runtime needs, stay as they are; `ip netns exec` would mount a fresh /sys)."""
+    return procs.start(["nsenter", f"--net=/run/netns/{ns}", *argv], env={**os.environ, **env})
 
 
 @pytest.mark.parametrize("rdzv", ["static", "c10d"])
