@@ -104,7 +104,7 @@ def converted_def(target: str, base: str) -> str:
 
     path = CONTAINERS / target / f"{target}.def"
     arguments = {**def_arguments(path.read_text()), "OFFLINE": "1", "BASE_DIGEST": base_image()["digest"]}
-    text = DockerWriter(SingularityParser(str(path))).convert()
+    text = DockerWriter(SingularityParser(str(path)).recipe).convert()
     text = re.sub(r"\{\{\s*(\w+)\s*\}\}", lambda m: arguments[m.group(1)], text)
     text = re.sub(r"^FROM \S+", f"FROM {base}", text, count=1, flags=re.M)
     return re.sub(r"^HEALTHCHECK .*$", "", text, flags=re.M)
