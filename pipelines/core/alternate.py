@@ -26,9 +26,11 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from pipelines.core import atomic, results
+from pipelines.core.report_stats import MIN_REPEATS_FOR_VERDICT
 from pipelines.core.errors import ConfigError
 
-MIN_ROUNDS = 2  # one repeat per arm gives no between-repeat spread, so no interval worth stopping on
+# Fewer rounds and the interval cannot see run-to-run noise (the report calls such a ratio inconclusive).
+MIN_ROUNDS = MIN_REPEATS_FOR_VERDICT
 DEFAULT_HALFWIDTH = 0.05
 EXIT_INTERRUPTED = 130
 

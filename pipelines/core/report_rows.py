@@ -209,6 +209,10 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
     elif interval is None:
         row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
+    elif (fewest := min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
+        row.verdict = stats.INCONCLUSIVE
+        row.why = (f"{fewest} repeat(s) on an arm: the interval cannot see run-to-run noise; a verdict needs "
+                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ repeats per arm (--repeats, or accel compare --rounds)")
     else:
         row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
         if row.verdict == stats.INCONCLUSIVE:
