@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pipelines.core import atomic, results
+from pipelines.core import atomic, report_rows, results
 from pipelines.core.report_stats import MIN_REPEATS_FOR_VERDICT
 from pipelines.core.errors import ConfigError
 
@@ -78,8 +79,6 @@ def order(ids: Sequence[str], round_index: int) -> list[str]:
 
 def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]:
     """Relative 95 % half-width of every measured ratio of these experiments (None: no interval yet)."""
-    from pipelines.core import report_rows
-
     rows = report_rows.build(report_rows.load(results_dir), list(ids))
     out: dict[str, float | None] = {}
     for row in rows:
@@ -164,6 +163,4 @@ def _write(results_dir: Path, summary: Summary) -> Path:
 
 
 def _subprocess(argv: list[str], extra_env: dict) -> int:
-    import os
-
     return subprocess.run(argv, env={**os.environ, **extra_env}).returncode

@@ -190,7 +190,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     """Experiments measured in alternation (ABBA rounds, one process each), e.g. the chapter 2 ladder.
 
     Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
-    from pipelines.core import alternate
+    from pipelines.core import alternate, results
 
     ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
     passthrough = list(items[len(ids):])
@@ -202,9 +202,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     if any(a == "--repeats" or a.startswith("--repeats=") or a == "--results-dir" for a in passthrough):
         raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
     rule = alternate.StopRule(alternate.parse_rounds(rounds), budget_s, halfwidth)
-    from pipelines.core import results as results_files
-
-    results_files.check_writable(results_dir)
+    results.check_writable(results_dir)
     try:
         summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
     except alternate.RoundFailed as failed:
