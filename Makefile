@@ -17,19 +17,10 @@ DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the dis
 
 .PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
-help: ## Show the targets
-	@echo "make demo        fresh machine: venv + a CPU bench ladder on offline data + summary table"
-	@echo "make test        fresh machine: test prerequisites + the whole suite (what CI runs)"
-	@echo "make list        every experiment id, its target, launcher and published ratio"
-	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
-	@echo "make report      results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html"
-	@echo "make reference-timings   CPU reference run at bench scale -> \$$(REF_OUT) (records + report)"
-	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
-	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
-	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
-	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
-	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
-	@echo "make recipes     regenerate containers/*/Dockerfile and *.def from containers/recipe.py"
+help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
+	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale bench']"
+	@echo "(make list shows the ids, accel run --help the ARGS, accel launch --help the launchers' knobs)"
+	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -49,12 +40,12 @@ test: venv ## Install test prerequisites, run the whole suite
 list: venv ## Every experiment id
 	@$(ACCEL) list
 
-report: venv ## Published vs reproduced, from results/ (AGAINST=results/reference/<run> to compare)
+report: venv ## results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html (AGAINST=results/reference/<run>)
 	$(ACCEL) report --results-dir results --out results $(if $(AGAINST),--against $(AGAINST))
 
 # Reference timings (issue 5): fixed output folder so a rerun on a quiet machine replaces the committed one.
 REF_OUT ?= results/reference/cpu-$(shell nproc)core-bench
-reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report
+reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report -> results/reference/cpu-<N>core-bench/
 	PYTHON=$(PY) DATA=$(DATA) REF_OUT=$(REF_OUT) ci/reference-timings.sh
 
 gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-reference.sh --dry-run without)
@@ -67,7 +58,7 @@ data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly ma
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000
 	$(ACCEL) data generate cifar10 --root $(DATA) --train 5000 --test 1000
 
-data-verify: venv
+data-verify: venv ## Check the datasets under data/ (checksums and format)
 	$(ACCEL) data verify --root $(DATA)
 
 $(filter-out $(DIST_IDS),$(IDS)): venv

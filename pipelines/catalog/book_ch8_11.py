@@ -36,6 +36,7 @@ AFFINITY = ("Per-rank cores are computed from the cores this process may use (sc
 EXPERIMENTS = (
     Experiment(
         id="ch8-ddp-template", compares="DDP code template: 2 ranks over Gloo, checkpoints (no measurement)",
+        reproduces="book ch8: DDP code template",
         pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
         settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
         decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/dist.py; the checkpoint helper the "
@@ -44,6 +45,7 @@ EXPERIMENTS = (
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),
     Experiment(
         id="ch9-cpu-threads", compares="1 thread -> 2/4/8/12/16 threads (Table 9.1)", pipeline="ddp",
+        reproduces="book ch9: Table 9.1",
         settings=CNN_CIFAR_DDP, variants=THREADS,
         published=(*(P("train_time_s", t, "book:ch9:table9.1", f"{n} thread(s)", f"threads={n}")
                      for n, t in TABLE_9_1.items()),
@@ -59,6 +61,7 @@ EXPERIMENTS = (
                    "KMP_AFFINITY works only with Intel OpenMP; use OMP_RUNTIME=intel to get it")),
     Experiment(
         id="ch9-cpu-gloo", compares="1 proc x 16 thr -> Gloo DDP 2x8 / 4x4 / 8x2 (Table 9.2)", pipeline="ddp",
+        reproduces="book ch9: Table 9.2",
         launcher="torchrun", settings=CNN_CIFAR_DDP, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
         match_cores=True,
         published=(*(P("train_time_s", t, "book:ch9:table9.2", f"{n}x{16 // n}", f"ranks={n}")
@@ -75,6 +78,7 @@ EXPERIMENTS = (
                    "`make cpu-ddp NPROC=4` one row; data is staged once, ranks never download")),
     Experiment(
         id="ch9-cpu-oneccl", compares="Gloo DDP -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="ddp",
+        reproduces="book ch9: Table 9.3",
         launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CNN_CIFAR_DDP,
         options={"backend": "ccl"}, baseline="ch9-cpu-gloo", variants=RANKS,
         knobs={"CCL_PROCESS_LAUNCHER": "torch", "CCL_ATL_SHM": "1", "CCL_ATL_TRANSPORT": "ofi"},
@@ -96,6 +100,7 @@ EXPERIMENTS = (
                    "figures' notes")),
     Experiment(
         id="ch10-gpu-nccl", compares="1 GPU -> 2..8 GPUs, DDP + NCCL, torchrun (Table 10.2)", pipeline="ddp",
+        reproduces="book ch10: Table 10.2",
         launcher="torchrun", target="cuda", requires=("gpu",), settings=EFFNET_DDP, options={"backend": "nccl"},
         knobs={"NPROC": "1"}, variants=GPUS,
         published=(*(P("train_time_s", t, "book:ch10:table10.2", f"{n} GPU(s)", f"gpus={n}")
@@ -115,6 +120,7 @@ EXPERIMENTS = (
                    "ImageNet weights only from a local file (--weights); never downloaded at run time")),
     Experiment(
         id="ch11-multinode-mpi-nccl", compares="1 node x 8 GPUs -> 2 nodes x 8 GPUs (mpirun + NCCL)",
+        reproduces="book ch11: two-node time (text)",
         pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
         options={"backend": "nccl"}, baseline="ch10-gpu-nccl@gpus=8",
         published=(P("train_time_s", CH11_TWO_NODES[0], "book:ch11", "16 GPUs"),
@@ -132,8 +138,12 @@ EXPERIMENTS = (
                    "Test on rank 0 only (the book tested on all 16 ranks)")),
     Experiment(
         id="ch11-mpi-backend-cpu", compares="CNN DDP with backend=mpi (repo only)", pipeline="ddp",
+        reproduces="book repo ch11: MPI backend script",
         launcher="mpirun", requires=("mpi-backend",), settings=CNN_CIFAR_DDP, options={"backend": "mpi"},
         expect="only where torch is built with MPI (torch.distributed.is_mpi_available()); stock wheels are "
              "not, so elsewhere the run stops with a one-line error (exit 3)",
-        decisions=("The repo builds torch from source at an unpinned master; the mpi container target pins it",)),
+        decisions=("The repo builds torch from source at an unpinned master with MPI; no image here does (the "
+                   "mpi target holds Open MPI for mpirun, with PyPI's torch), so backend=mpi runs only with such "
+                   "a build (PYTHON=...); `accel launch ch11-mpi-backend-cpu -o backend=gloo` runs the same "
+                   "mpirun path",)),
 )

@@ -22,6 +22,26 @@ FABRIC = {"fabric": True}
 # unit 9.3 notes.txt: fit time of 3 epochs (min) per Lightning strategy, 1 GPU or 4 GPUs
 MULTIGPU_MIN = {"single-gpu": 5.55, "ddp": 2.33, "fsdp": 1.9, "deepspeed-2": 1.74,
                 "deepspeed-2-offload": 5.34, "deepspeed-3": 1.72}
+NOTE_TITLE = "scale note (seed 004)"
+# What each entry reproduces (the map's column): one table here, applied by core/experiments.py to the
+# entries below that do not set `reproduces` themselves.
+REPRODUCES = {
+    "dlf-u9-amp": "course unit 9.1: mixed precision (DistilBERT notebooks)",
+    "dlf-u9-multigpu": "course unit 9.3: multi-GPU strategies (notes.txt)",
+    "dlf-u9-compile": "course unit 9.4: compile.py",
+    "dlf-u9-bsfinder": "course unit 9.5: batch-size finder",
+    "dlf-u9-ex1": "course unit 9: exercise 1",
+    "s004-amp": f"{NOTE_TITLE}: automatic mixed precision",
+    "s004-gradaccum": f"{NOTE_TITLE}: gradient accumulation",
+    "s004-ckpt": f"{NOTE_TITLE}: activation checkpointing",
+    "s004-dp-vs-ddp": f"{NOTE_TITLE}: DataParallel vs DDP",
+    "s004-pp": f"{NOTE_TITLE}: pipeline parallelism",
+    "s004-tp": f"{NOTE_TITLE}: tensor parallelism",
+    "s004-fsdp": f"{NOTE_TITLE}: FSDP",
+    "s004-deepspeed": f"{NOTE_TITLE}: DeepSpeed ZeRO",
+    "s004-dataloader": f"{NOTE_TITLE}: DataLoader settings",
+    "scale-channels-last": "no source figure (beside the course's compile entry)",
+}
 
 
 def precision(name: str) -> Variant:

@@ -124,7 +124,7 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
                 env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}"}
                 code = start(launch_command(experiment_id, passthrough, results_dir), env)
                 if code != 0:
-                    summary.stopped_by = "interrupted" if code in (130, -2) else "failure"
+                    summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
                     summary.elapsed_s = clock() - began
                     _write(results_dir, summary)
                     raise RoundFailed(experiment_id, code, summary)

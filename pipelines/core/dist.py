@@ -122,8 +122,9 @@ def check_backend(backend: str, device: str) -> None:
     elif backend == "gloo" and not tdist.is_gloo_available():
         raise NotRunnable(f"backend gloo is not built into torch {torch.__version__}")
     elif backend == "mpi" and not tdist.is_mpi_available():
-        raise NotRunnable("backend mpi needs a torch built with MPI (torch.distributed.is_mpi_available() "
-                          "is False here); use the mpi container target or -o backend=gloo under mpirun")
+        raise NotRunnable("backend mpi needs a torch built from source with MPI (torch.distributed."
+                          "is_mpi_available() is False here, as for every PyPI wheel and every image of this "
+                          "project); under mpirun use -o backend=gloo (CPU) or -o backend=nccl (GPUs)")
     elif backend == "ccl":
         try:
             import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)

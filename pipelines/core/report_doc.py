@@ -61,6 +61,7 @@ def summary(results_dir: Path) -> str:
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    lines += [f"- interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
     lines += [f"- skipped: {s}" for s in loaded.skipped]
     lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
               for r in loaded.records if r["status"] == "skipped"]
@@ -111,6 +112,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
             doc.add("img", path.name, caption)
     _notes(doc, rows)
     problems = [f"error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    problems += [f"interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
     skipped = loaded.skipped + ([f"(reference) {s}" for s in drift.loaded.skipped] if drift else [])
     if problems or skipped:
         doc.add("h", "Errors and skipped input")

@@ -1,7 +1,9 @@
 """Versioned JSON-lines results: one file per run, one line per repeat, written atomically.
 
 A reader never sees a half-written file: records go to a temporary file in the same folder, which is
-renamed into place. A failed run writes a record with status "error" so a report shows the hole.
+renamed into place. The runner rewrites its file after every finished repeat, so what finished is kept.
+A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
+writes "interrupted" for the repeat in flight (how far it got), which a report never compares.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pipelines.core import atomic
 from pipelines.core.errors import ConfigError
 
 SCHEMA = "accel.result/1"
-STATUSES = ("ok", "error", "skipped")
+STATUSES = ("ok", "error", "skipped", "interrupted")
 REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
                  "config", "metrics", "dist", "env")
 

@@ -5,7 +5,9 @@ variables, whether this process is one rank of a distributed run (then `dist.Ses
 first) and runs every variant x repeat interleaved, so slow drift of the machine hits all variants
 alike. Per repeat it builds the loaders, then either trains (the pipeline's `setup`, its optional
 `before_training`, the shared loop, evaluation on rank 0) or measures (a `Measurement`'s `measure`).
-Rank 0 writes one result file; a failure writes an `error` record first.
+Rank 0 writes one result file, rewritten atomically after every finished repeat, so a crash, Ctrl-C or
+SIGTERM loses at most the repeat in flight: a failure adds an `error` record, a signal an `interrupted`
+one saying how far that repeat got (core/interrupt.py). Progress bars are core/progress.py's.
 """
 
 from __future__ import annotations
@@ -22,9 +24,10 @@ import torch  # noqa: I001  (before numpy: libgomp binds this thread before Open
 import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
 from pipelines.core import (checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models, options,
-                            results)
+                            progress, results)
 from pipelines.core.config import RunConfig, resolve
 from pipelines.core.errors import ConfigError, NotRunnable
+from pipelines.core.interrupt import Interrupted, as_interrupted
 from pipelines.core.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 
 
@@ -78,18 +81,19 @@ def dist_options(cfg: RunConfig) -> options.DistOptions:
     return cfg.options if isinstance(cfg.options, options.DistOptions) else options.DistOptions()
 
 
-def run(the_plan: Plan) -> Outcome:
-    """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes)."""
+def run(the_plan: Plan, shown: progress.Settings = progress.OFF) -> Outcome:
+    """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes).
+    `shown`: progress bars and per-epoch lines (rank 0 only; the CLI's --quiet / --verbose)."""
     first = the_plan.configs[0]
     place = dist.placement()
     device = torch.device(first.device)
     for cfg in the_plan.configs:
         _refuse_before_work(the_plan, cfg, loop.RunContext(device, place.rank, place.world_size))
     if not place.launched:
-        return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS)
+        return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS, shown=shown)
     settings = dist_options(first)
     with dist.Session(place, settings.backend, first.device, settings.timeout_s) as session:
-        return _run_variants(the_plan, session.ctx, session.describe(), session)
+        return _run_variants(the_plan, session.ctx, session.describe(), session, shown)
 
 
 def seed_everything(seed: int | None) -> None:
@@ -100,24 +104,47 @@ def seed_everything(seed: int | None) -> None:
     torch.manual_seed(seed)
 
 
-def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None) -> Outcome:
-    """Every variant x repeat, interleaved (ABAB...); an error writes an error record, then re-raises."""
+def _work(configs: list[RunConfig], skips: dict[str, str]) -> list[tuple[int, RunConfig]]:
+    """(repeat, config) in run order: every variant's repeat 0, then repeat 1, ... (a skipped variant once)."""
+    return [(repeat, cfg) for repeat in range(max(c.repeats for c in configs)) for cfg in configs
+            if (repeat == 0 if cfg.variant in skips else repeat < cfg.repeats)]
+
+
+def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None,
+                  shown: progress.Settings = progress.OFF) -> Outcome:
+    """Every variant x repeat, interleaved (ABAB...), the result file rewritten after each; an error writes
+    an error record, a signal an interrupted record for the repeat in flight, then each re-raises."""
     configs = the_plan.configs
     skips = _skip_reasons(the_plan, ctx)
     run_id = results.new_run_id()
     path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)
+    work = _work(configs, skips)
+    bars = progress.RunProgress(the_plan.experiment.id, len(work), shown if ctx.is_main else progress.OFF)
     records: list[dict[str, Any]] = []
-    cfg = configs[0]
+    cfg, repeat, in_flight = configs[0], 0, None
     try:
-        for repeat in range(max(c.repeats for c in configs)):
-            for cfg in configs:
-                if cfg.variant in skips:
-                    if repeat == 0:
-                        records.append(_record("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]]))
-                elif repeat < cfg.repeats:
-                    records.append(_run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info))
+        for repeat, cfg in work:
+            if cfg.variant in skips:
+                record = _record("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]])
+            else:
+                budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
+                in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
+                record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
+            records.append(record)
+            in_flight = None
+            if ctx.is_main:
+                results.write(path, records)  # each finished repeat is on disk before the next starts
+            bars.finished(record)
     except ConfigError:
-        raise  # a user mistake found late (e.g. missing data): no result file, one-line message
+        raise  # a user mistake found late (e.g. missing data): one-line message
+    except (Interrupted, KeyboardInterrupt) as exc:
+        stop, finished = as_interrupted(exc), len(records)
+        if in_flight is not None:
+            in_flight.close()
+            records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
+        kept = results.write(path, records) if ctx.is_main and records else None
+        raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
+                          session is not None) from None
     except Exception as exc:
         error = _record("error", cfg, run_id, len(records), dist_info, error={
             "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
@@ -126,10 +153,23 @@ def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any
         if session is not None:
             session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
         raise
+    finally:
+        bars.close()
     launched = session is not None
     if not ctx.is_main:
         return Outcome(None, records, launched)
-    return Outcome(results.write(path, records), records, launched)
+    return Outcome(path if records else None, records, launched)
+
+
+def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Interrupted,
+                 how: progress.RepeatProgress) -> dict[str, Any]:
+    """The record of the repeat a signal stopped: how far it got, never a measurement to compare."""
+    far = how.how_far()
+    steps_of = f" of {far['steps_planned']}" if far["steps_planned"] else ""
+    epochs = f", {far['epochs_done']} of {far['epochs_planned']} epochs" if far["epochs_planned"] else ""
+    note = f"interrupted by {stop.name} after {far['steps_done']}{steps_of} steps{epochs}"
+    return results.make_record(status="interrupted", run_id=run_id, config=cfg.to_record(), repeat=repeat,
+                               metrics=far, dist=dist_info, env=envinfo.fingerprint(), notes=[note])
 
 
 # (launcher knob, what it selects, what this process actually loaded)
@@ -141,13 +181,15 @@ def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) ->
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
     experiment = the_plan.experiment
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; "
-                          "run it on a GPU machine or pass --device cpu")
+        raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; run it on a GPU "
+                          "machine, or smoke-test its code path on CPU: accel run "
+                          f"{experiment.id} {' '.join(experiments.cpu_smoke_args(experiment))}")
     for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
         wanted = os.environ.get(knob) or experiment.knobs.get(knob)
         if wanted in ("gnu", "intel", "tcmalloc", "jemalloc") and (loaded := loaded_now()) != wanted:
             raise NotRunnable(f"{experiment.id} needs the {wanted} {label} but {loaded} is loaded; start it "
-                              f"with `make {experiment.id}` or `{knob}={wanted} launch/local.sh run {experiment.id}`")
+                              f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "
+                              f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
     if isinstance(cfg.options, options.DistOptions):
         dist.check_backend(cfg.options.backend, cfg.device)
     the_plan.pipeline.check(cfg, cfg.options, ctx)
@@ -173,7 +215,7 @@ def _record(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **
 
 
 def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,
-                dist_info) -> dict[str, Any]:
+                dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
     loaders = data.loaders(cfg, _input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
@@ -182,21 +224,21 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
         measured = pipeline.measure(cfg, cfg.options, ctx, loaders)
         metrics, artifacts, notes = measured.metrics, measured.artifacts, []
     else:
-        (metrics, notes), artifacts = _train(pipeline, cfg, ctx, loaders), {}
+        (metrics, notes), artifacts = _train(pipeline, cfg, ctx, loaders, counter), {}
     config = {**cfg.to_record(), "data_source": loaders.source, "train_samples": loaders.train_samples,
               "test_samples_available": loaders.test_samples}
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
                                dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes)
 
 
-def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders
-           ) -> tuple[dict[str, Any], list[str]]:
+def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,
+           counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str]]:
     """setup -> before_training -> the timed loop -> evaluation (rank 0); the technique's metrics added."""
     trainable = pipeline.setup(cfg, cfg.options, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
     memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=_runner_hooks(cfg, ctx))
+    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*_runner_hooks(cfg, ctx), counter])
     metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
