@@ -23,11 +23,23 @@ from click.shell_completion import CompletionItem
 
 from pipelines.core import experiments, version
 from pipelines.core.config import DATASETS, DEVICES, SCALES
-from pipelines.core.errors import ConfigError, DistError, NotRunnable
+from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.interrupt import Interrupted, signals_raise
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
 REPO = Path(__file__).resolve().parents[2]
+
+
+class PathArg(click.Path):
+    """click.Path that refuses an empty value, which `Path('')` would silently turn into the current folder."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty; pass a path (e.g. results, data)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
@@ -128,10 +140,10 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--model", type=str, help="Override the model, e.g. vit_tiny to smoke-test a ViT entry on CPU.")
 @click.option("--dataset", type=str,
               help=f"Override the dataset ({', '.join(DATASETS)}); synthetic for pure throughput.")
-@click.option("--data-root", type=click.Path(path_type=Path),
+@click.option("--data-root", type=PathArg(),
               help="Where datasets are (default: data; `accel data generate|fetch` fills it).")
-@click.option("--results-dir", type=click.Path(path_type=Path), help="Where the result file goes (default: results).")
-@click.option("--weights", type=click.Path(path_type=Path), help="Local state_dict file (never downloaded).")
+@click.option("--results-dir", type=PathArg(), help="Where the result file goes (default: results).")
+@click.option("--weights", type=PathArg(), help="Local state_dict file (never downloaded).")
 @click.option("--seed", type=int, help="Base random seed; repeat r uses seed + r (default: 0).")
 @click.option("--num-workers", type=int, help="DataLoader worker processes (default: the catalog's).")
 @click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",
@@ -215,13 +227,13 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True,
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
               help="Result files to read (sub-folders too, except reference/ ones).")
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+@click.option("--out", "out_dir", type=PathArg(),
               help="Write report.md (+ PNG plots), report.csv and report.html here (else: print a table).")
 @click.option("--format", "formats", type=click.Choice(["md", "csv", "html"]), multiple=True,
               help="With --out: only these outputs (repeatable; default all three).")
-@click.option("--against", type=click.Path(path_type=Path),
+@click.option("--against", type=PathArg(),
               help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
 @click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
 @click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
@@ -244,6 +256,9 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     if out_dir is None:
         click.echo(summary_table(results_dir))
         return
+    from pipelines.core.atomic import check_folder
+
+    check_folder(out_dir, "--out", "pass --out with a writable folder")
     only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:
         experiments.get(experiment_id)
@@ -269,7 +284,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
               help="Time budget in seconds; no round starts that would overrun it.")
 @click.option("--halfwidth", type=float, default=0.05, show_default=True,
               help="With --rounds auto: the relative interval half-width that is precise enough.")
-@click.option("--results-dir", type=click.Path(path_type=Path), required=True,
+@click.option("--results-dir", type=PathArg(), required=True,
               help="Folder for every round's records (one comparison per folder).")
 def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path) -> None:
     """Experiments measured in alternation (ABBA rounds, one process each), e.g. the chapter 2 ladder.
@@ -305,7 +320,7 @@ ROOT_HELP = "The data folder (what --data-root of `accel run` reads)."
 
 @data.command()
 @click.argument("names", nargs=-1, required=True)
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True, help=ROOT_HELP)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 def fetch(names: tuple[str, ...], root: Path) -> None:
     """Download with torchvision's dataset classes (needs internet), verify, record checksums."""
     from pipelines.core import datafiles
@@ -323,7 +338,7 @@ def fetch(names: tuple[str, ...], root: Path) -> None:
 
 @data.command()
 @click.argument("name")
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True, help=ROOT_HELP)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 @click.option("--train", type=int, default=2048, show_default=True, help="Training samples to write.")
 @click.option("--test", type=int, default=512, show_default=True, help="Test samples to write.")
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the generated images.")
@@ -337,7 +352,7 @@ def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
 
 @data.command()
 @click.argument("names", nargs=-1)
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True, help=ROOT_HELP)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 def verify(names: tuple[str, ...], root: Path) -> None:
     """Check datasets: torchvision's digests (real data) or the checksum list (generated), and the format."""
     from pipelines.core import datafiles
@@ -353,7 +368,7 @@ def verify(names: tuple[str, ...], root: Path) -> None:
 @cli.command()
 @click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
 @click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
-@click.option("--record", type=click.Path(path_type=Path), help="Also write the findings as JSON here.")
+@click.option("--record", type=PathArg(), help="Also write the findings as JSON here.")
 def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
     """Check this machine before a distributed run; exits 1 with the list of problems."""
     from pipelines.core import doctor as checks
@@ -394,7 +409,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
     except NotRunnable as exc:
         _fail(str(exc), EXIT_NOT_RUNNABLE)
-    except DistError as exc:
+    except (DistError, WriteError) as exc:
         _fail(str(exc), 1)
     except (ConfigError, experiments.UnknownExperiment) as exc:
         _fail(str(exc).strip("'\""), EXIT_USAGE)

@@ -43,6 +43,13 @@ SCALE_DEFAULTS = {
 }
 
 
+# Upper bounds: far beyond any book or bench setting, so a typo (1e20 epochs, an extra zero or five) is
+# refused before work instead of running for years. Values are (lowest, highest).
+BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 1000), "steps": (1, 10**9),
+          "warmup_steps": (0, 10**9), "num_workers": (0, 1024), "seed": (0, 2**32 - 1),
+          "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
+
+
 @dataclass(frozen=True)
 class RunConfig:
     experiment: str
@@ -81,16 +88,12 @@ class RunConfig:
         _choice("scale", self.scale, SCALES)
         _choice("dataset", self.dataset, DATASETS)
         _choice("device", self.device, DEVICES)
-        for name in ("batch_size", "epochs", "repeats"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got "
-                                  f"{getattr(self, name)}")
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError(f"--steps must be at least 1, got {self.steps}")
-        if self.warmup_steps < 0:
-            raise ConfigError(f"--warmup-steps must be 0 or more, got {self.warmup_steps}")
-        if self.num_workers < 0:
-            raise ConfigError(f"--num-workers must be 0 or more, got {self.num_workers}")
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                flag = f"--{name.replace('_', '-')}"
+                raise ConfigError(f"{flag} must be {'0 or more' if low == 0 else f'at least {low}'}, got {value}"
+                                  if value < low else f"{flag} must be at most {high:,}, got {value:,}")
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
         if not math.isfinite(self.lr) or self.lr <= 0:

@@ -36,6 +36,7 @@ from pipelines.core.dataformats import (CIFAR_BATCHES, DatasetFiles, Malformed, 
 MANIFEST = "accel-checksums.sha256"
 ORIGIN = "accel-origin.json"
 SOURCES = ("real", "generated")
+MAX_GENERATED = 60_000  # samples per split `generate` writes: the size of the real training sets
 
 FILES = {
     "fashion_mnist": DatasetFiles("fashion_mnist", "FashionMNIST/raw", 1, 28, 10, tuple(
@@ -204,6 +205,16 @@ def _staged(root: Path, name: str) -> Iterator[Path]:
         shutil.rmtree(stage, ignore_errors=True)
 
 
+@contextlib.contextmanager
+def _out_of_space(root: Path, name: str) -> Iterator[None]:
+    """A write that fails mid-build (disk full, quota) is one line; `_staged` has removed the partial copy."""
+    try:
+        yield
+    except OSError as exc:
+        raise DataError(f"could not write {name} under {root} ({exc.strerror or exc}); free space there "
+                        "or pass another --root") from None
+
+
 def _write_manifest(folder: Path, origin: dict) -> None:
     lines = [f"{digest(folder / f)}  {f}\n" for f in sorted(FILES[origin["dataset"]].files)]
     (folder / MANIFEST).write_text("".join(lines))
@@ -250,13 +261,18 @@ def generate(name: str, root: Path, train: int, test: int, seed: int = 0) -> Pat
     d = spec(name)
     if train < 1 or test < 1:
         raise ConfigError(f"--train and --test must be at least 1, got {train} and {test}")
+    if max(train, test) > MAX_GENERATED:
+        raise ConfigError(f"--train and --test must be at most {MAX_GENERATED:,} (the size of the real sets), "
+                          f"got {train:,} and {test:,}")
+    if not 0 <= seed < 2**63:
+        raise ConfigError(f"--seed must be 0 or more, got {seed}")
     rng = np.random.default_rng(seed)
     splits = {}
     for split, count in (("train", train), ("test", test)):
         labels = rng.integers(0, d.classes, size=count).astype(np.uint8)
         splits[split] = (_images(rng, labels, d), labels)
     root = Path(root)
-    with _exclusive(root, name), _staged(root, name) as stage:
+    with _exclusive(root, name), _out_of_space(root, name), _staged(root, name) as stage:
         folder = stage / d.folder
         folder.mkdir(parents=True)
         (write_fashion_mnist if name == "fashion_mnist" else write_cifar10)(folder, splits)

@@ -102,7 +102,10 @@ def build(name: str, classes: int = 10, weights: Path | None = None, **kwargs) -
     return model
 
 
-def load_weights(model: nn.Module, path: Path) -> None:
+def read_state_dict(path: Path) -> dict[str, torch.Tensor]:
+    """A local weights file as a name -> tensor dict (a checkpoint's `state_dict` entry is accepted);
+    ConfigError naming the file for anything else. The runner calls it before work, setup again."""
+    path = Path(path)
     if not path.is_file():
         raise ConfigError(f"weights file {path} does not exist; pass --weights with a local file")
     try:
@@ -111,6 +114,14 @@ def load_weights(model: nn.Module, path: Path) -> None:
         raise ConfigError(f"weights file {path} could not be read as a state_dict ({exc.__class__.__name__})") \
             from None
     state = state.get("state_dict", state) if isinstance(state, dict) else state
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise ConfigError(f"weights file {path} holds a {type(state).__name__}, not a state_dict (parameter name "
+                          "-> tensor); save one with torch.save(model.state_dict(), PATH)")
+    return state
+
+
+def load_weights(model: nn.Module, path: Path) -> None:
+    state = read_state_dict(path)
     missing, unexpected = model.load_state_dict(_matching(model, state), strict=False)
     if missing and len(missing) == len(model.state_dict()):
         raise ConfigError(f"weights file {path} matches none of the model's parameters")

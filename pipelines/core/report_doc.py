@@ -11,7 +11,7 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pipelines.core import report_drift, report_plots, report_render, report_rows
+from pipelines.core import atomic, report_drift, report_plots, report_render, report_rows
 from pipelines.core import report_stats as stats
 from pipelines.core import report_tables as tables
 from pipelines.core.envinfo import machine_key
@@ -49,7 +49,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     for kind in (k for k in render if k in formats):
         name, text = render[kind]
         paths.append(out_dir / name)
-        paths[-1].write_text(text(), encoding="utf-8")
+        atomic.write_text(paths[-1], text())  # a reader never sees half a report
     paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
     return Written(paths, loaded, drift)
 

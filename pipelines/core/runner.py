@@ -23,8 +23,8 @@ from typing import Any, Mapping
 import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
 import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
-from pipelines.core import (checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models, options,
-                            progress, results)
+from pipelines.core import (atomic, checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models,
+                            options, progress, results)
 from pipelines.core.config import RunConfig, resolve
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.interrupt import Interrupted, as_interrupted
@@ -195,8 +195,13 @@ def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) ->
     the_plan.pipeline.check(cfg, cfg.options, ctx)
     if cfg.dataset != "synthetic":
         datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
+    if cfg.weights is not None:
+        models.read_state_dict(cfg.weights)
     if ctx.is_main:
         results.check_writable(cfg.results_dir)
+        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
+            atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
+                                "pass -o checkpoint_dir= with a writable folder")
 
 
 def _skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
