@@ -157,10 +157,46 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core import progress, runner  # torch and the pipelines: only for commands that run one
     from pipelines.core.report import print_run_summary
 
-    plan = runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+    plan = _plan(experiment_id, scale, variants, option_items, overrides)
     outcome = runner.run(plan, progress.settings(quiet, verbose))
     if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
         print_run_summary(outcome.records, outcome.path)
+
+
+def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
+    from pipelines.core import runner
+
+    return runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+
+
+@cli.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes the launcher is about to start, on all nodes.")
+@click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Global rank of this node's first process (rank 0 writes results).")
+@click.option("--capabilities/--no-capabilities", default=True, show_default=True,
+              help="Also refuse what this machine cannot do (GPU, backend, runtime): when the ranks run here.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, ...]) -> None:
+    """A launcher's check of ACCEL-ARGS before it starts torchrun, mpirun or srun: a user mistake is one
+    line here, not one per rank plus the launcher's traceback. Prints what the launcher needs to know:
+    the rendezvous wait (timeout_s) and the results folder."""
+    from pipelines.core import config, options
+
+    if args and args[0] not in cli.commands:
+        raise click.UsageError(f"No such command '{args[0]}'.")
+    if not args or args[0] != "run":
+        click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
+        return
+    from pipelines.core import runner
+
+    params = run.make_context("run", list(args[1:])).params
+    for shown in ("quiet", "verbose"):
+        params.pop(shown)
+    plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                 params.pop("option_items"), params)
+    timeout_s = runner.preflight(plan, world_size, rank, capabilities)
+    click.echo(f"{timeout_s:g} {plan.configs[0].results_dir}")
 
 
 @cli.command()

@@ -26,7 +26,7 @@ import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inhe
 from pipelines.core import (atomic, checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models,
                             options, progress, results)
 from pipelines.core.config import RunConfig, resolve
-from pipelines.core.errors import ConfigError, NotRunnable
+from pipelines.core.errors import ConfigError, DistError, NotRunnable
 from pipelines.core.interrupt import Interrupted, as_interrupted
 from pipelines.core.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 
@@ -92,8 +92,25 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF) -> Outcome:
     if not place.launched:
         return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS, shown=shown)
     settings = dist_options(first)
-    with dist.Session(place, settings.backend, first.device, settings.timeout_s) as session:
+    session = dist.Session(place, settings.backend, first.device, settings.timeout_s)
+    try:
+        session.join()
+    except DistError as exc:  # rank 0 records the failed join, torch's full text included; one line on screen
+        if place.rank == 0:
+            path = _write_error(the_plan, exc, dist.describe(place, settings.backend, [session.placement_info]))
+            raise DistError(f"{exc}; error record {path}") from exc
+        raise
+    with session:
         return _run_variants(the_plan, session.ctx, session.describe(), session, shown)
+
+
+def _write_error(the_plan: Plan, exc: BaseException, dist_info: dict[str, Any]) -> Path:
+    """A run that failed before any repeat: one error record, its traceback with every chained cause."""
+    run_id, cfg = results.new_run_id(), the_plan.configs[0]
+    record = _record("error", cfg, run_id, 0, dist_info, error={
+        "type": exc.__class__.__name__, "message": str(exc)[:2000],
+        "traceback": "".join(traceback.format_exception(exc))[-8000:]})
+    return results.write(results.result_path(cfg.results_dir, the_plan.experiment.id, run_id), [record])
 
 
 def seed_everything(seed: int | None) -> None:
@@ -177,8 +194,42 @@ RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", lambda: envinfo.openmp_runtim
                  ("ALLOCATOR", "allocator", lambda: envinfo.allocator()["allocator"]))
 
 
-def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) -> None:
+def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True) -> float:
+    """A launcher's check before it starts any process (`accel preflight`): each rank's refusals, for the
+    world it is about to start; returns the run's rendezvous wait (timeout_s) the launcher passes on.
+
+    Without `capabilities` (the ranks run inside IMAGE, whose libraries this host may lack) only user
+    mistakes are refused: what the device, runtime and backend can do is for the ranks to say."""
+    ctx = loop.RunContext(torch.device(the_plan.configs[0].device), rank, world_size)
+    for cfg in the_plan.configs:
+        _refuse_before_work(the_plan, cfg, ctx, capabilities)
+    if capabilities:
+        _skip_reasons(the_plan, ctx)
+    return dist_options(the_plan.configs[0]).timeout_s
+
+
+def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True) -> None:
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
+    if capabilities:
+        _refuse_capabilities(the_plan, cfg)
+    try:
+        the_plan.pipeline.check(cfg, cfg.options, ctx)
+    except NotRunnable:
+        if capabilities:
+            raise
+    if cfg.dataset != "synthetic":
+        datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
+    if cfg.weights is not None:
+        models.read_state_dict(cfg.weights)
+    if ctx.is_main:
+        results.check_writable(cfg.results_dir)
+        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
+            atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
+                                "pass -o checkpoint_dir= with a writable folder")
+
+
+def _refuse_capabilities(the_plan: Plan, cfg: RunConfig) -> None:
+    """What this machine cannot do for the run: a GPU, the OpenMP runtime or allocator, the backend."""
     experiment = the_plan.experiment
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; run it on a GPU "
@@ -192,16 +243,6 @@ def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) ->
                               f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
     if isinstance(cfg.options, options.DistOptions):
         dist.check_backend(cfg.options.backend, cfg.device)
-    the_plan.pipeline.check(cfg, cfg.options, ctx)
-    if cfg.dataset != "synthetic":
-        datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
-    if cfg.weights is not None:
-        models.read_state_dict(cfg.weights)
-    if ctx.is_main:
-        results.check_writable(cfg.results_dir)
-        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
-            atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
-                                "pass -o checkpoint_dir= with a writable folder")
 
 
 def _skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
