@@ -145,7 +145,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         run(args)
     except ChildFailedError as exc:
-        logging.error("%s", exc.format_msg())
+        logging.exception("torchrun's report:\n%s", exc.format_msg())  # what plain torchrun prints
         return fail(*summary(exc.failures, sys.stderr.errors))
     except SignalException as exc:
         logging.error("stopped by %s", exc.sigval.name)

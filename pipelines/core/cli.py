@@ -188,9 +188,10 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     if not args or args[0] != "run":
         click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
         return
+    params = run.make_context("run", list(args[1:])).params
+    experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
     from pipelines.core import runner
 
-    params = run.make_context("run", list(args[1:])).params
     for shown in ("quiet", "verbose"):
         params.pop(shown)
     plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
