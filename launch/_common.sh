@@ -32,33 +32,37 @@ echo_knobs() {
   return 0
 }
 
-# Refuse an IMAGE that cannot start (unknown scheme, missing .sif, no such local image, engine not
-# installed) before any launcher starts: mpirun and srun would otherwise fail once per rank.
+# Refuse an IMAGE that cannot start (unknown scheme, missing .sif; where the containers start on this
+# host, also a missing engine or local image) before any launcher starts: mpirun and srun would
+# otherwise fail once per rank. check_image [here|elsewhere] (elsewhere: the ranks start on other nodes).
 check_image() {
+  local where="${1:-here}"
   case "$IMAGE" in
     podman:*|docker:*)
       local engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
       [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
+      [[ "$where" == here ]] || return 0
       command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed; install it or use another IMAGE scheme"
       "$engine" image inspect "$tag" >/dev/null 2>&1 \
         || die "IMAGE=$IMAGE: $engine has no image $tag; build it (make image TARGET=cpu) or pull it first" ;;
     *.sif)
       [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
+      [[ "$where" == here ]] || return 0
       command -v "${APPTAINER:-apptainer}" >/dev/null \
         || die "IMAGE=$IMAGE needs apptainer, which is not installed here; install Apptainer or use IMAGE=podman:TAG" ;;
     *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
   esac
 }
 
-# With IMAGE (checked first): sets `wrap` to the words that run a command inside it (launch/_container.sh)
-# and `py` to the image's python3. Without: `wrap` is empty and `py` is python_bin. Where "${wrap[@]}"
-# stands says the model: before a launcher = the launcher in one container (torchrun); after mpirun/srun's
-# own options = one container per rank, the host's launcher outermost.
+# With IMAGE (checked first: check_image here|elsewhere): sets `wrap` to the words that run a command
+# inside it (launch/_container.sh) and `py` to the image's python3. Without: `wrap` is empty and `py` is
+# python_bin. Where "${wrap[@]}" stands says the model: before a launcher = the launcher in one container
+# (torchrun); after mpirun/srun's own options = one container per rank, the host's launcher outermost.
 # shellcheck disable=SC2034  # wrap and py are read by the launchers that source this file
 image_command() {
   wrap=() py="$(python_bin)"
   [[ -n "${IMAGE:-}" ]] || return 0
-  check_image
+  check_image "${1:-here}"
   [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
   wrap=("$repo/launch/_container.sh") py=python3
 }

@@ -72,5 +72,5 @@ export OMP_BIND ALLOCATOR
 
 echo_knobs OMP_RUNTIME OMP_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
   LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
-image_command
+image_command here
 run_launcher "${wrap[@]}" "$py" -m pipelines "$@"

@@ -61,9 +61,9 @@ fi
 THREADS="${THREADS:-$(threads_per_rank "$local_ranks")}"
 check_positive_int THREADS "$THREADS"
 export MASTER_ADDR MASTER_PORT OMP_NUM_THREADS="$THREADS"
-image_command  # the host's mpirun starts one container per rank
-where=here
+where=here  # the ranks (and their containers) start on this host
 [[ -z "$HOSTS" ]] || where=elsewhere
+image_command "$where"  # the host's mpirun starts one container per rank
 preflight "$NP" 0 "$where" "$@"
 
 args=(-np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" -wdir "$repo"

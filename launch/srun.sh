@@ -47,7 +47,7 @@ for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG; do
   [[ -n "${!name:-}" ]] && export "${name?}"
 done
 read -r -a extra <<< "${SRUN_ARGS:-}"
-image_command  # the host's srun starts one container per task
+image_command elsewhere  # the host's srun starts one container per task, on the allocation's nodes
 preflight "$NTASKS" 0 elsewhere "$@"
 
 echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE TIMEOUT_S

@@ -68,7 +68,7 @@ case "$RDZV" in
   *) die "RDZV=$RDZV is not static or c10d" ;;
 esac
 
-image_command  # with IMAGE, torchrun runs inside one container and starts the ranks there
+image_command here  # with IMAGE, torchrun runs inside one container and starts the ranks there
 preflight $((NPROC * NNODES)) $((NODE_RANK * NPROC)) here "$@"
 echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE TIMEOUT_S

@@ -151,6 +151,7 @@ def test_host_launcher_is_outermost_and_wraps_each_rank_once(tmp_path, sif, laun
     is never inside the container and the container hook appears exactly once."""
     bin_dir = tmp_path / "bin"
     _tool(bin_dir, launcher, RECORDER)  # the stand-in host launcher records its argv
+    _tool(bin_dir, "apptainer", "#!/bin/sh\n")  # local mpirun ranks start their containers here: it must exist
     record = tmp_path / "launcher.json"
     run = _launcher(launcher, bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), **count})
     assert run.returncode == 0, run.stderr

@@ -185,7 +185,7 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
 
     if args and args[0] not in cli.commands:
         raise click.UsageError(f"No such command '{args[0]}'.")
-    if not args or args[0] != "run":
+    if not args or args[0] != "run" or {"-h", "--help"} & set(args):  # nothing to check: the defaults
         click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
         return
     params = run.make_context("run", list(args[1:])).params
