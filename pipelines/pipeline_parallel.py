@@ -9,8 +9,9 @@ into `microbatches` and moves activations forward and gradients backward between
 The bubble: with p stages and m micro-batches, each stage idles while the pipeline fills and drains,
 (p-1)/(m+p-1) of the step if every micro-batch costs the same. The pipeline measures it instead of
 assuming it: every forward and backward chunk a stage computes is timed (`TimedStage`), and per stage
-idle = 1 - busy / step. The record has the per-stage busy time, the step time, the measured bubble
-(mean over stages) and the theory beside it; the micro-batch count is swept as variants.
+idle = 1 - busy / step, the step lasting until its slowest stage is done. The record has the per-stage
+busy time, the step time, the measured bubble (mean over stages) and the theory beside it; the
+micro-batch count is swept as variants.
 
 Like tensor parallelism, the stages must see the same samples: the step gathers the ranks' sampler
 shards into the global batch (per-rank batch x ranks), which stage 0 feeds and the last stage scores.
@@ -21,7 +22,6 @@ the global batch (tested). Rank 0 evaluates a full copy gathered from the stages
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Annotated, Literal
@@ -103,12 +103,18 @@ def bubble_theory(stages: int, microbatches: int) -> float:
     return (stages - 1) / (microbatches + stages - 1)
 
 
-def stage_timings(busy: list[float], spans: list[float], warmup: int) -> dict[str, float]:
-    """One stage's busy and step time over the measured steps (warm-up dropped when steps remain)."""
-    if len(spans) > warmup:
-        busy, spans = busy[warmup:], spans[warmup:]
-    return {"busy_s": statistics.median(busy), "step_s": statistics.median(spans),
-            "idle_fraction": 1 - sum(busy) / sum(spans)}
+def bubble(busy: list[list[float]], spans: list[list[float]], warmup: int) -> dict[str, list[float] | float]:
+    """Per stage (rows) and measured step (columns): busy seconds and schedule.step seconds -> idle shares.
+
+    A step of the pipeline lasts until its slowest stage is done (the next step's batch gather waits for
+    all of them), so every stage's idle share is taken against the step's longest span: the first stage
+    idles at the end of a fill-drain step, after its own schedule.step has returned."""
+    busy_s, span_s = np.array(busy), np.array(spans).max(axis=0)
+    if span_s.size > warmup:  # warm-up dropped when measured steps remain (stage set-up happens in step 1)
+        busy_s, span_s = busy_s[:, warmup:], span_s[warmup:]
+    idle = 1 - busy_s.sum(axis=1) / span_s.sum()
+    return {"stage_busy_s": np.median(busy_s, axis=1).round(6).tolist(), "step_s": round(float(np.median(span_s)), 6),
+            "stage_idle_fraction": idle.round(4).tolist(), "bubble_measured": round(float(idle.mean()), 4)}
 
 
 class BubbleReport(Hooks):
@@ -119,21 +125,15 @@ class BubbleReport(Hooks):
         self.stage, self.clock, self.cfg, self.opts, self.ctx = stage, clock, cfg, opts, ctx
 
     def train_end(self, trainable: Trainable, epoch: int) -> None:
-        mine = {"timings": stage_timings(self.clock["busy"], self.clock["span"], self.cfg.warmup_steps),
-                "param_bytes": sum(p.nbytes for p in self.stage.parameters()),
+        mine = {**self.clock, "param_bytes": sum(p.nbytes for p in self.stage.parameters()),
                 "blocks": [int(name) for name in self.stage.blocks], "state": self.stage.state_dict()}
         stages = dist.gather_objects(mine)
         if not self.ctx.is_main:
             return
-        timings = [s["timings"] for s in stages]
         trainable.metrics.update({
             "stages": len(stages), "microbatches": self.opts.microbatches, "schedule": self.opts.schedule,
-            "stage_blocks": [s["blocks"] for s in stages],
-            "stage_param_bytes": [s["param_bytes"] for s in stages],
-            "stage_busy_s": [round(t["busy_s"], 6) for t in timings],
-            "stage_step_s": [round(t["step_s"], 6) for t in timings],
-            "stage_idle_fraction": [round(t["idle_fraction"], 4) for t in timings],
-            "bubble_measured": round(statistics.mean(t["idle_fraction"] for t in timings), 4),
+            "stage_blocks": [s["blocks"] for s in stages], "stage_param_bytes": [s["param_bytes"] for s in stages],
+            **bubble([s["busy"] for s in stages], [s["span"] for s in stages], self.cfg.warmup_steps),
             "bubble_theory": round(bubble_theory(len(stages), self.opts.microbatches), 4)})
         full = models.build(self.cfg.model, classes=self.cfg.head_classes)
         full.load_state_dict({key: value for s in stages for key, value in s["state"].items()})

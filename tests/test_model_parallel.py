@@ -7,7 +7,7 @@ layers sum partial products in another order (the key bias's gradient is mathema
 comes out as ~1e-9 noise either way, hence the absolute floor).
 End to end: the entries under torchrun and Open MPI's mpirun; the measured bubble falls with more
 micro-batches (an ordering of recorded idle fractions, never a time threshold); bad world sizes are
-refused in one line by every rank before any group forms.
+refused in one line: by `accel launch` before any rank starts, and by every rank started directly.
 """
 
 from __future__ import annotations
@@ -96,15 +96,14 @@ def launch(script: str, env: dict, *args: str) -> subprocess.CompletedProcess:
                           env={**os.environ, "MASTER_PORT": str(free_port()), **env})
 
 
-def ok_records(results_dir) -> dict[str, dict]:
-    found = {r["variant"]: r for r in records(results_dir)}
-    return found
+def by_variant(results_dir) -> dict[str, dict]:
+    return {r["variant"]: r for r in records(results_dir)}
 
 
 def test_tensor_parallel_entry_records_bytes_per_rank_and_step_time_under_torchrun(tmp_path):
     run = launch("torchrun.sh", {"NPROC": "2"}, "run", "s004-tp", *SMOKE, "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
-    arms = ok_records(tmp_path)
+    arms = by_variant(tmp_path)
     assert {a: r["status"] for a, r in arms.items()} == {"replicate": "ok", "tensor": "ok"}
     replicate, tensor = arms["replicate"]["metrics"], arms["tensor"]["metrics"]
     assert arms["tensor"]["dist"]["world_size"] == 2 and tensor["tp_degree"] == 2
@@ -124,13 +123,13 @@ def test_pipeline_bubble_shrinks_with_more_microbatches_under_torchrun(tmp_path)
                  "--batch-size", "16", "--variant", "microbatches=1", "--variant", "microbatches=4",
                  "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
-    arms = {a: r["metrics"] for a, r in ok_records(tmp_path).items()}
+    arms = {a: r["metrics"] for a, r in by_variant(tmp_path).items()}
     one, four = arms["microbatches=1"], arms["microbatches=4"]
     assert (one["bubble_theory"], four["bubble_theory"]) == (0.5, 0.2)
     assert one["bubble_measured"] > four["bubble_measured"], (one, four)
     for metrics in (one, four):
         assert metrics["stages"] == 2 and metrics["stage_blocks"] == [[0, 1], [2, 3]]
-        assert all(0 < busy < step for busy, step in zip(metrics["stage_busy_s"], metrics["stage_step_s"]))
+        assert all(0 < busy < metrics["step_s"] for busy in metrics["stage_busy_s"])
         assert metrics["final_loss"] is not None  # broadcast from the last stage to rank 0's record
         assert sum(metrics["stage_param_bytes"]) == metrics["parameters"] * 4  # fp32, each layer on one stage
     torch.testing.assert_close(one["final_loss"], four["final_loss"], rtol=1e-4, atol=1e-5)  # same math
@@ -151,7 +150,7 @@ def test_dataparallel_arm_is_skipped_with_the_reason_and_ddp_runs(tmp_path):
         pytest.skip("2+ GPUs: the DataParallel arm would run (make s004-dp-vs-ddp)")
     run = launch("torchrun.sh", {"NPROC": "2"}, "run", "s004-dp-vs-ddp", *SMOKE, "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
-    arms = ok_records(tmp_path)
+    arms = by_variant(tmp_path)
     assert arms["dataparallel"]["status"] == "skipped"
     assert "nn.DataParallel needs 2 CUDA devices in one process" in arms["dataparallel"]["notes"][0]
     ddp = arms["ddp"]
@@ -176,3 +175,28 @@ def test_a_world_size_the_model_cannot_split_over_is_refused_by_every_rank(entry
         assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
         assert needle in lines[0] and "Traceback" not in run.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("launcher_env,entry,needle", [
+    ({"NPROC": "3"}, "s004-tp", "tensor-parallel degree 3"),
+    ({"NPROC": "5"}, "s004-pp", "5 pipeline stages (one per rank)"),
+])
+def test_launch_refuses_a_world_size_once_before_any_rank_starts(launcher_env, entry, needle, tmp_path):
+    """`make s004-tp NPROC=3` (accel launch): one line, exit 2, no torchrun failure report, nothing written."""
+    run = accel("launch", entry, *SMOKE, "--results-dir", str(tmp_path), env=launcher_env, timeout=120)
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
+    assert needle in lines[0] and "torch.distributed.run" not in run.stderr
+    assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def test_launched_world_size_reads_the_launchers_own_knobs():
+    from pipelines.core.cli import launched_world_size
+
+    assert launched_world_size("torchrun", {}) == 2  # launch/torchrun.sh's defaults: NPROC=2, NNODES=1
+    assert launched_world_size("torchrun", {"NPROC": "4", "NNODES": "2"}) == 8
+    assert launched_world_size("mpirun", {"NP": "5"}) == 5
+    assert launched_world_size("srun", {"SLURM_NTASKS": "6"}) == 6
+    assert launched_world_size("srun", {"NTASKS": "3", "SLURM_NTASKS": "6"}) == 3
+    assert launched_world_size("torchrun", {"NPROC": "two"}) is None  # the script names the bad knob itself
+    assert launched_world_size("local", {"NPROC": "4"}) is None

@@ -86,10 +86,16 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core import runner  # torch and the pipelines: only for commands that run one
     from pipelines.core.report import print_run_summary
 
-    plan = runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
-    outcome = runner.run(plan)
+    outcome = runner.run(_plan(experiment_id, scale, variants, option_items, overrides))
     if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
         print_run_summary(outcome.records, outcome.path)
+
+
+def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
+    """`accel run`'s arguments -> the runner's plan (one resolved config per variant)."""
+    from pipelines.core import runner
+
+    return runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
 
 
 @cli.command()
@@ -122,11 +128,45 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
     knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
+    world = launched_world_size(entry.launcher, {**os.environ, **knobs})
+    if world and not os.environ.get("IMAGE"):  # with IMAGE, torch and the pipelines live in the image
+        _check_before_launch(experiment_id, args, world)
     argv = [str(script), "run", experiment_id, *args]
     shown = " ".join([*(f"{k}={v}" for k, v in knobs.items()), *argv])
     click.echo(f"+ {shown}", err=True)
     sys.stdout.flush()
     os.execve(str(script), argv, {**os.environ, **knobs})
+
+
+# launcher -> the knobs (first one set wins) whose product is the ranks it starts, with launch/*.sh's defaults
+WORLD_KNOBS = {"torchrun": ((("NPROC",), 2), (("NNODES",), 1)), "mpirun": ((("NP",), 2),),
+               "srun": ((("NTASKS", "SLURM_NTASKS"), 2),)}
+
+
+def launched_world_size(launcher: str, env) -> int | None:
+    """The ranks a launcher script will start, read from the knobs and defaults it reads itself; None for a
+    local launch or a value the script will refuse on its own (it names the knob)."""
+    if launcher not in WORLD_KNOBS:
+        return None
+    world = 1
+    for names, default in WORLD_KNOBS[launcher]:
+        value = next((env[name] for name in names if env.get(name)), str(default))
+        if not value.isdigit() or int(value) < 1:
+            return None
+        world *= int(value)
+    return world
+
+
+def _check_before_launch(experiment_id: str, args: tuple[str, ...], world: int) -> None:
+    """What every rank would refuse, refused once before any rank starts (one line, exit 2): bad
+    settings or options, missing data, and a world size the technique cannot split over (the pipeline's
+    `check`, e.g. NPROC=3 tensor-parallel ranks for 4 attention heads). Without this, each rank would
+    print the line and the launcher would bury it under its own failure report."""
+    from pipelines.core import runner
+
+    params = dict(run.make_context("run", [experiment_id, *args]).params)
+    runner.check_world(_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                             params.pop("option_items"), params), world)
 
 
 @cli.command()

@@ -157,6 +157,16 @@ def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) ->
         results.check_writable(cfg.results_dir)
 
 
+def check_world(the_plan: Plan, world_size: int) -> None:
+    """Before a launcher starts `world_size` ranks: what every one of them would refuse (the pipeline's
+    check at that world size, missing data), refused once. Refusals that depend on a rank's own process
+    (loaded OpenMP runtime, GPUs, backend libraries) stay with the ranks."""
+    for cfg in the_plan.configs:
+        the_plan.pipeline.check(cfg, cfg.options, loop.RunContext(torch.device(cfg.device), 0, world_size))
+        if cfg.dataset != "synthetic":
+            datafiles.verify(cfg.dataset, cfg.data_root)
+
+
 def _skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
     """Variant -> why it cannot run on this device (the pipeline's `skip`); all skipped: NotRunnable."""
     reasons = {cfg.variant: reason for cfg in the_plan.configs
