@@ -146,8 +146,9 @@ EXPERIMENTS = (
                           "fewer micro-batches than stages are skipped with the reason).",
                           "Global batch 64 = 32 per rank x 2 ranks, gathered on every rank: stage 0 feeds it, the "
                           "last stage scores it; the loss is broadcast from the last stage so rank 0 records it.",
-                          "The bubble is measured from each stage's timed forward/backward chunks (busy) against "
-                          "its schedule.step time, not inferred from the step time alone.")),
+                          "The bubble is measured, not inferred from the step time: each stage's timed "
+                          "forward/backward chunks (busy) against the step's span, which lasts until the slowest "
+                          "stage's schedule.step returns.")),
     Experiment(id="s004-tp", compares="replicated model (DDP) -> tensor-parallel blocks (column/row split), "
                "same global batch", pipeline="tensor_parallel", launcher="torchrun", knobs={"NPROC": "2"},
                settings={**NOTE_SETUP, "model": "transformer_small", "batch_size": 32},
