@@ -108,11 +108,12 @@ def bubble(busy: list[list[float]], spans: list[list[float]], warmup: int) -> di
 
     A step of the pipeline lasts until its slowest stage is done (the next step's batch gather waits for
     all of them), so every stage's idle share is taken against the step's longest span: the first stage
-    idles at the end of a fill-drain step, after its own schedule.step has returned."""
+    idles at the end of a fill-drain step, after its own schedule.step has returned. Each stage's share
+    is the median over steps, so one step slowed by another process on the machine does not decide it."""
     busy_s, span_s = np.array(busy), np.array(spans).max(axis=0)
     if span_s.size > warmup:  # warm-up dropped when measured steps remain (stage set-up happens in step 1)
         busy_s, span_s = busy_s[:, warmup:], span_s[warmup:]
-    idle = 1 - busy_s.sum(axis=1) / span_s.sum()
+    idle = np.median(1 - busy_s / span_s, axis=1)
     return {"stage_busy_s": np.median(busy_s, axis=1).round(6).tolist(), "step_s": round(float(np.median(span_s)), 6),
             "stage_idle_fraction": idle.round(4).tolist(), "bubble_measured": round(float(idle.mean()), 4)}
 

@@ -117,11 +117,11 @@ def test_tensor_parallel_entry_records_bytes_per_rank_and_step_time_under_torchr
 
 
 def test_pipeline_bubble_shrinks_with_more_microbatches_under_torchrun(tmp_path):
-    """A compute-dominated setup (transformer_small, global batch 32): the idle share of the stages,
-    from their timed forward/backward chunks, is larger with 1 micro-batch than with 4."""
-    run = launch("torchrun.sh", {"NPROC": "2"}, "run", "s004-pp", *SMOKE, "--model", "transformer_small",
-                 "--batch-size", "16", "--variant", "microbatches=1", "--variant", "microbatches=4",
-                 "--results-dir", str(tmp_path))
+    """A compute-dominated setup (transformer_small, global batch 64, 6 measured steps): the idle share of
+    the stages, from their timed forward/backward chunks, is larger with 1 micro-batch than with 4."""
+    run = launch("torchrun.sh", {"NPROC": "2"}, "run", "s004-pp", *SMOKE, "--steps", "6", "--model",
+                 "transformer_small", "--batch-size", "32", "--variant", "microbatches=1", "--variant",
+                 "microbatches=4", "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     arms = {a: r["metrics"] for a, r in by_variant(tmp_path).items()}
     one, four = arms["microbatches=1"], arms["microbatches=4"]
@@ -200,3 +200,18 @@ def test_launched_world_size_reads_the_launchers_own_knobs():
     assert launched_world_size("srun", {"NTASKS": "3", "SLURM_NTASKS": "6"}) == 3
     assert launched_world_size("torchrun", {"NPROC": "two"}) is None  # the script names the bad knob itself
     assert launched_world_size("local", {"NPROC": "4"}) is None
+
+
+def test_bubble_is_idle_time_against_the_slowest_stages_span():
+    """GPipe over 2 stages, every forward and backward chunk 1 unit. m=1: stage 0 runs F 0-1 and B 3-4
+    (span 4), stage 1 waits, runs F 1-2 and B 2-3 and is done at 3: the step lasts 4, each stage is busy
+    2 of it. m=4: stage 0 F 0-4, B 6-10; stage 1 F 1-5, B 5-9: busy 8 of 10. Measured = theory; the
+    warm-up step and one slow outlier step do not move it."""
+    from pipelines.pipeline_parallel import bubble, bubble_theory
+
+    warm, outlier = 9.0, 40.0
+    one = bubble(busy=[[warm, 2, 2, 2], [warm, 2, 2, 2]], spans=[[warm, 4, 4, outlier], [warm, 3, 3, 3]], warmup=1)
+    four = bubble(busy=[[warm, 8, 8, 8], [warm, 8, 8, 8]], spans=[[warm, 10, 10, 10], [warm, 9, 9, 9]], warmup=1)
+    assert one["stage_idle_fraction"] == [0.5, 0.5] and one["bubble_measured"] == bubble_theory(2, 1)
+    assert four["stage_idle_fraction"] == [0.2, 0.2] and four["bubble_measured"] == bubble_theory(2, 4)
+    assert one["step_s"] == 4 and one["stage_busy_s"] == [2, 2]
