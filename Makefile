@@ -13,7 +13,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 
 # Experiment ids come from the catalog (stdlib only, so no venv is needed to list them).
 IDS := $(shell python3 -m pipelines.core.experiments ids 2>/dev/null)
-DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the distributed section below
+DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
 .PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
@@ -103,6 +103,13 @@ ch9-cpu-gloo: venv ## Table 9.2: ranks x threads at this machine's core count (2
 
 ch10-gpu-nccl: venv ## Table 10.2: one process per GPU over NCCL (NGPU, default: all visible)
 	NPROC=$(NGPU) $(ACCEL) launch ch10-gpu-nccl $(ARGS)
+
+# nn.DataParallel is one process over the GPUs, DDP one process per GPU: the DDP launch records the DataParallel arm
+# as skipped, and with 2+ GPUs the DataParallel arm then runs in one process (both on CUDA, DDP over NCCL).
+MULTI_GPU := $(filter-out 0 1,$(NGPU))
+s004-dp-vs-ddp: venv ## nn.DataParallel vs DDP: the DDP arm under torchrun (NPROC), the DataParallel arm with 2+ GPUs
+	NPROC=$(NPROC) $(ACCEL) launch s004-dp-vs-ddp $(if $(MULTI_GPU),--device cuda -o backend=nccl) $(ARGS)
+	$(if $(MULTI_GPU),$(ACCEL) run s004-dp-vs-ddp --variant dataparallel --device cuda $(ARGS))
 
 ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = total ranks)
 	@[ -n "$(HOSTS)" ] || { echo "make: HOSTS=host:slots,host:slots is required (e.g. HOSTS=node1:8,node2:8)" >&2; exit 2; }

@@ -135,16 +135,55 @@ EXPERIMENTS = (
                                                 "blocks are the block list)"),
                           "Memory is saved_for_backward_mib on every device plus peak_gpu_mib on CUDA; CPU peak "
                           "RSS is process-wide across variants, so it is not the comparison.")),
-    Experiment(id="s004-dp-vs-ddp", compares="nn.DataParallel vs DistributedDataParallel", pipeline=None,
-               status="planned", launcher="torchrun",
-               planned_reason="nn.DataParallel splits batches across GPUs of one process and does nothing on "
-                              "CPU; the DDP half runs as ch8-ddp-template (torchrun + gloo)"),
-    Experiment(id="s004-pp", compares="naive pipeline split over 3 devices", pipeline=None, status="planned",
-               planned_reason=MULTI, requires=("gpu", "multi-gpu")),
-    Experiment(id="s004-tp", compares="column-parallel linear (tensor parallel)", pipeline=None,
-               status="planned", launcher="torchrun",
-               planned_reason="tensor parallelism (torch.distributed.tensor.parallel) needs its own pipeline; "
-                              "the data-parallel pipeline (ddp.py) does not shard layers column-wise"),
+    Experiment(id="s004-dp-vs-ddp", compares="nn.DataParallel (1 process, 2 GPUs) vs DistributedDataParallel "
+               "(2 processes), global batch 64", pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "cnn_cifar10"},
+               variants=(Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
+                         Variant("ddp", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 2})),
+               expect="DataParallel is one process and one Python thread per GPU: it scatters the batch, copies the "
+                      "model to every GPU each step and gathers the outputs on GPU 0, so DDP (one process per GPU, "
+                      "gradients all-reduced during backward) is expected to be faster. On CPU only the DDP arm "
+                      "runs (Gloo); the DataParallel arm is recorded as skipped with the reason.",
+               decisions=("Same model and global batch: DataParallel takes the whole batch of 64 in one process and "
+                          "splits it over 2 GPUs; DDP takes 32 per rank on 2 ranks. Both through pipelines/ddp.py "
+                          "(-o strategy=dp|ddp); Adam (ddp.py's optimizer) at the note's lr 1e-4, wd 0.01.",
+                          "DataParallel needs 2 CUDA devices in one process: in a multi-process launch it is skipped "
+                          "with the command that runs it (`make s004-dp-vs-ddp` runs it after the DDP launch "
+                          "when 2+ GPUs are visible); on GPUs pass --device cuda -o backend=nccl to the DDP arm.",
+                          "The book's CIFAR-10 CNN (no BatchNorm, so the replicas' buffers cannot differ between "
+                          "the two wrappers).")),
+    Experiment(id="s004-pp", compares="micro-batches 1 -> 2 / 4 / 8 through a 2-stage pipeline (GPipe; the bubble)",
+               pipeline="pipeline_parallel", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "transformer_small", "batch_size": 32, "drop_last": True},
+               variants=tuple(Variant(f"microbatches={m}", options={"microbatches": m}) for m in (1, 2, 4, 8)),
+               expect="The bubble (p-1)/(m+p-1) = 0.5, 0.33, 0.2, 0.11 for 2 stages: the measured idle share of "
+                      "each stage falls with more micro-batches; the step time falls with it only while a "
+                      "micro-batch stays big enough to compute efficiently (on CPU the per-chunk overhead and "
+                      "the Gloo transfers grow with m).",
+               decisions=("The note's naive 3-device split becomes torch.distributed.pipelining: one stage per rank "
+                          "(NPROC stages; blocks dealt out evenly, embedding on the first stage, head on the "
+                          "last), ScheduleGPipe by default, -o schedule=1f1b for Schedule1F1B (its arms with "
+                          "fewer micro-batches than stages are skipped with the reason).",
+                          "Global batch 64 = 32 per rank x 2 ranks, gathered on every rank: stage 0 feeds it, the "
+                          "last stage scores it; the loss is broadcast from the last stage so rank 0 records it.",
+                          "The bubble is measured, not inferred from the step time: each stage's timed "
+                          "forward/backward chunks (busy) against the step's span, which lasts until the slowest "
+                          "stage's schedule.step returns.")),
+    Experiment(id="s004-tp", compares="replicated model (DDP) -> tensor-parallel blocks (column/row split), "
+               "same global batch", pipeline="tensor_parallel", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "transformer_small", "batch_size": 32},
+               variants=(Variant("replicate", options={"parallel": "replicate"}), Variant("tensor")),
+               expect="Each rank holds about 1/NPROC of the blocks' parameters (recorded per rank). On CPU "
+                      "processes over Gloo the per-layer all-reduces cost more than the smaller matmuls save: "
+                      "expect the tensor arm slower per step; its use is a model too big for one device.",
+               decisions=("The note's column-parallel linear, grown into a transformer block with "
+                          "torch.distributed.tensor.parallel: q/k/v and the MLP's first layer ColwiseParallel, "
+                          "the attention output and the MLP's second layer RowwiseParallel; degree = NPROC, which "
+                          "must divide the heads and the MLP width.",
+                          "Same global batch in both arms (32 per rank x NPROC): DDP trains each rank on its own "
+                          "shard, the tensor arm all-gathers the shards so every rank computes all samples.",
+                          "A splittable transformer on CIFAR-10 4x4 patches (4 blocks, width 128, 4 heads), since "
+                          "torchvision's ViT fuses q/k/v into one nn.MultiheadAttention weight.")),
     Experiment(id="s004-fsdp", compares="FSDP with transformer auto-wrap and bf16 MixedPrecision",
                pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
                settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,

@@ -13,7 +13,11 @@ TALK_DIST = {"backend": "nccl", "precision": "bf16"}
 TALK_BAND = ("4 GPUs at book scale; on CPU, `accel launch ID --device cpu --scale smoke -o backend=gloo --model "
              "vit_tiny` (4 ranks, a tiny ViT) proves the path, not the speed")
 TINY_VIT = ("--model", "vit_tiny")  # the CPU smoke run's stand-in for ViT-B/16
-DIST_DECISIONS = ("Lightning Fabric replaced by plain torch DDP / FSDP2 (fully_shard per encoder block, "
+VIT_DIST = {**VIT, "shuffle": True}  # Fabric's setup_dataloaders: DistributedSampler(shuffle=True), set_epoch per epoch
+DIST_DECISIONS = ("Shuffled as the talk: Fabric's setup_dataloaders swaps in a DistributedSampler (shuffle=True) "
+                  "and sets its epoch on every pass; here the runner's DistributedSampler and the shared loop's "
+                  "set_epoch do the same (every rank a disjoint shard, reshuffled each epoch)",
+                  "Lightning Fabric replaced by plain torch DDP / FSDP2 (fully_shard per encoder block, "
                   "bf16 MixedPrecisionPolicy) so the technique is visible in pipelines/ddp.py",
                   "bs 16 per device as the talk (global 64 on 4 GPUs); lr not scaled")
 FINETUNE = {"pretrained": True}
@@ -77,20 +81,20 @@ EXPERIMENTS = (
                           "16-mixed: -o precision=16-mixed).", PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-ddp-4gpu", compares="bf16 on 1 GPU -> bf16 + DDP on 4 GPUs", pipeline="ddp",
                reproduces="talk step 05 (logs.md; 05_fabric-vit-mixed-ddp.py)",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
                options=TALK_DIST, knobs={"NPROC": "4"}, cpu_smoke=TINY_VIT, baseline="vit-bf16-mixed",
                published=(P("train_time_min", 2.19, "repo-output"), P("ratio", 2.90, "repo-output")),
                hardware="4 GPUs", expect=TALK_BAND, decisions=DIST_DECISIONS),
     Experiment(id="vit-fsdp-4gpu", compares="bf16 on 1 GPU -> bf16 + FSDP on 4 GPUs", pipeline="ddp",
                reproduces="talk step 06 (logs.md; 06_fabric-vit-mixed-fsdp.py)",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
                options={**TALK_DIST, "strategy": "fsdp"}, knobs={"NPROC": "4"}, cpu_smoke=TINY_VIT,
                baseline="vit-bf16-mixed",
                published=(P("train_time_min", 2.23, "repo-output"), P("ratio", 2.85, "repo-output")),
                hardware="4 GPUs", expect=TALK_BAND, decisions=DIST_DECISIONS),
     Experiment(id="vit-fsdp-4gpu-sched", compares="FSDP -> FSDP + ExponentialLR(0.9)", pipeline="ddp",
                reproduces="talk step 07 (logs.md; 07_fabric-vit-mixed-fsdp-with-scheduler.py)",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
                options={**TALK_DIST, "strategy": "fsdp", "lr_gamma": 0.9}, knobs={"NPROC": "4"},
                cpu_smoke=TINY_VIT,
                baseline="vit-fsdp-4gpu",

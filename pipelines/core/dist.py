@@ -217,6 +217,20 @@ def gather_objects(obj: Any) -> list[Any]:
     return out
 
 
+def global_batch(tensor: torch.Tensor) -> torch.Tensor:
+    """Every rank's batch, concatenated in rank order, on every rank (one process: the batch itself).
+
+    Data parallelism gives each rank its own shard; model-parallel techniques (tensor, pipeline) need
+    every rank of the group to see the same samples. Gathering the shards keeps the runner's sampler
+    and accounting (global batch = per-rank batch x world size) the same for every technique."""
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return tensor
+    tensor = tensor.contiguous()
+    out = tensor.new_empty((tensor.shape[0] * tdist.get_world_size(), *tensor.shape[1:]))
+    tdist.all_gather_single(out, tensor)
+    return out
+
+
 def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
     """Release DDP state, then a barrier with a timeout, then destroy the group.
 

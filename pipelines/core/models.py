@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Callable
 
 import torch
+import torch.nn.functional as F
 import torchvision
 from torch import nn
 from torchvision.models import DenseNet
@@ -40,6 +41,91 @@ class BookCNN(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class PatchTransformer(nn.Module):
+    """A small pre-LN vision transformer whose layers can be split: the model of tensor and pipeline parallelism.
+
+    Unlike torchvision's ViT (nn.MultiheadAttention packs q, k and v into one fused weight), attention has
+    separate `q`, `k`, `v` and `out` nn.Linear projections and the MLP is `up` -> GELU -> `down`, so
+    tensor parallelism can split `q/k/v/up` by output features and `out/down` by input features. Heads are
+    derived from the local width (width // head_dim), so the same forward runs on a shard holding
+    heads / degree heads. The top level is `embed` -> `blocks` (nn.Sequential) -> `head`, so a pipeline
+    stage is a contiguous run of those parts under the same state_dict names.
+    """
+
+    def __init__(self, classes: int = 10, image_size: int = 32, patch: int = 4, width: int = 128,
+                 heads: int = 4, depth: int = 4, mlp_ratio: int = 4, in_channels: int = 3):
+        super().__init__()
+        self.width, self.heads, self.depth = width, heads, depth
+        self.embed = PatchEmbedding(in_channels, image_size, patch, width)
+        self.blocks = nn.Sequential(*(TransformerBlock(width, heads, width * mlp_ratio) for _ in range(depth)))
+        self.head = ClassifierHead(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(self.embed(x)))
+
+
+class PatchEmbedding(nn.Module):
+    """Non-overlapping patches -> tokens (a strided convolution) plus a learned position embedding."""
+
+    def __init__(self, in_channels: int, image_size: int, patch: int, width: int):
+        super().__init__()
+        self.project = nn.Conv2d(in_channels, width, patch, stride=patch)
+        self.position = nn.Parameter(torch.randn(1, (image_size // patch) ** 2, width) * 0.02)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.project(x).flatten(2).transpose(1, 2) + self.position
+
+
+class Attention(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        if width % heads:
+            raise ConfigError(f"transformer width {width} is not divisible by its {heads} heads")
+        self.head_dim = width // heads
+        self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.out = nn.Linear(width, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        batch, tokens, _ = x.shape
+        q, k, v = (proj(x).view(batch, tokens, -1, self.head_dim).transpose(1, 2)
+                   for proj in (self.q, self.k, self.v))  # -1: the heads this rank holds
+        mixed = F.scaled_dot_product_attention(q, k, v)
+        return self.out(mixed.transpose(1, 2).reshape(batch, tokens, -1))
+
+
+class MLP(nn.Module):
+    def __init__(self, width: int, hidden: int):
+        super().__init__()
+        self.up, self.down = nn.Linear(width, hidden), nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.down(F.gelu(self.up(x)))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LN: x + attention(norm(x)), then x + mlp(norm(x))."""
+
+    def __init__(self, width: int, heads: int, hidden: int):
+        super().__init__()
+        self.norm1, self.attention = nn.LayerNorm(width), Attention(width, heads)
+        self.norm2, self.mlp = nn.LayerNorm(width), MLP(width, hidden)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x + self.attention(self.norm1(x))
+        return x + self.mlp(self.norm2(x))
+
+
+class ClassifierHead(nn.Module):
+    """Final norm, mean over tokens, linear classifier."""
+
+    def __init__(self, width: int, classes: int):
+        super().__init__()
+        self.norm, self.linear = nn.LayerNorm(width), nn.Linear(width, classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.linear(self.norm(x).mean(dim=1))
 
 
 @dataclass(frozen=True)
@@ -81,6 +167,10 @@ REGISTRY: dict[str, ModelSpec] = {
     "resnet50": ModelSpec(_torchvision("resnet50"), (3, 32, 32), "torchvision ResNet-50"),
     "vit_b_16": ModelSpec(_torchvision("vit_b_16"), (3, 224, 224), "torchvision ViT-B/16"),
     "vit_tiny": ModelSpec(_vit_tiny, (3, 224, 224), "ViT-B/16 structure, 2 layers x 192: smoke scale"),
+    "transformer_small": ModelSpec(lambda classes=10, **kw: PatchTransformer(classes, **kw), (3, 32, 32),
+                                   "splittable transformer on 4x4 patches: 4 blocks, width 128, 4 heads"),
+    "transformer_tiny": ModelSpec(lambda classes=10, **kw: PatchTransformer(classes, patch=8, width=32, **kw),
+                                  (3, 32, 32), "splittable transformer, 4 blocks x width 32, 4 heads: smoke scale"),
 }
 
 
