@@ -76,7 +76,11 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--dataset", type=str, help="Override the dataset, e.g. synthetic for pure throughput.")
 @click.option("--data-root", type=click.Path(path_type=Path))
 @click.option("--results-dir", type=click.Path(path_type=Path))
-@click.option("--weights", type=click.Path(path_type=Path), help="Local state_dict file (never downloaded).")
+@click.option("--weights", type=click.Path(path_type=Path),
+              help="Local state_dict file, or a save_pretrained folder for distilbert (never downloaded).")
+@click.option("--tokenizer", type=click.Path(path_type=Path),
+              help="Local tokenizer folder for text data (default: train a WordPiece tokenizer on the data).")
+@click.option("--seq-len", type=int, help="Tokens per text for token models (default: the model's).")
 @click.option("--seed", type=int)
 @click.option("--num-workers", type=int)
 @click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",
