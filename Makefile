@@ -24,7 +24,7 @@ help: ## Show the targets
 	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
 	@echo "make report      results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html"
 	@echo "make reference-timings   CPU reference run at bench scale -> \$$(REF_OUT) (records + report)"
-	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
+	@echo "make data-generate / data-verify   offline datasets in their real on-disk formats"
 	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
 	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
 	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
@@ -63,9 +63,10 @@ gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-refer
 harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
 	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
 
-data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly marked generated)
+data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clearly marked generated)
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000
 	$(ACCEL) data generate cifar10 --root $(DATA) --train 5000 --test 1000
+	$(ACCEL) data generate imdb --root $(DATA) --train 2000 --test 500
 
 data-verify: venv
 	$(ACCEL) data verify --root $(DATA)
