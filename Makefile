@@ -54,9 +54,10 @@ gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-refer
 harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
 	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
 
-data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly marked generated)
+data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clearly marked generated)
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000
 	$(ACCEL) data generate cifar10 --root $(DATA) --train 5000 --test 1000
+	$(ACCEL) data generate imdb --root $(DATA) --train 2000 --test 500
 
 data-verify: venv ## Check the datasets under data/ (checksums and format)
 	$(ACCEL) data verify --root $(DATA)

@@ -52,6 +52,16 @@ EXPERIMENTS = (
         decisions=("Whether an activation follows the extra layer is unstated; we add none (count unaffected).",
                    LR_DECISION)),
     Experiment(
+        id="ch1-onnx-export", compares="trained CNN -> ONNX file, checked by onnx's checker and onnxruntime",
+        pipeline="ch01_onnx", variant="onnx", settings=FMNIST,
+        hardware="unstated CPU",
+        expect="No published number: the file must pass onnx's checker and give torch's logits in onnxruntime "
+               "(onnx_max_abs_diff within atol 1e-4 + rtol 1e-3).",
+        decisions=("torch.onnx.export with the dynamo exporter (TorchScript export is deprecated in PyTorch 2.x), "
+                   "opset 18, a dynamic batch axis, one self-contained file in <results>/artifacts/.",
+                   "Trained as ch2-baseline (10 epochs), then exported; the book does not say how long it trained.",
+                   LR_DECISION)),
+    Experiment(
         id="ch2-baseline", compares="reference: CNN/Fashion-MNIST, bs 64, 10 ep, GNU OpenMP",
         reproduces="book ch2: training times (text)",
         pipeline="ch02_layers", variant="baseline", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
@@ -132,6 +142,18 @@ EXPERIMENTS = (
         expect="No published numbers: shows what each mode costs in compile time (warm-up) and buys per step.",
         decisions=("reduce-overhead uses CUDA graphs, which do nothing on CPU; it is listed to show that.",
                    "aot_eager traces forward and backward without code generation: it isolates capture cost.")),
+    Experiment(
+        id="ch3-profile-compiled",
+        compares="profile of one training step: eager ops -> CompiledFunction (torch.compile) on the CPU CNN",
+        pipeline="ch01_profile", settings={**FMNIST, "epochs": 1}, options={"step": "train", "warmup": 3},
+        variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
+        hardware="CPU, unstated",
+        expect="No published share: in compiled mode CompiledFunction and CompiledFunctionBackward take the time "
+               "the eager profile spreads over convolution, pooling and addmm ops.",
+        decisions=("One training step of a 64-image batch is profiled after 3 warm-up steps, so compilation is "
+                   "not in the profile (the book's chapter 1 profile had no warm-up; a compiled model's first "
+                   "call is compilation).",
+                   "Shares are CPU time including children over the profile's total self CPU time.")),
     Experiment(
         id="ch3-compile-densenet-gpu",
         reproduces="book ch3: Table 3.1",

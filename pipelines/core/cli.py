@@ -143,7 +143,11 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--data-root", type=PathArg(),
               help="Where datasets are (default: data; `accel data generate|fetch` fills it).")
 @click.option("--results-dir", type=PathArg(), help="Where the result file goes (default: results).")
-@click.option("--weights", type=PathArg(), help="Local state_dict file (never downloaded).")
+@click.option("--weights", type=PathArg(),
+              help="Local state_dict file, or a save_pretrained folder for distilbert (never downloaded).")
+@click.option("--tokenizer", type=PathArg(),
+              help="Local tokenizer folder for text data (default: train a WordPiece tokenizer on the data).")
+@click.option("--seq-len", type=int, help="Tokens per text for token models (default: the model's).")
 @click.option("--seed", type=int, help="Base random seed; repeat r uses seed + r (default: 0).")
 @click.option("--num-workers", type=int, help="DataLoader worker processes (default: the catalog's).")
 @click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",

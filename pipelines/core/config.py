@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 SCALES = ("smoke", "bench", "book")
-DATASETS = ("fashion_mnist", "cifar10", "synthetic")
+DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
 DEVICES = ("cpu", "cuda")
 
 
@@ -78,6 +78,8 @@ class RunConfig:
     shuffle: bool = False
     drop_last: bool = False
     image_size: int | None = None
+    seq_len: int | None = None  # token models: tokens per text (None: the model's own, e.g. 512 for DistilBERT)
+    tokenizer: Path | None = None  # a local tokenizer folder; None: train one on the training texts
     head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
     options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
 
@@ -100,15 +102,20 @@ class RunConfig:
             raise ConfigError(f"--lr must be a positive finite number, got {self.lr}")
         if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
             raise ConfigError(f"weight_decay must be a finite number of 0 or more, got {self.weight_decay}")
-        if self.weights is not None and not Path(self.weights).is_file():
+        if self.weights is not None and not Path(self.weights).exists():
             raise ConfigError(f"weights file {self.weights} does not exist; pass --weights with a "
-                              "local state_dict file (nothing is downloaded at run time)")
+                              "local state_dict file or model folder (nothing is downloaded at run time)")
+        if self.seq_len is not None and self.seq_len < 8:
+            raise ConfigError(f"--seq-len must be at least 8 tokens, got {self.seq_len}")
+        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
+            raise ConfigError(f"tokenizer folder {self.tokenizer} does not exist; pass --tokenizer with a local "
+                              "folder holding a saved tokenizer, or leave it out to train one on the training texts")
 
     def to_record(self) -> dict[str, Any]:
         """JSON-ready form, as written into results."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["options"] = dataclasses.asdict(self.options)
-        for key in ("data_root", "results_dir", "weights"):
+        for key in ("data_root", "results_dir", "weights", "tokenizer"):
             out[key] = None if out[key] is None else str(out[key])
         return out
 

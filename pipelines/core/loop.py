@@ -64,6 +64,7 @@ class Trainable:
     optimizer: Any = None  # for checkpoints (saved and restored with the model)
     hooks: list[Hooks] = field(default_factory=list)  # the technique's callbacks (scheduler, FSDP gather)
     metrics: dict[str, Any] = field(default_factory=dict)  # technique-specific metrics for the record
+    artifacts: dict[str, Any] = field(default_factory=dict)  # files and tables for the record (e.g. an export)
 
 
 @dataclass

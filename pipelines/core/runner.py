@@ -64,16 +64,27 @@ def plan(experiment: experiments.Experiment, scale: str, overrides: Mapping[str,
     if unknown:
         raise ConfigError(f"unknown variant {', '.join(unknown)} of {experiment.id}; it has: {', '.join(names)}")
     pipeline = load_pipeline(experiment.pipeline)
-    smoke = dict(pipeline.smoke_settings) if scale == "smoke" else {}
     configs = []
     for variant in experiment.variants:
         if only and variant.name not in only:
             continue
         opts = options.build(pipeline.Options, experiment.options, variant.options, option_overrides)
-        configs.append(resolve({**experiment.settings, **variant.settings, **smoke}, opts, overrides,
+        settings = {**experiment.settings, **variant.settings}
+        smoke = smoke_settings(pipeline, settings) if scale == "smoke" else {}
+        configs.append(resolve({**settings, **smoke}, opts, overrides,
                                experiment=experiment.id, pipeline=experiment.pipeline, variant=variant.name,
                                scale=scale))
     return Plan(experiment, pipeline, configs)
+
+
+def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The pipeline's smoke settings; a model with a registered small sibling (vit_b_16 -> vit_tiny,
+    distilbert -> distilbert_tiny) runs that sibling, whatever small model the pipeline names."""
+    smoke = dict(pipeline.smoke_settings)
+    model = settings.get("model")
+    if model in models.REGISTRY and models.spec(model).smoke:
+        smoke["model"] = models.spec(model).smoke
+    return smoke
 
 
 def dist_options(cfg: RunConfig) -> options.DistOptions:
@@ -217,10 +228,11 @@ def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, ca
     except NotRunnable:
         if capabilities:
             raise
+    data.check(cfg)
     if cfg.dataset != "synthetic":
         datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
-    if cfg.weights is not None:
-        models.read_state_dict(cfg.weights)
+    if cfg.weights is not None and not (Path(cfg.weights).is_dir() and models.spec(cfg.model).from_folder):
+        models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
     if ctx.is_main:
         results.check_writable(cfg.results_dir)
         if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
@@ -264,21 +276,21 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
                 dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
-    loaders = data.loaders(cfg, _input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
+    loaders = data.loaders(cfg, data.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
                            train_transform=transforms[0], test_transform=transforms[1])
     if isinstance(pipeline, Measurement):
         measured = pipeline.measure(cfg, cfg.options, ctx, loaders)
         metrics, artifacts, notes = measured.metrics, measured.artifacts, []
     else:
-        (metrics, notes), artifacts = _train(pipeline, cfg, ctx, loaders, counter), {}
+        metrics, notes, artifacts = _train(pipeline, cfg, ctx, loaders, counter)
     config = {**cfg.to_record(), "data_source": loaders.source, "train_samples": loaders.train_samples,
-              "test_samples_available": loaders.test_samples}
+              "test_samples_available": loaders.test_samples, **loaders.details}
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
                                dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes)
 
 
 def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,
-           counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str]]:
+           counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """setup -> before_training -> the timed loop -> evaluation (rank 0); the technique's metrics added."""
     trainable = pipeline.setup(cfg, cfg.options, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
@@ -294,7 +306,7 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     if cfg.pin_memory and ctx.device.type != "cuda":
         notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
                       "host-to-GPU copies")
-    return metrics, notes
+    return metrics, notes, trainable.artifacts
 
 
 def _runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
@@ -304,10 +316,3 @@ def _runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
         return []
     return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
                                        dist.barrier_if_initialized)]
-
-
-def _input_shape(cfg: RunConfig) -> tuple[int, ...]:
-    channels, height, width = models.spec(cfg.model).input_shape
-    if cfg.image_size:
-        height = width = cfg.image_size
-    return (channels, height, width)
