@@ -53,6 +53,7 @@ EXPERIMENTS = (
                    LR_DECISION)),
     Experiment(
         id="ch1-onnx-export", compares="trained CNN -> ONNX file, checked by onnx's checker and onnxruntime",
+        reproduces="book ch1: ONNX export of the trained model (text)",
         pipeline="ch01_onnx", variant="onnx", settings=FMNIST,
         hardware="unstated CPU",
         expect="No published number: the file must pass onnx's checker and give torch's logits in onnxruntime "
@@ -143,7 +144,7 @@ EXPERIMENTS = (
         decisions=("reduce-overhead uses CUDA graphs, which do nothing on CPU; it is listed to show that.",
                    "aot_eager traces forward and backward without code generation: it isolates capture cost.")),
     Experiment(
-        id="ch3-profile-compiled",
+        id="ch3-profile-compiled", reproduces="book ch3: profile of the compiled model (CompiledFunction share)",
         compares="profile of one training step: eager ops -> CompiledFunction (torch.compile) on the CPU CNN",
         pipeline="ch01_profile", settings={**FMNIST, "epochs": 1}, options={"step": "train", "warmup": 3},
         variants=(Variant("eager"), Variant("compiled", options={"compile": True})),

@@ -93,6 +93,7 @@ EXPERIMENTS = (
                           "fp32 plain loop so it runs on CPU too; the course ran 16-mixed on one GPU: add "
                           "--device cuda -o fabric=true -o precision=16-mixed for that setting.")),
     Experiment(id="dlf-u9-compile-inference", compares="eager -> compiled predict, DistilBERT on the IMDB test set",
+               reproduces="course unit 9.4: compiled inference",
                pipeline="compiled_inference", settings={**COURSE, "num_workers": 0},
                variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
                expect="No published number. Compilation lands in warm-up; the record checks that compiled "
@@ -122,6 +123,7 @@ EXPERIMENTS = (
                decisions=(COURSE_DECISION, "16-mixed is skipped on CPU (recorded with the reason); the other "
                           "four run on CPU, all five with --device cuda.")),
     Experiment(id="dlf-u9-bow", compares="the course's baseline: logistic regression on bag-of-words counts (IMDB)",
+               reproduces="course unit 9: bag-of-words baseline (IMDB)",
                pipeline="ch02_layers",
                settings={**COURSE, "model": "bag_of_words", "batch_size": 64, "epochs": 3, "lr": 1e-3,
                          "num_workers": 0},
