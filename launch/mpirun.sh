@@ -80,5 +80,6 @@ args+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole seconds
 [[ -z "$HOSTS" ]] && args+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
 
 echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
-  NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE TIMEOUT_S
+  NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
+echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 run_launcher mpirun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

@@ -50,7 +50,8 @@ read -r -a extra <<< "${SRUN_ARGS:-}"
 image_command elsewhere  # the host's srun starts one container per task, on the allocation's nodes
 preflight "$NTASKS" 0 elsewhere "$@"
 
-echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE TIMEOUT_S
+echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
+echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --wait="$(( ${TIMEOUT_S%.*} + 1 ))" --export=ALL
       "${extra[@]}")
 run_launcher srun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

@@ -224,12 +224,14 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
  local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
              ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix)
  torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
-             RDZV_ID, RDZV_TIMEOUT, LOCAL_ADDR, MAX_RESTARTS
+             RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
  mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,
              MASTER_PORT
  srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
  IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER,
              APPTAINER (the apptainer binary)
+Every launcher checks the run's arguments before it starts any process (one line for a mistake), and
+every rendezvous waits at most the run's -o timeout_s (default 120).
 Details: the header of launch/<launcher>.sh and launch/_container.sh.
 """
 

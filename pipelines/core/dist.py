@@ -268,8 +268,11 @@ def barrier_if_initialized() -> None:
 class Session:
     """One rank's part of a distributed run: `with Session(...) as s: runner(s.ctx, s.describe())`.
 
-    Joining (`join`, or entering) pins this rank's cores, joins the group (bounded by `timeout_s`) and
-    turns the launcher's SIGTERM into `Stopped`; leaving normally shuts the group down cleanly. `abort` is
+    Joining (`join`, or entering) pins this rank's cores, joins the group (bounded by `timeout_s`) and,
+    under torchrun, turns the agent's SIGTERM into `Stopped`, recorded as an error: the agent sends it to
+    every survivor when a rank fails (or when it is stopped itself). Under mpirun and srun, whose SIGTERM
+    is as often SLURM's preemption or time limit, the CLI's handler keeps its meaning: an `interrupted`
+    record (core/interrupt.py). Leaving normally shuts the group down cleanly. `abort` is
     for a failed run: once a rank fails, the group is broken (a peer died, or this rank stopped answering),
     so it records the error in torchrun's per-rank error file (when torchrun set one), prints one line
     naming the rank, the failure and the rendezvous, and exits without the teardown that would wait on the
@@ -285,7 +288,8 @@ class Session:
     def join(self) -> "Session":
         if self.ctx is None:
             self.placement_info = pin(self.place)
-            signal.signal(signal.SIGTERM, self._stop)
+            if self.place.source == "torchrun":  # its agent's SIGTERM means: stop, the group is done
+                signal.signal(signal.SIGTERM, self._stop)
             init(self.place, self.backend, self.device, self.timeout_s)
             device = torch.device("cuda", self.place.local_rank) if self.device == "cuda" else torch.device("cpu")
             self.ctx = RunContext(device=device, rank=self.place.rank, world_size=self.place.world_size)
