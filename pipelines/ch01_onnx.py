@@ -5,9 +5,10 @@ model is exported with `torch.onnx.export` (the dynamo exporter, one self-contai
 batch axis) and the file is checked the way a deployment would check it:
 - loaded back and passed through `onnx.checker.check_model(full_check=True)` (graph, types, shapes);
 - where onnxruntime is installed, a batch of real inputs (taken before training; larger than the batch
-  the export traced, so the dynamic axis is exercised) run through an onnxruntime CPU session: its logits must equal the PyTorch model's within `atol` + `rtol`
-  (a mismatch fails the run), and `onnx_max_abs_diff` records how close they are. Without onnxruntime
-  the record says the checker alone ran.
+  the export traced, so the dynamic axis is exercised) run through an onnxruntime CPU session: its
+  logits must equal the PyTorch model's within `atol` + `rtol` (a mismatch fails the run), and
+  `onnx_max_abs_diff` records how close they are. Without onnxruntime the record says the checker
+  alone ran.
 The file lands in `<results dir>/artifacts/` and the record names it, with its size and SHA-256.
 """
 
