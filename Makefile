@@ -70,7 +70,7 @@ $(filter-out $(DIST_IDS),$(IDS)): venv
 # default under CI (CI=true), so CI runs the IPEX test for real and laptops skip it with a reason.
 IPEX_VENV ?= .venv-ipex
 IPEX_PINS := torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0 intel-openmp==2024.2.1 \
-	click==8.5.1 numpy==2.2.6 pytest==9.2.0
+	click==8.5.1 numpy==2.2.6 pytest==9.2.0 tqdm==4.70.1
 IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell echo '$(IPEX_PINS)' | cksum | cut -d' ' -f1)
 
 ipex-venv: $(IPEX_STAMP) ## .venv-ipex with torch 2.8.0 + intel-extension-for-pytorch 2.8.0
