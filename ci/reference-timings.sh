@@ -53,18 +53,16 @@ dry=0
 
 echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON" \
   "AGAINST=${AGAINST:-none}"
-accel() { "$PYTHON" -m pipelines "$@"; }
-
-mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
-mapfile -t known < <("$PYTHON" -m pipelines.core.experiments ids)
-is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
+# shellcheck source=ci/_timings.sh
+source ci/_timings.sh
+load_catalog
 
 run_ids=() listed=()
 for spec in $IDS; do
   id="${spec%%:*}"
-  if ! is_in "$id" "${known[@]}"; then
+  if ! is_in "$id" "${KNOWN[@]}"; then
     echo "reference-timings: $id is not in the catalog (yet); it is left out of the report"
-  elif is_in "$id" "${ready[@]}"; then
+  elif is_in "$id" "${READY[@]}"; then
     run_ids+=("$spec"); listed+=("$id")
   else
     echo "reference-timings: $id is planned, not ready: reported as not run"; listed+=("$id")
@@ -92,29 +90,15 @@ if [[ $dry -eq 1 ]]; then
   exit 0
 fi
 
-for name in fashion_mnist cifar10; do
-  if ! accel data verify "$name" --root "$DATA" >/dev/null 2>&1; then
-    echo "reference-timings: no verified $name under $DATA/: generating one (records say data_source=generated)"
-    accel data generate "$name" --root "$DATA" --train 6000 --test 1000
-  fi
-done
+ensure_data reference-timings fashion_mnist cifar10
 
 mkdir -p "$REF_OUT"
 # A fresh reference: earlier records, plots and reports in REF_OUT are replaced, not mixed in.
 find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name '*.png' -o -name 'report.*' \) -delete
 failed=()
 for spec in "${run_ids[@]}"; do
-  id="${spec%%:*}"
   split_spec "$spec"
-  echo "== $id ${knobs[*]} ${extra[*]}"
-  before="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  if ! env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "${extra[@]}" --scale bench --steps "$STEPS" --repeats "$REPEATS" --data-root "$DATA" \
-       --results-dir "$REF_OUT"; then
-    failed+=("$id (exit code)")
-    continue
-  fi
-  after="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  [[ "$after" -gt "$before" ]] || failed+=("$id (no record written)")
+  measure "$REF_OUT" "${spec%%:*}" "${knobs[@]}" -- "${extra[@]}"
 done
 
 echo "== harness overhead"

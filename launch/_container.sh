@@ -29,6 +29,7 @@ check_only=0
 if [[ "${1:-}" == --check ]]; then check_only=1; shift; set -- true; fi
 need_args "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...] | --check" "$@"
 [[ -n "${IMAGE:-}" ]] || die "IMAGE is empty; set IMAGE=path.sif, podman:TAG or docker:TAG"
+check_image
 GPUS="${GPUS:-auto}"
 NETWORK="${NETWORK:-host}"
 
@@ -60,9 +61,6 @@ arg_value() {
 # Relative paths are relative to the checkout (the launchers run there); mounts need absolute ones.
 absolute() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$repo/$1"; fi; }
 
-# A program on PATH that can run (bash's `command -v` also names a file that is there but not executable).
-installed() { local path; path="$(command -v "$1")" && [[ -x "$path" ]]; }
-
 # An image of this project says where its build info is (label accel.build-info); refuse any other.
 need_build_info() {
   [[ "$1" == /* ]] || die "IMAGE=$IMAGE has no accel build info (label accel.build-info); it was not built from containers/: make image TARGET=<target> (or make sif TARGET=<target>)"
@@ -93,11 +91,7 @@ extra=(${CONTAINER_ARGS:-})
 case "$IMAGE" in
   podman:*|docker:*)
     engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
-    [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
-    installed "$engine" || die "IMAGE=$IMAGE but $engine is not installed on $(hostname); install it there or use another IMAGE scheme"
-    info="$("$engine" image inspect --format '{{index .Config.Labels "accel.build-info"}}' "$tag" 2>/dev/null)" \
-      || die "IMAGE=$IMAGE: no such image on $(hostname); build it there: make image TARGET=<target> IMAGE_TAG=$tag"
-    need_build_info "$info"
+    need_build_info "$("$engine" image inspect --format '{{index .Config.Labels "accel.build-info"}}' "$tag" 2>/dev/null)"
     [[ -d "$data" ]] && data_mount=(-v "$data:$data:ro")
     cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" -v "$results:$results:rw"
       -w "$repo" --user "${CONTAINER_USER:-$(id -u):$(id -g)}" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1)
@@ -108,11 +102,8 @@ case "$IMAGE" in
     while IFS= read -r name; do cmd+=(-e "$name=${!name}"); done < <(knobs)
     cmd+=("${extra[@]}" "$tag" "$@")
     ;;
-  *.sif|*/*)
-    [[ "$IMAGE" == *.sif ]] || die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG"
-    [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
+  *.sif)
     APPTAINER="${APPTAINER:-apptainer}"
-    installed "$APPTAINER" || die "IMAGE=$IMAGE needs apptainer, which is not installed on $(hostname); install Apptainer there or use IMAGE=podman:TAG"
     need_build_info "$("$APPTAINER" inspect --labels "$IMAGE" 2>/dev/null | sed -n 's/^accel.build-info: *//p')"
     [[ -d "$data" ]] && data_mount=(--bind "$data:$data:ro")
     # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,
@@ -124,7 +115,6 @@ case "$IMAGE" in
     [[ $want_gpus -eq 1 ]] && cmd+=(--nv)
     cmd+=("${extra[@]}" "$IMAGE" "$@")
     ;;
-  *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
 esac
 
 [[ $check_only -eq 0 ]] || exit 0  # silent when all is well

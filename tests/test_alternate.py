@@ -46,16 +46,16 @@ def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch)
     narrow = {"b [x]": 0.01}
     summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 1000), [narrow] * 5)
     assert summary.stopped_by == "precision" and summary.rounds == alternate.MIN_ROUNDS
-    assert [s[0] for s in started] == ["a", "b", "b", "a"]
-    assert len({s[1] for s in started}) == 2  # group:round differs per round
+    assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b"][:2 * alternate.MIN_ROUNDS]
+    assert len({s[1] for s in started}) == alternate.MIN_ROUNDS  # group:round differs per round
     saved = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
     assert saved["stopped_by"] == "precision" and saved["halfwidths"] == narrow
 
 
 def test_auto_stops_before_a_round_that_would_overrun_the_budget(tmp_path, monkeypatch):
     wide = {"b [x]": 0.30}
-    summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 45), [wide] * 5)
-    assert summary.stopped_by == "budget" and summary.rounds == 2  # 20 s a round: a third would end at 60 s
+    summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 65), [wide] * 5)
+    assert summary.stopped_by == "budget" and summary.rounds == 3  # 20 s a round: a fourth would end at 80 s
     assert summary.halfwidths == wide
 
 

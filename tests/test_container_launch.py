@@ -144,7 +144,7 @@ def test_oci_engines_get_gpus_only_on_a_gpu_node(tmp_path, engine, gpu_args):
 
 
 WRAPPER = str(REPO / "launch" / "_container.sh")
-ACCEL_ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
+ACCEL_ARGS = ["run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic"]  # the pre-flight checks data
 
 
 def _launcher(name: str, bin_dir: Path, env: dict) -> subprocess.CompletedProcess:
@@ -198,7 +198,7 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     [call] = [json.loads(line) for line in record.read_text().splitlines()]
     argv = call["argv"]
     at = argv.index(str(sif))
-    assert argv[at + 1:at + 4] == ["python3", "-m", "torch.distributed.run"]
+    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.agent"]  # torchrun's agent, in accel's hands
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
 
 

@@ -110,6 +110,17 @@ def test_srun_with_image_runs_one_container_per_task(cluster, tmp_path):
     assert rec["env"]["image"]["target"] == "cpu" and rec["env"]["executable"].startswith("/opt/venv/")
 
 
+@pytest.mark.parametrize("entry,variant", [("s004-tp", "tensor"), ("s004-pp", "microbatches=2")])
+def test_srun_runs_the_model_parallel_entries_unchanged(cluster, tmp_path, entry, variant):
+    env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port())}
+    run = subprocess.run(["launch/srun.sh", "run", entry, "--variant", variant, "--scale", "smoke", "--dataset",
+                          "synthetic", "--results-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    (rec,) = records(tmp_path)
+    assert rec["status"] == "ok" and rec["dist"]["launcher"] == "srun" and rec["dist"]["world_size"] == 2
+
+
 def test_sbatch_runs_the_batch_script(cluster, tmp_path):
     out = tmp_path / "job.out"
     env = {**cluster, "MASTER_PORT": str(free_port())}

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 import time
@@ -25,10 +26,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pipelines.core import atomic, results
+from pipelines.core import atomic, report_rows, results
+from pipelines.core.report_stats import MIN_REPEATS_FOR_VERDICT
 from pipelines.core.errors import ConfigError
 
-MIN_ROUNDS = 2  # one repeat per arm gives no between-repeat spread, so no interval worth stopping on
+# Fewer rounds and the interval cannot see run-to-run noise (the report calls such a ratio inconclusive).
+MIN_ROUNDS = MIN_REPEATS_FOR_VERDICT
 DEFAULT_HALFWIDTH = 0.05
 EXIT_INTERRUPTED = 130
 
@@ -76,8 +79,6 @@ def order(ids: Sequence[str], round_index: int) -> list[str]:
 
 def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]:
     """Relative 95 % half-width of every measured ratio of these experiments (None: no interval yet)."""
-    from pipelines.core import report_rows
-
     rows = report_rows.build(report_rows.load(results_dir), list(ids))
     out: dict[str, float | None] = {}
     for row in rows:
@@ -123,7 +124,7 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
                 env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}"}
                 code = start(launch_command(experiment_id, passthrough, results_dir), env)
                 if code != 0:
-                    summary.stopped_by = "interrupted" if code in (130, -2) else "failure"
+                    summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
                     summary.elapsed_s = clock() - began
                     _write(results_dir, summary)
                     raise RoundFailed(experiment_id, code, summary)
@@ -162,6 +163,4 @@ def _write(results_dir: Path, summary: Summary) -> Path:
 
 
 def _subprocess(argv: list[str], extra_env: dict) -> int:
-    import os
-
     return subprocess.run(argv, env={**os.environ, **extra_env}).returncode
