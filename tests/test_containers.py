@@ -212,10 +212,14 @@ def test_locks_pin_every_package_with_hashes(lock):
     assert "--require-hashes" in (CONTAINERS / "install-python.sh").read_text()
 
 
-def test_torch_lock_pins_the_host_venv_versions():
-    host = dict(re.findall(r'^\s*"(torch|torchvision)==([^"]+)",', (REPO / "pyproject.toml").read_text(), re.M))
+def test_torch_lock_pins_every_runtime_dependency_of_the_host_venv():
+    """What runs on the host runs in the cpu/cuda/mpi images: every [project] dependency at the same pin."""
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    host = dict(dep.lower().split("==") for dep in deps)
     pins = lock_pins(CONTAINERS / "locks" / "torch.lock")
-    assert pins["torch"] == host["torch"] and pins["torchvision"] == host["torchvision"]
+    assert {name: pins.get(name) for name in host} == host
     assert "nvidia-nccl-cu13" in pins, "PyPI's torch is the CUDA build: the lock carries its CUDA wheels"
 
 
