@@ -28,6 +28,7 @@ help: ## Show the targets
 	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
 	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
 	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
+	@echo "make s004-deepspeed NPROC=2  ZeRO 0-3 + offload vs DDP, bytes per rank;  make dlf-u9-multigpu NPROC=2  Fabric strategies"
 	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
 	@echo "make recipes     regenerate containers/*/Dockerfile and *.def from containers/recipe.py"
 
@@ -35,7 +36,7 @@ venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+	$(VENV)/bin/pip install --quiet -e '.[test,zero]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv ## CPU ladder at bench scale on offline (generated) data

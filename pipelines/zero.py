@@ -58,9 +58,10 @@ def adamw(params, cfg) -> torch.optim.Optimizer:
 
 
 def deepspeed_config(cfg, opts: Options) -> dict:
-    """The DeepSpeed config for one arm: the same update as the DDP arm (AdamW, no clipping). Buckets are bounded (DeepSpeed's default of 5e8 elements is a
-    2 GB fp32 buffer at stage 3, more than a small model) and no parameter stays whole at stage 3
-    (DeepSpeed keeps parameters under 1e5 elements unpartitioned by default: at smoke scale, all)."""
+    """The DeepSpeed config for one arm: the same update as the DDP arm (AdamW, no clipping). Buckets are
+    bounded (DeepSpeed's default of 5e8 elements is a 2 GB fp32 buffer at stage 3, more than a small model)
+    and no parameter stays whole at stage 3 (DeepSpeed keeps parameters under 1e5 elements unpartitioned
+    by default: at smoke scale, all of them)."""
     zero = {"stage": opts.stage, "reduce_bucket_size": opts.bucket_elements,
             "allgather_bucket_size": opts.bucket_elements, "stage3_prefetch_bucket_size": opts.bucket_elements,
             "stage3_param_persistence_threshold": 0}

@@ -171,8 +171,8 @@ EXPERIMENTS = (
                       "optimizer_state is 1/N from stage 1, grads 1/N from stage 2, params_at_rest 1/N at stage 3; "
                       "DeepSpeed also keeps an fp32 copy of each rank's partition (master_params), even in fp32 "
                       "training. DeepSpeed's stage 1 hands the optimizer only its gradient partition too, so at "
-                      "the step stages 1 and 2 look alike: stage 2 never holds the full gradients during "
-                      "backward (bucketed reduce-scatter), which only a large model's peak memory shows. FSDP2 "
+                      "the step stages 1 and 2 look alike (by DeepSpeed's design stage 2 reduce-scatters in buckets "
+                      "during backward; the transient this saves is not measured here). FSDP2 "
                       "reshards after backward in both of its arms: fsdp2-zero-2 differs from fsdp2-zero-3 in "
                       "params_in_forward. Time: sharding adds communication, so on CPU over Gloo expect the ZeRO "
                       "arms slower than ddp and offload slowest; losses equal ddp's within float tolerance.",
@@ -188,7 +188,9 @@ EXPERIMENTS = (
                           "The note's snippet is DeepSpeed's config; the upstream equivalents run beside it: "
                           "ZeroRedundancyOptimizer (stage 1), FSDP2 fully_shard with reshard_after_forward=False "
                           "(stage 2) and True (stage 3), CPUOffloadPolicy (offload).",
-                          "DeepSpeed gets torch's AdamW (torch_adam), bounded buckets (bucket_elements, 4M) and "
+                          "DeepSpeed gets torch's AdamW (torch_adam), gradient_clipping 0 (0.19 clips to norm 1.0 "
+                          "by default, which DDP does not: found by a loss mismatch), bounded buckets "
+                          "(bucket_elements, 4M) and "
                           "stage3_param_persistence_threshold=0, so every parameter is partitioned and the arms "
                           "differ only in sharding; DeepSpeed's defaults would keep small parameters whole and "
                           "allocate 5e8-element buffers.")),
