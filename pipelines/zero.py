@@ -120,8 +120,8 @@ def deepspeed_arm(model, cfg, opts: Options, ctx) -> Trainable:
 
     def step(x, y):
         loss = F.cross_entropy(engine(x), y)
-        engine.backward(loss)  # stage 2-3: gradients reduce-scattered into each rank's partition here
-        engine.step()  # each rank updates its partition, then the parameters are all-gathered (1-2)
+        engine.backward(loss)  # stage 1-3: each rank keeps the averaged gradients of its own partition
+        engine.step()  # each rank updates its partition; stages 1-2 then all-gather the parameters
         return loss
 
     def held():  # stage 3: each parameter's own partition lives in ds_tensor
@@ -130,10 +130,9 @@ def deepspeed_arm(model, cfg, opts: Options, ctx) -> Trainable:
     hooks: list[Hooks] = [RankBytes(held, engine.module, engine.optimizer, ctx)]
     if opts.stage == 3:
         hooks.append(GatherPartitioned(deepspeed, engine, cfg, ctx))
-    from deepspeed.accelerator import get_accelerator
-
-    notes = [f"DeepSpeed {deepspeed.__version__}, accelerator {get_accelerator().device_name()}, "
-             f"communication over {get_accelerator().communication_backend_name()}"]
+    accelerator = deepspeed.accelerator.get_accelerator()
+    notes = [f"DeepSpeed {deepspeed.__version__}, accelerator {accelerator.device_name()}, "
+             f"communication over {accelerator.communication_backend_name()}"]
     return Trainable(engine.module, step, count_flops=False, hooks=hooks, notes=notes)
 
 
