@@ -13,24 +13,14 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 
 # Experiment ids come from the catalog (stdlib only, so no venv is needed to list them).
 IDS := $(shell python3 -m pipelines.core.experiments ids 2>/dev/null)
-DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl# sweep targets in the distributed section below
+DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
 .PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
-help: ## Show the targets
-	@echo "make demo        fresh machine: venv + a CPU bench ladder on offline data + summary table"
-	@echo "make test        fresh machine: test prerequisites + the whole suite (what CI runs)"
-	@echo "make list        every experiment id, its target, launcher and published ratio"
-	@echo "make <id>        run one experiment through its launcher, e.g. make ch2-nobias ARGS='--scale bench'"
-	@echo "make report      results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html"
-	@echo "make reference-timings   CPU reference run at bench scale -> \$$(REF_OUT) (records + report)"
-	@echo "make data-generate / data-verify   offline datasets in torchvision's on-disk formats"
-	@echo "make ipex-venv   .venv-ipex: the frozen Intel line (torch 2.8 + IPEX 2.8) for ch4-ipex-densenet"
-	@echo "make cpu-ddp NPROC=4 [THREADS=]    chapter 9 Gloo DDP; ch9-cpu-threads / ch9-cpu-gloo sweeps;"
-	@echo "make ch10-gpu-nccl NGPU=  ch11-multinode HOSTS=a:8,b:8   make doctor: distributed pre-flight"
-	@echo "make s004-deepspeed NPROC=2  ZeRO 0-3 + offload vs DDP, bytes per rank;  make dlf-u9-multigpu NPROC=2  Fabric strategies"
-	@echo "make image|sif|sif-from-image|wheelhouse|lock TARGET=cpu|cpu-intel|cuda|mpi   containers (README)"
-	@echo "make recipes     regenerate containers/*/Dockerfile and *.def from containers/recipe.py"
+help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
+	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale bench']"
+	@echo "(make list shows the ids, accel run --help the ARGS, accel launch --help the launchers' knobs)"
+	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
@@ -50,12 +40,12 @@ test: venv ## Install test prerequisites, run the whole suite
 list: venv ## Every experiment id
 	@$(ACCEL) list
 
-report: venv ## Published vs reproduced, from results/ (AGAINST=results/reference/<run> to compare)
+report: venv ## results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html (AGAINST=results/reference/<run>)
 	$(ACCEL) report --results-dir results --out results $(if $(AGAINST),--against $(AGAINST))
 
 # Reference timings (issue 5): fixed output folder so a rerun on a quiet machine replaces the committed one.
 REF_OUT ?= results/reference/cpu-$(shell nproc)core-bench
-reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report
+reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report -> results/reference/cpu-<N>core-bench/
 	PYTHON=$(PY) DATA=$(DATA) REF_OUT=$(REF_OUT) ci/reference-timings.sh
 
 gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-reference.sh --dry-run without)
@@ -64,11 +54,12 @@ gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-refer
 harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
 	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
 
-data-generate: venv ## Generated Fashion-MNIST and CIFAR-10 in data/ (clearly marked generated)
+data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clearly marked generated)
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000
 	$(ACCEL) data generate cifar10 --root $(DATA) --train 5000 --test 1000
+	$(ACCEL) data generate imdb --root $(DATA) --train 2000 --test 500
 
-data-verify: venv
+data-verify: venv ## Check the datasets under data/ (checksums and format)
 	$(ACCEL) data verify --root $(DATA)
 
 $(filter-out $(DIST_IDS),$(IDS)): venv
@@ -79,7 +70,7 @@ $(filter-out $(DIST_IDS),$(IDS)): venv
 # default under CI (CI=true), so CI runs the IPEX test for real and laptops skip it with a reason.
 IPEX_VENV ?= .venv-ipex
 IPEX_PINS := torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0 intel-openmp==2024.2.1 \
-	click==8.5.1 numpy==2.2.6 pytest==9.2.0
+	click==8.5.1 numpy==2.2.6 pytest==9.2.0 tqdm==4.70.1
 IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell echo '$(IPEX_PINS)' | cksum | cut -d' ' -f1)
 
 ipex-venv: $(IPEX_STAMP) ## .venv-ipex with torch 2.8.0 + intel-extension-for-pytorch 2.8.0
@@ -113,6 +104,13 @@ ch9-cpu-gloo: venv ## Table 9.2: ranks x threads at this machine's core count (2
 
 ch10-gpu-nccl: venv ## Table 10.2: one process per GPU over NCCL (NGPU, default: all visible)
 	NPROC=$(NGPU) $(ACCEL) launch ch10-gpu-nccl $(ARGS)
+
+# nn.DataParallel is one process over the GPUs, DDP one process per GPU: the DDP launch records the DataParallel arm
+# as skipped, and with 2+ GPUs the DataParallel arm then runs in one process (both on CUDA, DDP over NCCL).
+MULTI_GPU := $(filter-out 0 1,$(NGPU))
+s004-dp-vs-ddp: venv ## nn.DataParallel vs DDP: the DDP arm under torchrun (NPROC), the DataParallel arm with 2+ GPUs
+	NPROC=$(NPROC) $(ACCEL) launch s004-dp-vs-ddp $(if $(MULTI_GPU),--device cuda -o backend=nccl) $(ARGS)
+	$(if $(MULTI_GPU),$(ACCEL) run s004-dp-vs-ddp --variant dataparallel --device cuda $(ARGS))
 
 ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = total ranks)
 	@[ -n "$(HOSTS)" ] || { echo "make: HOSTS=host:slots,host:slots is required (e.g. HOSTS=node1:8,node2:8)" >&2; exit 2; }

@@ -31,17 +31,15 @@ GPU_OUT="${GPU_OUT:-${1:-$default_out}}"
 DEFAULT_IDS="ch3-compile-densenet-gpu ch5-pipeline ch7-amp vit-bf16-mixed ch10-gpu-nccl"
 IDS="${IDS:-$DEFAULT_IDS}"
 echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON dry_run=$dry"
-accel() { "$PYTHON" -m pipelines "$@"; }
-
-mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
-mapfile -t known < <("$PYTHON" -m pipelines.core.experiments ids)
-is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
+# shellcheck source=ci/_timings.sh
+source ci/_timings.sh
+load_catalog
 
 run_ids=() listed=()
 for id in $IDS; do
-  is_in "$id" "${known[@]}" || { echo "gpu-reference: error: unknown experiment id $id (see accel list)" >&2; exit 2; }
+  is_in "$id" "${KNOWN[@]}" || { echo "gpu-reference: error: unknown experiment id $id (see accel list)" >&2; exit 2; }
   listed+=("$id")
-  if is_in "$id" "${ready[@]}"; then run_ids+=("$id"); else echo "gpu-reference: $id is not ready: reported as not run"; fi
+  if is_in "$id" "${READY[@]}"; then run_ids+=("$id"); else echo "gpu-reference: $id is not ready: reported as not run"; fi
 done
 command_for() {  # ch10 runs at 1 GPU here: torchrun with one process
   local extra=()
@@ -57,23 +55,13 @@ fi
 mkdir -p "$GPU_OUT"
 if command -v nvidia-smi >/dev/null; then nvidia-smi > "$GPU_OUT/nvidia-smi.txt" 2>&1 || true; fi
 if accel doctor --help >/dev/null 2>&1; then accel doctor > "$GPU_OUT/doctor.txt" 2>&1 || true; fi
-if ! accel data verify cifar10 --root "$DATA" >/dev/null 2>&1; then
-  echo "gpu-reference: no verified cifar10 under $DATA/: generating one (records say data_source=generated)"
-  accel data generate cifar10 --root "$DATA" --train 6000 --test 1000
-fi
+ensure_data gpu-reference cifar10
 
 failed=()
 for id in "${run_ids[@]}"; do
-  echo "== $id"
-  before="$(find "$GPU_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
   nproc_knob=()
-  [[ "$id" == ch10-* ]] && nproc_knob=(env NPROC=1)
-  if ! "${nproc_knob[@]}" "$PYTHON" -m pipelines launch "$id" --scale bench --device cuda --steps "$STEPS" \
-       --repeats "$REPEATS" --data-root "$DATA" --results-dir "$GPU_OUT"; then
-    failed+=("$id (exit code)"); continue
-  fi
-  after="$(find "$GPU_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  [[ "$after" -gt "$before" ]] || failed+=("$id (no record written)")
+  [[ "$id" == ch10-* ]] && nproc_knob=(NPROC=1)  # ch10 at 1 GPU here: torchrun with one process
+  measure "$GPU_OUT" "$id" "${nproc_knob[@]}" -- --device cuda
 done
 
 only="$(IFS=,; echo "${listed[*]}")"

@@ -15,6 +15,10 @@
 #   NOTE      text for the report header (e.g. "shared, noisy machine")
 #   PYTHON    interpreter with the package installed (default .venv/bin/python)
 #   IDS       override the experiment list (space-separated), e.g. IDS="ch2-baseline ch2-nobias"
+#   AGAINST   committed reference to compare with (default results/reference/cpu-<cores>core-bench, when it
+#             exists and is not REF_OUT itself): the report gets a drift table (both intervals, the
+#             difference) and the job fails when a conclusive verdict reversed (faster <-> slower than
+#             published); a reference from another machine class is named and skipped, not compared.
 # Entries that are not `ready` in the catalog are listed in the report as "not run"; the job fails only
 # when a ready entry exits non-zero or leaves no record, never on a timing.
 set -euo pipefail
@@ -29,7 +33,10 @@ HARNESS_STEPS="${HARNESS_STEPS:-$((STEPS * 2))}"
 HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
-REF_OUT="${REF_OUT:-results/reference/cpu-${cores}core-bench}"
+COMMITTED_REF="results/reference/cpu-${cores}core-bench"
+REF_OUT="${REF_OUT:-$COMMITTED_REF}"
+AGAINST="${AGAINST-$COMMITTED_REF}"
+[[ "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" || ! -d "$AGAINST" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Thread and rank sweeps stop at this machine's cores;
 # ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).
@@ -44,19 +51,18 @@ IDS="${IDS:-$DEFAULT_IDS}"
 dry=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
 
-echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON"
-accel() { "$PYTHON" -m pipelines "$@"; }
-
-mapfile -t ready < <("$PYTHON" -m pipelines.core.experiments ready)
-mapfile -t known < <("$PYTHON" -m pipelines.core.experiments ids)
-is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
+echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON" \
+  "AGAINST=${AGAINST:-none}"
+# shellcheck source=ci/_timings.sh
+source ci/_timings.sh
+load_catalog
 
 run_ids=() listed=()
 for spec in $IDS; do
   id="${spec%%:*}"
-  if ! is_in "$id" "${known[@]}"; then
+  if ! is_in "$id" "${KNOWN[@]}"; then
     echo "reference-timings: $id is not in the catalog (yet); it is left out of the report"
-  elif is_in "$id" "${ready[@]}"; then
+  elif is_in "$id" "${READY[@]}"; then
     run_ids+=("$spec"); listed+=("$id")
   else
     echo "reference-timings: $id is planned, not ready: reported as not run"; listed+=("$id")
@@ -84,29 +90,15 @@ if [[ $dry -eq 1 ]]; then
   exit 0
 fi
 
-for name in fashion_mnist cifar10; do
-  if ! accel data verify "$name" --root "$DATA" >/dev/null 2>&1; then
-    echo "reference-timings: no verified $name under $DATA/: generating one (records say data_source=generated)"
-    accel data generate "$name" --root "$DATA" --train 6000 --test 1000
-  fi
-done
+ensure_data reference-timings fashion_mnist cifar10
 
 mkdir -p "$REF_OUT"
 # A fresh reference: earlier records, plots and reports in REF_OUT are replaced, not mixed in.
 find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name '*.png' -o -name 'report.*' \) -delete
 failed=()
 for spec in "${run_ids[@]}"; do
-  id="${spec%%:*}"
   split_spec "$spec"
-  echo "== $id ${knobs[*]} ${extra[*]}"
-  before="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  if ! env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "${extra[@]}" --scale bench --steps "$STEPS" --repeats "$REPEATS" --data-root "$DATA" \
-       --results-dir "$REF_OUT"; then
-    failed+=("$id (exit code)")
-    continue
-  fi
-  after="$(find "$REF_OUT" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  [[ "$after" -gt "$before" ]] || failed+=("$id (no record written)")
+  measure "$REF_OUT" "${spec%%:*}" "${knobs[@]}" -- "${extra[@]}"
 done
 
 echo "== harness overhead"
@@ -117,6 +109,20 @@ echo "== report"
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
   --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}"
+
+if [[ -n "$AGAINST" ]]; then
+  echo "== drift against $AGAINST"
+  # Exit 1: a conclusive verdict reversed (the job fails); exit 2: the reference cannot be compared
+  # (another machine class, no usable records): said in one line, not a failure of this run.
+  rc=0
+  accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
+    --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}" --fail-on-reversal || rc=$?
+  if [[ $rc -eq 1 ]]; then
+    failed+=("drift (a conclusive verdict reversed against $AGAINST)")
+  elif [[ $rc -ne 0 ]]; then
+    echo "reference-timings: no drift table: $AGAINST cannot be compared with this run (see the line above)"
+  fi
+fi
 
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "reference-timings: FAILED: ${failed[*]}" >&2

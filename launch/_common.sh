@@ -32,16 +32,67 @@ echo_knobs() {
   return 0
 }
 
-# With IMAGE: sets `wrap` to the words that run a command inside it (launch/_container.sh) and `py` to the
-# image's python3. Without: `wrap` is empty and `py` is python_bin. Where "${wrap[@]}" stands says the
-# model: before a launcher = the launcher in one container (torchrun); after mpirun/srun's own options =
-# one container per rank, the host's launcher outermost.
+# Refuse an IMAGE that cannot start (unknown scheme, missing .sif; where the containers start on this
+# host, also a missing engine or local image) before any launcher starts: mpirun and srun would
+# otherwise fail once per rank. check_image [here|elsewhere] (elsewhere: the ranks start on other nodes).
+check_image() {
+  local where="${1:-here}"
+  case "$IMAGE" in
+    podman:*|docker:*)
+      local engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
+      [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
+      [[ "$where" == here ]] || return 0
+      command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed; install it or use another IMAGE scheme"
+      "$engine" image inspect "$tag" >/dev/null 2>&1 \
+        || die "IMAGE=$IMAGE: $engine has no image $tag; build it (make image TARGET=cpu) or pull it first" ;;
+    *.sif)
+      [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
+      [[ "$where" == here ]] || return 0
+      command -v "${APPTAINER:-apptainer}" >/dev/null \
+        || die "IMAGE=$IMAGE needs apptainer, which is not installed here; install Apptainer or use IMAGE=podman:TAG" ;;
+    *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
+  esac
+}
+
+# With IMAGE (checked first: check_image here|elsewhere): sets `wrap` to the words that run a command
+# inside it (launch/_container.sh) and `py` to the image's python3. Without: `wrap` is empty and `py` is
+# python_bin. Where "${wrap[@]}" stands says the model: before a launcher = the launcher in one container
+# (torchrun); after mpirun/srun's own options = one container per rank, the host's launcher outermost.
 # shellcheck disable=SC2034  # wrap and py are read by the launchers that source this file
 image_command() {
   wrap=() py="$(python_bin)"
   [[ -n "${IMAGE:-}" ]] || return 0
+  check_image "${1:-here}"
   [[ -x "$repo/launch/_container.sh" ]] || die "IMAGE=$IMAGE needs launch/_container.sh, which is missing"
   wrap=("$repo/launch/_container.sh") py=python3
+}
+
+# Check the accel arguments as every rank will, before torchrun, mpirun or srun starts: a user mistake
+# (unknown id, bad option, missing data, unwritable results) is one line and exit 2 (3: cannot run here),
+# instead of one line per rank and the launcher's traceback. Sets TIMEOUT_S (the run's -o timeout_s: how
+# long any rendezvous may wait) and RUN_RESULTS (its results folder).
+#   preflight WORLD_SIZE FIRST_RANK here|elsewhere ACCEL-ARGS...
+# `here`: the ranks run on this host with this host's software, so what it cannot do (no GPU, no backend)
+# is refused too. With IMAGE the check runs in the checkout's .venv when there is one (the image's
+# libraries are for the ranks to judge), else inside the image (call image_command first).
+# shellcheck disable=SC2034  # TIMEOUT_S and RUN_RESULTS are read by the launchers that source this file
+preflight() {
+  local world="$1" rank="$2" where="$3" out
+  shift 3
+  local -a check=("${wrap[@]}" "$py")
+  [[ -n "${IMAGE:-}" && -x "$repo/.venv/bin/python" ]] && check=("$repo/.venv/bin/python") where=elsewhere
+  local capabilities=--capabilities
+  [[ "$where" == here ]] || capabilities=--no-capabilities
+  out="$(cd "$repo" && "${check[@]}" -m pipelines preflight --world-size "$world" --rank "$rank" \
+         "$capabilities" "$@")" || exit $?
+  read -r TIMEOUT_S RUN_RESULTS <<< "${out##*$'\n'}"
+}
+
+# Refuse more processes than 4 per usable core of this host (NPROC=400 would swamp it): check_ranks_here NAME N.
+check_ranks_here() {
+  local cores
+  cores="$(nproc)"
+  (( $2 <= 4 * cores )) || die "$1=$2 is more than 4 processes per usable core ($cores here); use at most $((4 * cores))"
 }
 
 # Run a command line (python, torchrun, mpirun, srun) from the checkout, echoed first.

@@ -23,6 +23,7 @@ source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 
 need_args "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...]" "$@"
 [[ -n "${IMAGE:-}" ]] || die "IMAGE is empty; set IMAGE=path.sif, podman:TAG or docker:TAG"
+check_image
 GPUS="${GPUS:-auto}"
 NETWORK="${NETWORK:-host}"
 
@@ -80,8 +81,6 @@ extra=(${CONTAINER_ARGS:-})
 case "$IMAGE" in
   podman:*|docker:*)
     engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
-    [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
-    command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed; install it or use another IMAGE scheme"
     [[ -d "$data" ]] && data_mount=(-v "$data:$data:ro")
     cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" -v "$results:$results:rw"
       -w "$repo" --user "${CONTAINER_USER:-$(id -u):$(id -g)}" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1)
@@ -92,11 +91,8 @@ case "$IMAGE" in
     while IFS= read -r name; do cmd+=(-e "$name=${!name}"); done < <(knobs)
     cmd+=("${extra[@]}" "$tag" "$@")
     ;;
-  *.sif|*/*)
-    [[ "$IMAGE" == *.sif ]] || die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG"
-    [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
+  *.sif)
     APPTAINER="${APPTAINER:-apptainer}"
-    command -v "$APPTAINER" >/dev/null || die "IMAGE=$IMAGE needs apptainer, which is not installed here; install Apptainer or use IMAGE=podman:TAG"
     [[ -d "$data" ]] && data_mount=(--bind "$data:$data:ro")
     # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,
     # unlike --env, and KMP_AFFINITY has commas).
@@ -107,7 +103,6 @@ case "$IMAGE" in
     [[ $want_gpus -eq 1 ]] && cmd+=(--nv)
     cmd+=("${extra[@]}" "$IMAGE" "$@")
     ;;
-  *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
 esac
 
 echo "+ $(printf '%q ' "${cmd[@]}")" >&2

@@ -31,6 +31,10 @@ OMP_RUNTIME="${OMP_RUNTIME:-gnu}"
 OMP_BIND="${OMP_BIND:-none}"
 ALLOCATOR="${ALLOCATOR:-default}"
 export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
+# numpy (imported for the statistics before torch) loads OpenBLAS, whose pool would start threads before the
+# OpenMP runtime binds this process, floating over every core beside the measured ones. Training never uses
+# numpy's BLAS, so its pool stays at the calling thread.
+export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
 
 case "$OMP_RUNTIME" in
   gnu) ;;
@@ -70,7 +74,7 @@ case "$ALLOCATOR" in
 esac
 export OMP_BIND ALLOCATOR
 
-echo_knobs OMP_RUNTIME OMP_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
+echo_knobs OMP_RUNTIME OMP_NUM_THREADS OPENBLAS_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
   LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
-image_command
+image_command here
 run_launcher "${wrap[@]}" "$py" -m pipelines "$@"

@@ -6,7 +6,7 @@
 #   NP=16 HOSTS=machine1:8,machine2:8 MASTER_ADDR=machine1 launch/mpirun.sh run ch11-multinode-mpi-nccl
 #
 # Knobs (echoed below):
-#   NP           total processes (default 2)
+#   NP           total processes (default 2; on this host alone, at most 4 per usable core)
 #   HOSTS        host:slots,host:slots (default: this host only; inside SLURM, mpirun asks SLURM)
 #   MAP_BY       slot | node | core | socket (default slot)    BIND_TO  none | core | socket (default none:
 #                dist.py gives each rank a disjoint core range itself)
@@ -18,6 +18,8 @@
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
 #   IMAGE        path.sif | podman:tag | docker:tag   each rank runs inside that container
 # Running as root (CI containers) adds --allow-run-as-root, which Open MPI otherwise refuses.
+# The accel arguments are checked before mpirun starts (launch/_common.sh preflight); Open MPI's wire-up
+# waits at most the run's -o timeout_s (orte_startup_timeout), as does every rank's rendezvous.
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
@@ -55,9 +57,14 @@ MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
 if ip -o addr show 2>/dev/null | grep -qw "inet ${MASTER_ADDR}" || [[ "$MASTER_ADDR" =~ ^(127\.|localhost$) ]]; then
   check_port_free "$MASTER_ADDR" "$MASTER_PORT"
 fi
+[[ -n "$HOSTS" ]] || check_ranks_here NP "$NP"
 THREADS="${THREADS:-$(threads_per_rank "$local_ranks")}"
 check_positive_int THREADS "$THREADS"
 export MASTER_ADDR MASTER_PORT OMP_NUM_THREADS="$THREADS"
+where=here  # the ranks (and their containers) start on this host
+[[ -z "$HOSTS" ]] || where=elsewhere
+image_command "$where"  # the host's mpirun starts one container per rank
+preflight "$NP" 0 "$where" "$@"
 
 args=(-np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" -wdir "$repo"
       -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
@@ -67,11 +74,12 @@ for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPA
   [[ -n "${!name:-}" ]] && args+=(-x "$name")
 done
 [[ -n "${RSH_AGENT:-}" ]] && args+=(--mca plm_rsh_agent "$RSH_AGENT")
+args+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole seconds, at least the run's wait
 [[ $(id -u) -eq 0 ]] && args+=(--allow-run-as-root)
 # Loopback-only runs keep Open MPI's own wire-up off other interfaces.
 [[ -z "$HOSTS" ]] && args+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
 
 echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
   NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
-image_command  # the host's mpirun starts one container per rank
+echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 run_launcher mpirun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

@@ -15,7 +15,9 @@
 #   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   exported to every task when set
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
 #   IMAGE        path.sif | podman:tag | docker:tag   each task runs inside that container
-# --kill-on-bad-exit: one failed task ends the step, so the others never wait for it.
+# --kill-on-bad-exit: one failed task ends the step, so the others never wait for it; --wait: a task
+# still running the run's -o timeout_s after another ended is stopped (they end together otherwise).
+# The accel arguments are checked before srun starts (launch/_common.sh preflight).
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
@@ -45,8 +47,11 @@ for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG; do
   [[ -n "${!name:-}" ]] && export "${name?}"
 done
 read -r -a extra <<< "${SRUN_ARGS:-}"
+image_command elsewhere  # the host's srun starts one container per task, on the allocation's nodes
+preflight "$NTASKS" 0 elsewhere "$@"
 
 echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
-args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --export=ALL "${extra[@]}")
-image_command  # the host's srun starts one container per task
+echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
+args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --wait="$(( ${TIMEOUT_S%.*} + 1 ))" --export=ALL
+      "${extra[@]}")
 run_launcher srun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

@@ -1,14 +1,21 @@
-"""Chapter 1: where the time goes in one forward pass of the book's CNN.
+"""Chapters 1 and 3: where the time goes, in eager mode and in compiled mode.
 
-torch.profiler over one forward pass of a 64-image batch (no warm-up, as the book), ops sorted by self
-CPU time. The shares are the comparable numbers; the times are this machine's. This is a measurement,
-not a training run (chapter 1's extra-layer parameter count is `ch01_params.py`).
+torch.profiler over one call, ops sorted by self CPU time; the shares are the comparable numbers, the
+times are this machine's. This is a measurement, not a training run.
+
+- Chapter 1 (`ch1-profile-ops`): one forward pass of a 64-image batch of the book's CNN, no warm-up.
+- Chapter 3 (`ch3-profile-compiled`): one training step (forward, loss, backward, optimizer step) of the
+  eager model and of `torch.compile(model)`, after `warmup` untimed steps so compilation is not profiled.
+  In compiled mode AOTAutograd runs the captured graphs as one autograd function, so the profile shows
+  `CompiledFunction` (forward) and `CompiledFunctionBackward` in place of the individual ops; their shares
+  (CPU time including children, over the profile's total) are `share_CompiledFunction_pct` and
+  `share_CompiledFunctionBackward_pct` (0 in eager mode).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import Annotated, Callable, Literal
 
 import click
 import torch
@@ -16,38 +23,59 @@ from torch.profiler import ProfilerActivity, profile
 
 from pipelines.core import models
 from pipelines.core.pipeline import Measured, Measurement
+from pipelines.core.steps import book_optimizer, plain_step
 
 BOOK_OPS = ("aten::mkldnn_convolution", "aten::max_pool2d_with_indices", "aten::addmm", "aten::clamp_min")
+COMPILED_EVENTS = ("CompiledFunction", "CompiledFunctionBackward")
 
 
 @dataclass(frozen=True)
 class Options:
     top_ops: Annotated[int, click.IntRange(min=1)] = 20  # rows of the profile table kept in the record
+    step: Literal["forward", "train"] = "forward"  # one forward pass (no grad), or one training step
+    compile: bool = False
+    warmup: Annotated[int, click.IntRange(min=0)] = 0  # untimed calls before the profiled one
 
 
-def profile_forward(model: torch.nn.Module, batch: torch.Tensor, top: int) -> tuple[dict, str]:
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if batch.is_cuda else [])
-    with torch.no_grad(), profile(activities=activities) as prof:
-        model(batch)
+def profile_call(call: Callable[[], object], top: int, cuda: bool) -> tuple[dict, str]:
+    """Profile one call: self-CPU shares of the top ops, the compiled-mode events' shares, and the table."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        call()
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) or 1
     ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)
     shares = {e.key: round(100.0 * e.self_cpu_time_total / total, 2) for e in ranked[:top]}
-    table = events.table(sort_by="self_cpu_time_total", row_limit=top)
-    return {"self_cpu_total_ms": total / 1e3, "op_share_pct": shares}, table
+    metrics = {"self_cpu_total_ms": total / 1e3, "op_share_pct": shares}
+    for name in COMPILED_EVENTS:
+        inside = sum(e.cpu_time_total for e in events if e.key == name)
+        metrics[f"share_{name}_pct"] = round(100.0 * inside / total, 2)
+    return metrics, events.table(sort_by="self_cpu_time_total", row_limit=top)
 
 
-class ProfileForward(Measurement):
+class Profile(Measurement):
     Options = Options
 
     def measure(self, cfg, opts: Options, ctx, loaders) -> Measured:
-        x, _ = next(iter(loaders.train))
+        x, y = next(iter(loaders.train))
+        x, y = x.to(ctx.device), y.to(ctx.device)
+        torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
-        metrics, table = profile_forward(model, x.to(ctx.device), opts.top_ops)
+        run = torch.compile(model) if opts.compile else model
+        if opts.step == "train":
+            step = plain_step(run, book_optimizer(model, cfg))
+            call = lambda: step(x, y)  # noqa: E731
+        else:
+            def call():
+                with torch.no_grad():
+                    return run(x)
+        for _ in range(opts.warmup):
+            call()
+        metrics, table = profile_call(call, opts.top_ops, x.is_cuda)
         for op in BOOK_OPS:
             metrics[f"share_{op.split('::')[1]}_pct"] = metrics["op_share_pct"].get(op, 0.0)
         metrics["parameters"] = models.parameter_count(model)
         return Measured(metrics, {"profile_table": table, "batch_shape": list(x.shape)})
 
 
-PIPELINE = ProfileForward()
+PIPELINE = Profile()

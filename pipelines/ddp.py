@@ -9,6 +9,9 @@ where it runs is the container. What is here is the technique itself:
 - FSDP shards parameters, gradients and optimizer state across ranks: each transformer block is
   gathered just before it runs and freed after. bf16 here is FSDP's own mixed-precision policy
   (parameters cast to bf16 for compute, gradients reduced in fp32).
+- `strategy=dp` is the older single-process nn.DataParallel, the lecture note's contrast to DDP: one
+  process drives `ranks` GPUs, scattering each batch, replicating the model every step and gathering
+  outputs on the first GPU. It needs 2+ CUDA devices in one process; elsewhere the arm is skipped.
 - Each rank reads a disjoint shard of the training set (DistributedSampler; the loop calls set_epoch
   so each epoch reshuffles differently on every rank, when shuffling is on).
 - The per-rank batch is the catalog's batch size (faithful to the book: the global batch grows with
@@ -41,16 +44,18 @@ from pipelines.core.pipeline import TrainingPipeline
 
 @dataclass(frozen=True)
 class Options(DistOptions, CheckpointOptions):
-    strategy: Literal["ddp", "fsdp"] = "ddp"
+    strategy: Literal["ddp", "fsdp", "dp"] = "ddp"
     precision: Literal["fp32", "bf16"] = "fp32"
     lr_scaling: Literal["none", "linear"] = "none"
     lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
-    ranks: Annotated[int, click.IntRange(min=0)] = 0  # processes this variant needs (0: any)
+    ranks: Annotated[int, click.IntRange(min=0)] = 0  # processes this variant needs (0: any); dp: its GPUs
     threads: Annotated[int, click.IntRange(min=0)] = 0  # Table 9.1: intra-op threads (0: the launcher's)
 
 
 def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
-    """The parallel wrapper: DDP (replicas + gradient all-reduce) or FSDP (sharded blocks)."""
+    """The parallel wrapper: DDP (replicas + gradient all-reduce), FSDP (sharded blocks) or DataParallel."""
+    if opts.strategy == "dp":  # one process, several GPUs: needs no process group
+        return torch.nn.DataParallel(model, device_ids=list(range(opts.ranks or torch.cuda.device_count())))
     if not (tdist.is_available() and tdist.is_initialized()):
         return model  # one plain process: the reference run
     if opts.strategy == "ddp":
@@ -87,6 +92,20 @@ class GatherFullCopy(Hooks):
         trainable.predict = None
 
 
+def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:
+    """nn.DataParallel is one process over 2+ GPUs: why this arm cannot run here, or None."""
+    wanted = max(opts.ranks, 2)
+    gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
+    if gpus < wanted:
+        return (f"nn.DataParallel needs {wanted} CUDA devices in one process; this run has {gpus} "
+                f"(--device {cfg.device}); on a machine with {wanted}+ GPUs: "
+                f"accel run {cfg.experiment} --variant {cfg.variant} --device cuda")
+    if ctx.world_size > 1:
+        return (f"nn.DataParallel runs in one process, this launch has {ctx.world_size}: "
+                f"accel run {cfg.experiment} --variant {cfg.variant} --device cuda (make {cfg.experiment} does)")
+    return None
+
+
 class DataParallel(TrainingPipeline):
     Options = Options
     smoke_settings = {"batch_size": 8}
@@ -94,6 +113,8 @@ class DataParallel(TrainingPipeline):
     def skip(self, cfg, opts: Options, ctx) -> str | None:
         """An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is recorded as skipped, so
         one launch runs the arm that fits it; a launch where no arm fits is refused with this reason."""
+        if opts.strategy == "dp":
+            return dataparallel_skip(cfg, opts, ctx)
         if opts.ranks and opts.ranks != ctx.world_size:
             return (f"variant {cfg.variant} needs {opts.ranks} processes but this run has {ctx.world_size}; "
                     f"start it with NPROC={opts.ranks} (make cpu-ddp NPROC={opts.ranks})")
@@ -127,8 +148,8 @@ class DataParallel(TrainingPipeline):
             hooks.append(StepLrEachEpoch(torch.optim.lr_scheduler.ExponentialLR(optimizer, opts.lr_gamma)))
         if fsdp:
             hooks.append(GatherFullCopy(parallel, cfg, ctx))
-        notes = [] if tdist.is_initialized() else \
-            ["one plain process: no DDP/FSDP wrapper (the reference run)"]
+        notes = [f"nn.DataParallel over {len(parallel.device_ids)} GPUs in one process"] if opts.strategy == "dp" \
+            else [] if tdist.is_initialized() else ["one plain process: no DDP/FSDP wrapper (the reference run)"]
         return Trainable(model, step, optimizer=optimizer, notes=notes, hooks=hooks, count_flops=not fsdp)
 
 

@@ -136,9 +136,16 @@ def deepspeed_arm(model, cfg, opts: Options, ctx) -> Trainable:
     return Trainable(engine.module, step, count_flops=False, hooks=hooks, notes=notes)
 
 
+BLOCK_LISTS = ("layers", "layer", "blocks")  # torchvision ViT: encoder.layers; DistilBERT: transformer.layer
+
+
 def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks (ViT encoder layers), each its own FSDP unit; other models: the root only."""
-    return list(getattr(getattr(model, "encoder", None), "layers", []))
+    """The transformer blocks, each its own FSDP unit: the first ModuleList or Sequential named like a layer stack
+    (BLOCK_LISTS); a model without one has none (the root is then the only unit)."""
+    for name, module in model.named_modules():
+        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and name.rsplit(".", 1)[-1] in BLOCK_LISTS:
+            return list(module)
+    return []
 
 
 def torch_arm(model, cfg, opts: Options, ctx) -> Trainable:

@@ -131,3 +131,19 @@ def test_intermediate_points_of_the_scaling_tables_are_carried():
     assert all(arm.options == {"ranks": n} for n, arm in enumerate(gpus.variants, start=1))
     assert ENTRIES["ch11-multinode-mpi-nccl"].baseline == "ch10-gpu-nccl@gpus=8"
     assert ENTRIES["ch9-cpu-gloo"].match_cores
+
+
+@pytest.mark.parametrize("entry", ENTRIES.values(), ids=list(ENTRIES))
+def test_entry_names_what_it_reproduces(entry):
+    """The map's `reproduces` column: every entry names its book table / text, talk step, course unit or note
+    section, and agrees with its published figures' sources (a Table 9.2 figure means `Table 9.2`)."""
+    assert entry.reproduces.strip(), f"{entry.id} does not say what it reproduces"
+    for fig in entry.published:
+        table = re.search(r"table(\d+\.\d+)", fig.source)
+        if table:
+            assert f"Table {table.group(1)}" in entry.reproduces, (entry.id, fig.source, entry.reproduces)
+        if fig.source.startswith("book:ch"):
+            chapter = fig.source.split(":")[1]
+            assert entry.reproduces.startswith(f"book {chapter}"), (entry.id, fig.source, entry.reproduces)
+        if fig.source.startswith("talk"):
+            assert entry.reproduces.startswith("talk step"), (entry.id, entry.reproduces)

@@ -135,7 +135,7 @@ def test_oci_engines_get_gpus_only_on_a_gpu_node(tmp_path, engine, gpu_args):
 
 
 WRAPPER = str(REPO / "launch" / "_container.sh")
-ACCEL_ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
+ACCEL_ARGS = ["run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic"]  # the pre-flight checks data
 
 
 def _launcher(name: str, bin_dir: Path, env: dict) -> subprocess.CompletedProcess:
@@ -151,6 +151,7 @@ def test_host_launcher_is_outermost_and_wraps_each_rank_once(tmp_path, sif, laun
     is never inside the container and the container hook appears exactly once."""
     bin_dir = tmp_path / "bin"
     _tool(bin_dir, launcher, RECORDER)  # the stand-in host launcher records its argv
+    _tool(bin_dir, "apptainer", "#!/bin/sh\n")  # local mpirun ranks start their containers here: it must exist
     record = tmp_path / "launcher.json"
     run = _launcher(launcher, bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), **count})
     assert run.returncode == 0, run.stderr
@@ -188,7 +189,7 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     [call] = [json.loads(line) for line in record.read_text().splitlines()]
     argv = call["argv"]
     at = argv.index(str(sif))
-    assert argv[at + 1:at + 4] == ["python3", "-m", "torch.distributed.run"]
+    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.agent"]  # torchrun's agent, in accel's hands
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
 
 

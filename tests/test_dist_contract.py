@@ -139,7 +139,7 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
         port = busy.getsockname()[1]
         run = _script("torchrun.sh", {"MASTER_PORT": str(port)}, "run", "ch8-ddp-template", "--scale", "smoke")
     assert run.returncode == 2 and f"MASTER_PORT={port} is already in use" in run.stderr
-    assert "torch.distributed.run" not in run.stderr  # refused before anything started
+    assert "pipelines.core.agent" not in run.stderr  # refused before anything started
 
 
 @pytest.mark.parametrize("option,code,needle", [
@@ -166,7 +166,7 @@ def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
 def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
     run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
     assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
-    assert "torch.distributed.run" not in run.stderr
+    assert "pipelines.core.agent" not in run.stderr
 
 
 def test_doctor_lists_problems_and_records_findings(tmp_path):

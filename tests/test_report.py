@@ -104,6 +104,14 @@ def test_verdict_follows_the_interval_against_the_band(tmp_path, ratios, verdict
     assert rows[("ch2-baseline", "baseline")].verdict == "baseline"
 
 
+def test_too_few_repeats_never_give_a_conclusive_verdict(tmp_path):
+    """Two repeats per arm: however narrow the step-level interval, the run-to-run spread is unseen."""
+    ch2(tmp_path, (2.0, 2.0))
+    row = rows_for(tmp_path)[("ch2-nobias", "nobias")]
+    assert row.ratio == pytest.approx(2.0, rel=1e-6) and row.ci_low > row.band_high  # would say "faster"
+    assert row.verdict == "inconclusive" and "2 repeat(s) on an arm" in row.why
+
+
 def test_bootstrap_is_deterministic_and_widens_with_noise_between_repeats():
     tight = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(1.0))) for _ in range(3)]
     noisy = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(r))) for r in (0.8, 1.0, 1.25)]
@@ -255,7 +263,7 @@ def test_missing_dir_is_one_line_exit_2_and_empty_dir_still_renders(tmp_path):
 def test_outputs_markdown_csv_html_and_plots(tmp_path):
     ch2(tmp_path / "r")
     write(tmp_path / "r", "bs", [record("ch2-bs256", "bs256", repeat=i, step_times=steps(2.1), accuracy=35.0)
-                                 for i in range(2)])
+                                 for i in range(3)])
     written = report.write_report(tmp_path / "r", tmp_path / "out", note="test note",
                                   only=["ch2-baseline", "ch2-bs128"])
     names = {p.name for p in written.paths}

@@ -93,6 +93,17 @@ def test_srun_two_tasks(cluster, tmp_path):
     assert len(rec) == 1 and rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
 
 
+@pytest.mark.parametrize("entry,variant", [("s004-tp", "tensor"), ("s004-pp", "microbatches=2")])
+def test_srun_runs_the_model_parallel_entries_unchanged(cluster, tmp_path, entry, variant):
+    env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port())}
+    run = subprocess.run(["launch/srun.sh", "run", entry, "--variant", variant, "--scale", "smoke", "--dataset",
+                          "synthetic", "--results-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    (rec,) = records(tmp_path)
+    assert rec["status"] == "ok" and rec["dist"]["launcher"] == "srun" and rec["dist"]["world_size"] == 2
+
+
 def test_sbatch_runs_the_batch_script(cluster, tmp_path):
     out = tmp_path / "job.out"
     env = {**cluster, "MASTER_PORT": str(free_port())}

@@ -44,12 +44,28 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         if entry.knobs.get("ALLOCATOR", "default") != "default":
             assert rec["env"]["allocator"] == entry.knobs["ALLOCATOR"]
         metrics = rec["metrics"]
-        if rec["pipeline"] == "ch01_profile" and rec["variant"] == "profile":
-            assert metrics["share_mkldnn_convolution_pct"] > 0 and "profile_table" in rec["artifacts"]
+        if rec["pipeline"] == "ch01_profile":  # eager ops in eager mode; CompiledFunction in compiled mode
+            assert "profile_table" in rec["artifacts"]
+            compiled = rec["config"]["options"]["compile"]
+            assert (metrics["share_mkldnn_convolution_pct"] > 0) or compiled
+            assert (metrics["share_CompiledFunction_pct"] > 0) == compiled
+            assert (metrics["share_CompiledFunctionBackward_pct"] > 0) == (compiled and rec["variant"] != "profile")
+            continue
+        if rec["pipeline"] == "compiled_inference":  # same predictions, timed apart from compilation
+            assert metrics["argmax_agreement_pct"] == 100 and metrics["max_abs_diff_vs_eager"] < 1e-4
+            assert metrics["measured_steps"] == 3 and metrics["throughput_samples_per_s"] > 0
             continue
         if rec["pipeline"] == "batch_size_finder":
             assert metrics["chosen_batch_size"] >= 2 and rec["artifacts"]["curve"]
-            continue
+            assert metrics["samples_per_step"] == metrics["chosen_batch_size"]  # then trained at that size
+        if rec["pipeline"] == "ch01_onnx":  # the exported file is where the record says, and onnxruntime agreed
+            from pathlib import Path
+
+            from pipelines.core.datafiles import digest
+
+            onnx_file = rec["artifacts"]["onnx_file"]
+            assert Path(onnx_file["path"]).is_file() and digest(Path(onnx_file["path"])) == onnx_file["sha256"]
+            assert metrics["onnx_checker"] == "passed" and metrics["onnx_max_abs_diff"] <= 1e-4
         assert metrics["measured_steps"] == 3 and metrics["warmup_steps"] == 1
         assert metrics["throughput_samples_per_s"] > 0 and 0 <= metrics["test_accuracy_pct"] <= 100
         weights_cast = rec["config"]["options"].get("precision") in ("16-true", "bf16-true", "64-true")

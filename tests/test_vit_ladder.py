@@ -1,7 +1,7 @@
 """The talk's ViT ladder and the course's precision entries: plain loop, Fabric, weights, refusals.
 
 The catalog entries ask for CUDA (book scale); these runs use the same code with --device cpu and the
-tiny ViT that smoke scale selects.
+small models smoke scale selects (the tiny ViT; the tiny DistilBERT for the course's entries).
 """
 
 import pytest
@@ -79,9 +79,10 @@ def test_course_amp_on_cpu_runs_bf16_and_skips_16_mixed(data_root, tmp_path):
     run = _run("dlf-u9-amp", data_root=data_root, results=tmp_path)
     assert run.returncode == 0, run.stderr[-3000:]
     recs = {r["variant"]: r for r in records(tmp_path)}
-    assert recs["vit-32-true"]["status"] == "ok" and recs["vit-bf16-mixed"]["status"] == "ok"
-    assert recs["vit-16-mixed"]["status"] == "skipped"
-    assert "silently run bf16-mixed" in recs["vit-16-mixed"]["notes"][0]
+    assert recs["32-true"]["status"] == "ok" and recs["bf16-mixed"]["status"] == "ok"
+    assert recs["16-mixed"]["status"] == "skipped"
+    assert "silently run bf16-mixed" in recs["16-mixed"]["notes"][0]
+    assert recs["32-true"]["config"]["model"] == "distilbert_tiny" and recs["32-true"]["config"]["dataset"] == "imdb"
 
 
 def _refused(args, code, needle, tmp_path, data_root):
@@ -97,7 +98,7 @@ def _refused(args, code, needle, tmp_path, data_root):
      "precision='fp4' is unknown"),
     (["run", "vit-fabric-baseline", "--scale", "smoke", "--device", "cpu", "-o", "matmul_precision=low"], 2,
      "matmul_precision='low'"),
-    (["run", "dlf-u9-amp", "--scale", "smoke", "--device", "cpu", "--variant", "vit-16-mixed"], 3,
+    (["run", "dlf-u9-amp", "--scale", "smoke", "--device", "cpu", "--variant", "16-mixed"], 3,
      "nothing can run here"),
 ], ids=["missing-weights", "precision-without-fabric", "unknown-precision", "bad-matmul", "16-mixed-on-cpu"])
 def test_bad_vit_input(args, code, needle, tmp_path, data_root):
@@ -126,7 +127,7 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
         "from pipelines.core.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
         "(cfg,) = runner.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
-        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('vit-compiled',)).configs\n"
+        "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('compiled',)).configs\n"
         "t = vit_ladder.PIPELINE.setup(cfg, cfg.options, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options.compile)\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,

@@ -30,6 +30,7 @@ DENSENET_DECISIONS = (
 EXPERIMENTS = (
     Experiment(
         id="ch1-profile-ops", compares="op-time breakdown of one CNN forward pass (no variant)",
+        reproduces="book ch1: profiler op table (op shares)",
         pipeline="ch01_profile", variant="profile", settings={**FMNIST, "epochs": 1},
         published=(P("share_mkldnn_convolution_pct", 44.01, "book:ch1"),
                    P("share_max_pool2d_with_indices_pct", 30.01, "book:ch1"),
@@ -41,6 +42,7 @@ EXPERIMENTS = (
                    "No warm-up, as the book: the first forward pass is profiled.")),
     Experiment(
         id="ch1-params-extra-fc", compares="CNN 1,630,090 params -> plus FC-256, 1,758,858 params",
+        reproduces="book ch1: parameter counts (text)",
         pipeline="ch01_params", variant="extra_fc", settings={**FMNIST, "epochs": 5},
         published=(P("parameters", 1758858, "book:ch1"), P("baseline_parameters", 1630090, "book:ch1"),
                    P("param_ratio", 1.079, "derived"),
@@ -50,13 +52,26 @@ EXPERIMENTS = (
         decisions=("Whether an activation follows the extra layer is unstated; we add none (count unaffected).",
                    LR_DECISION)),
     Experiment(
+        id="ch1-onnx-export", compares="trained CNN -> ONNX file, checked by onnx's checker and onnxruntime",
+        reproduces="book ch1: ONNX export of the trained model (text)",
+        pipeline="ch01_onnx", variant="onnx", settings=FMNIST,
+        hardware="unstated CPU",
+        expect="No published number: the file must pass onnx's checker and give torch's logits in onnxruntime "
+               "(onnx_max_abs_diff within atol 1e-4 + rtol 1e-3).",
+        decisions=("torch.onnx.export with the dynamo exporter (TorchScript export is deprecated in PyTorch 2.x), "
+                   "opset 18, a dynamic batch axis, one self-contained file in <results>/artifacts/.",
+                   "Trained as ch2-baseline (10 epochs), then exported; the book does not say how long it trained.",
+                   LR_DECISION)),
+    Experiment(
         id="ch2-baseline", compares="reference: CNN/Fashion-MNIST, bs 64, 10 ep, GNU OpenMP",
+        reproduces="book ch2: training times (text)",
         pipeline="ch02_layers", variant="baseline", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 148, "book:ch2"), P("test_accuracy_pct", 83.99, "book:ch2"),
                    P("ratio", 1.0, "book:ch2")),
         hardware=BOOK_CPU, expect=CH2_BAND, decisions=(LR_DECISION, SPLIT_DECISION, EVAL_DECISION)),
     Experiment(
         id="ch2-nobias", compares="bias on -> bias off (all 4 layers)", pipeline="ch02_layers",
+        reproduces="book ch2: training times (text)",
         variant="nobias", baseline="ch2-baseline", settings=FMNIST, options={"bias": False},
         knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 125, "book:ch2"), P("test_accuracy_pct", 83.76, "book:ch2"),
@@ -67,6 +82,7 @@ EXPERIMENTS = (
         decisions=(LR_DECISION, SPLIT_DECISION)),
     Experiment(
         id="ch2-bs128", compares="bs 64 -> 128", pipeline="ch02_layers", variant="bs128",
+        reproduces="book ch2: training times (text)",
         baseline="ch2-baseline", settings={**FMNIST, "batch_size": 128}, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 96, "book:ch2"), P("test_accuracy_pct", 82.14, "book:ch2"),
                    P("ratio", 1.54, "book:ch2", "derived 148/96")),
@@ -74,12 +90,14 @@ EXPERIMENTS = (
         decisions=(LR_DECISION, "422 steps per epoch (54k images); the book's 469 assumes 60k.")),
     Experiment(
         id="ch2-bs256", compares="bs 64 -> 256", pipeline="ch02_layers", variant="bs256",
+        reproduces="book ch2: training times (text)",
         baseline="ch2-baseline", settings={**FMNIST, "batch_size": 256}, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 76, "book:ch2"), P("test_accuracy_pct", 80.01, "book:ch2"),
                    P("ratio", 1.95, "book:ch2", "derived 148/76")),
         hardware=BOOK_CPU, expect=CH2_BAND, decisions=(LR_DECISION, SPLIT_DECISION)),
     Experiment(
         id="ch2-iomp", compares="GNU OpenMP -> Intel OpenMP + KMP env (launcher knob OMP_RUNTIME=intel)",
+        reproduces="book ch2: training times (text)",
         pipeline="ch02_layers", variant="iomp", baseline="ch2-baseline", settings=FMNIST,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "0"},
         published=(P("train_time_s", 106, "book:ch2"), P("test_accuracy_pct", 83.25, "book:ch2"),
@@ -91,6 +109,7 @@ EXPERIMENTS = (
                    "intel-openmp 2024.2.1 instead of the book's 2023.1.0 (same libiomp5 ABI).")),
     Experiment(
         id="ch2-both-layers", compares="nobias + bs 256 + Intel OpenMP (KMP_BLOCKTIME=1), repo only",
+        reproduces="book repo ch2: notebook output",
         pipeline="ch02_layers", variant="both", baseline="ch2-baseline",
         settings={**FMNIST, "batch_size": 256}, options={"bias": False},
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "1"},
@@ -99,6 +118,7 @@ EXPERIMENTS = (
         hardware=BOOK_CPU, expect=CH2_BAND, decisions=(LR_DECISION,)),
     Experiment(
         id="ch3-compile-cnn-cpu", compares="eager -> torch.compile (default mode, inductor) on the CPU CNN",
+        reproduces="book ch3: CPU compile times (text)",
         pipeline="ch03_compile", settings=FMNIST,
         variants=(Variant("eager", options={"compile": False}), Variant("compiled")),
         published=(P("train_time_s", 118, "book:ch3", variant="eager"),
@@ -112,6 +132,7 @@ EXPERIMENTS = (
                    "scale total, as the book's total included it.", LR_DECISION)),
     Experiment(
         id="ch3-compile-modes-cnn-cpu",
+        reproduces="beyond the book (ch3 Compile API)",
         compares="eager -> each torch.compile mode and the aot_eager backend on the CPU CNN (beyond the book)",
         pipeline="ch03_compile", settings=FMNIST,
         variants=(Variant("eager", options={"compile": False}), Variant("default"),
@@ -123,7 +144,20 @@ EXPERIMENTS = (
         decisions=("reduce-overhead uses CUDA graphs, which do nothing on CPU; it is listed to show that.",
                    "aot_eager traces forward and backward without code generation: it isolates capture cost.")),
     Experiment(
+        id="ch3-profile-compiled", reproduces="book ch3: profile of the compiled model (CompiledFunction share)",
+        compares="profile of one training step: eager ops -> CompiledFunction (torch.compile) on the CPU CNN",
+        pipeline="ch01_profile", settings={**FMNIST, "epochs": 1}, options={"step": "train", "warmup": 3},
+        variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
+        hardware="CPU, unstated",
+        expect="No published share: in compiled mode CompiledFunction and CompiledFunctionBackward take the time "
+               "the eager profile spreads over convolution, pooling and addmm ops.",
+        decisions=("One training step of a 64-image batch is profiled after 3 warm-up steps, so compilation is "
+                   "not in the profile (the book's chapter 1 profile had no warm-up; a compiled model's first "
+                   "call is compilation).",
+                   "Shares are CPU time including children over the profile's total self CPU time.")),
+    Experiment(
         id="ch3-compile-densenet-gpu",
+        reproduces="book ch3: Table 3.1",
         compares="eager -> compiled (inductor, reduce-overhead) DenseNet121, 1 GPU (Table 3.1)",
         pipeline="ch03_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
         variants=(Variant("eager", options={"compile": False}),
@@ -142,6 +176,7 @@ EXPERIMENTS = (
         decisions=DENSENET_DECISIONS),
     Experiment(
         id="ch3-backends-densenet-gpu",
+        reproduces="book ch3: Table 3.2 (eager arm: Table 3.1)",
         compares="eager -> cudagraphs / inductor (reduce-overhead) backends, DenseNet121, 1 GPU (Table 3.2)",
         pipeline="ch03_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
         variants=(Variant("eager", options={"compile": False}),

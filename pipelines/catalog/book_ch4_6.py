@@ -20,6 +20,7 @@ DENSENET_CIFAR = {"model": "densenet121", "dataset": "cifar10", "batch_size": 64
 def _alloc(name: str) -> Experiment:
     return Experiment(
         id=f"ch4-alloc-{name}-cnn",
+        reproduces="not in the book (ch4 topic: allocators)",
         compares=f"glibc malloc -> {name} preloaded (ALLOCATOR={name}), not in the book",
         pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "ALLOCATOR": name},
@@ -32,6 +33,7 @@ def _alloc(name: str) -> Experiment:
 EXPERIMENTS = (
     Experiment(
         id="ch4-gomp-default-cnn", compares="reference: CNN/CIFAR-10, 10 ep, GNU OpenMP defaults",
+        reproduces="book ch4: OpenMP times (text)",
         pipeline="ch02_layers", variant="gomp-default", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "none"},
         published=(P("train_time_s", 178, "book:ch4"), P("ratio", 1.0, "book:ch4"),
@@ -39,6 +41,7 @@ EXPERIMENTS = (
         hardware=CH4_HW, expect=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
     Experiment(
         id="ch4-gomp-pinned-cnn", compares="GNU default -> GNU pinned (PROC_BIND/SCHEDULE/GOMP_CPU_AFFINITY)",
+        reproduces="book ch4: OpenMP times (text)",
         pipeline="ch02_layers", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 1.56, "book:ch4", "derived 178/114")),
@@ -50,6 +53,7 @@ EXPERIMENTS = (
                    "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and binding.")),
     Experiment(
         id="ch4-iomp-cnn", compares="GNU pinned -> Intel OpenMP (KMP env)", pipeline="ch02_layers",
+        reproduces="book ch4: OpenMP times (text)",
         variant="iomp", baseline="ch4-gomp-pinned-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "0"},
         published=(P("train_time_s", 102, "book:ch4"),
@@ -64,6 +68,7 @@ EXPERIMENTS = (
     _alloc("jemalloc"),
     Experiment(
         id="ch4-ipex-densenet",
+        reproduces="book ch4: IPEX times (text)",
         compares="Intel-OpenMP baseline -> ipex.optimize fp32/bf16, and torch.compile (CPU) beside it",
         pipeline="ch04_cpu_libs", target="cpu-intel", requires=("ipex",), settings=DENSENET_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "200"},
@@ -92,6 +97,7 @@ EXPERIMENTS = (
                    "upstream replacement for IPEX, on the same workload.")),
     Experiment(
         id="ch5-pipeline",
+        reproduces="book ch5: data pipeline times (text)",
         compares="DataLoader workers 0, no pin -> 8 workers + pinned (heavy 224 transform)",
         pipeline="ch05_dataloader", target="cuda", requires=("gpu",),
         settings={"model": "densenet121", "dataset": "cifar10", "batch_size": 128, "epochs": 10, "lr": 1e-5,
@@ -123,6 +129,7 @@ EXPERIMENTS = (
                    "transform); data_wait_s vs compute_s in every record shows where the time went.")),
     Experiment(
         id="ch6-prune", compares="unpruned -> L1-norm filter pruning 10..80 % + compression",
+        reproduces="book ch6: Table 6.1",
         pipeline="ch06_pruning", settings=CNN_CIFAR, knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         variants=(Variant("unpruned", options={"prune": False}),
                   *(Variant(f"s{s}", options={"sparsity": s / 100}) for s in SPARSITIES)),

@@ -10,6 +10,7 @@ AMP_FLAGS = {"tf32": "on", "reduced_precision_reduction": "on"}  # the AMP noteb
 EXPERIMENTS = (
     Experiment(
         id="ch7-amp", compares="FP32 (+cudnn.benchmark) -> AMP bf16 / AMP fp16 (EfficientNet-B7)",
+        reproduces="book ch7: AMP times (text)",
         pipeline="ch07_amp", target="cuda", requires=("gpu",), settings=EFFNET_CH7,
         variants=(Variant("fp32", options={"precision": "fp32"}),
                   Variant("bf16", options={"precision": "bf16", **AMP_FLAGS}),

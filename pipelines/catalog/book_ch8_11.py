@@ -10,6 +10,12 @@ from pipelines.core.experiments import Experiment, Published as P, Variant
 
 CNN_CIFAR_DDP = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 32, "epochs": 5, "lr": 1e-5,
                  "weight_decay": 0.005}
+# Chapter 9's scripts shuffle: the baseline with DataLoader(shuffle=True), the Gloo/oneCCL ones with
+# DistributedSampler(train_dataset) (shuffle=True, seed 0) and train_loader.sampler.set_epoch(epoch) per epoch.
+CH9_CNN = {**CNN_CIFAR_DDP, "shuffle": True}
+SHUFFLED = ("Shuffled as the book's scripts: every rank a disjoint shard from DistributedSampler(shuffle=True, "
+            "seed 0), reshuffled each epoch by set_epoch (the shared loop calls it); the 1-process baseline "
+            "shuffles with DataLoader(shuffle=True)")
 EFFNET_DDP = {"model": "efficientnet_b7", "dataset": "cifar10", "batch_size": 256, "epochs": 25, "lr": 1e-4,
               "weight_decay": 0.005, "head_classes": 1000, "device": "cuda", "pin_memory": True,
               "num_workers": 2}
@@ -36,6 +42,7 @@ AFFINITY = ("Per-rank cores are computed from the cores this process may use (sc
 EXPERIMENTS = (
     Experiment(
         id="ch8-ddp-template", compares="DDP code template: 2 ranks over Gloo, checkpoints (no measurement)",
+        reproduces="book ch8: DDP code template",
         pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
         settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
         decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/dist.py; the checkpoint helper the "
@@ -44,7 +51,8 @@ EXPERIMENTS = (
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),
     Experiment(
         id="ch9-cpu-threads", compares="1 thread -> 2/4/8/12/16 threads (Table 9.1)", pipeline="ddp",
-        settings=CNN_CIFAR_DDP, variants=THREADS,
+        reproduces="book ch9: Table 9.1",
+        settings=CH9_CNN, variants=THREADS,
         published=(*(P("train_time_s", t, "book:ch9:table9.1", f"{n} thread(s)", f"threads={n}")
                      for n, t in TABLE_9_1.items()),
                    *(P("test_accuracy_pct", a, "book:ch9", f"{n} threads", f"threads={n}")
@@ -56,10 +64,11 @@ EXPERIMENTS = (
              "machine has: expect the direction (fewer seconds with more threads, flattening), not the size",
         decisions=("Threads set with torch.set_num_threads per variant (the book did not say how), in one "
                    "process; variants above the cores available run oversubscribed (the sweep skips them)",
-                   "KMP_AFFINITY works only with Intel OpenMP; use OMP_RUNTIME=intel to get it")),
+                   "KMP_AFFINITY works only with Intel OpenMP; use OMP_RUNTIME=intel to get it", SHUFFLED)),
     Experiment(
         id="ch9-cpu-gloo", compares="1 proc x 16 thr -> Gloo DDP 2x8 / 4x4 / 8x2 (Table 9.2)", pipeline="ddp",
-        launcher="torchrun", settings=CNN_CIFAR_DDP, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
+        reproduces="book ch9: Table 9.2",
+        launcher="torchrun", settings=CH9_CNN, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
         match_cores=True,
         published=(*(P("train_time_s", t, "book:ch9:table9.2", f"{n}x{16 // n}", f"ranks={n}")
                      for n, (t, _) in TABLE_9_2.items()),
@@ -70,12 +79,13 @@ EXPERIMENTS = (
                      for n, (t, _) in TABLE_9_2.items())),
         hardware=CH9_HW, expect=CH9_BAND + "; each arm is compared with the 1-process run on the same total "
                                 "cores, with the book's ratio at that rank count as the expectation",
-        decisions=(VAR_BUG, FAITHFUL_BATCH, AFFINITY, SAME_CORES,
+        decisions=(VAR_BUG, FAITHFUL_BATCH, AFFINITY, SAME_CORES, SHUFFLED,
                    "Each variant needs its own launch (NPROC = ranks): `make ch9-cpu-gloo` runs the table, "
                    "`make cpu-ddp NPROC=4` one row; data is staged once, ranks never download")),
     Experiment(
         id="ch9-cpu-oneccl", compares="Gloo DDP -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="ddp",
-        launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CNN_CIFAR_DDP,
+        reproduces="book ch9: Table 9.3",
+        launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CH9_CNN,
         options={"backend": "ccl"}, baseline="ch9-cpu-gloo", variants=RANKS,
         knobs={"CCL_PROCESS_LAUNCHER": "torch", "CCL_ATL_SHM": "1", "CCL_ATL_TRANSPORT": "ofi"},
         published=(*(P("train_time_s", t, "book:ch9:table9.3", f"{n}x{16 // n}", f"ranks={n}")
@@ -90,12 +100,13 @@ EXPERIMENTS = (
         decisions=("The repo's oneCCL script uses RANK without defining it (NameError after init): here the "
                    "rank comes from dist.placement() like every backend",
                    "oneccl_bindings_for_pytorch exists only for torch <= 2.7: runs inside the cpu-intel image; "
-                   "elsewhere backend=ccl is refused with a one-line error (exit 3)", FAITHFUL_BATCH,
+                   "elsewhere backend=ccl is refused with a one-line error (exit 3)", FAITHFUL_BATCH, SHUFFLED,
                    "Each arm is compared with the Gloo arm of the same ranks (the backend is the only "
                    "change); the book's Table 9.3 ratios against 1x16 (1.38 / 1.74 / 2.09) are in the "
                    "figures' notes")),
     Experiment(
         id="ch10-gpu-nccl", compares="1 GPU -> 2..8 GPUs, DDP + NCCL, torchrun (Table 10.2)", pipeline="ddp",
+        reproduces="book ch10: Table 10.2",
         launcher="torchrun", target="cuda", requires=("gpu",), settings=EFFNET_DDP, options={"backend": "nccl"},
         knobs={"NPROC": "1"}, variants=GPUS,
         published=(*(P("train_time_s", t, "book:ch10:table10.2", f"{n} GPU(s)", f"gpus={n}")
@@ -115,6 +126,7 @@ EXPERIMENTS = (
                    "ImageNet weights only from a local file (--weights); never downloaded at run time")),
     Experiment(
         id="ch11-multinode-mpi-nccl", compares="1 node x 8 GPUs -> 2 nodes x 8 GPUs (mpirun + NCCL)",
+        reproduces="book ch11: two-node time (text)",
         pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
         options={"backend": "nccl"}, baseline="ch10-gpu-nccl@gpus=8",
         published=(P("train_time_s", CH11_TWO_NODES[0], "book:ch11", "16 GPUs"),
@@ -132,8 +144,12 @@ EXPERIMENTS = (
                    "Test on rank 0 only (the book tested on all 16 ranks)")),
     Experiment(
         id="ch11-mpi-backend-cpu", compares="CNN DDP with backend=mpi (repo only)", pipeline="ddp",
+        reproduces="book repo ch11: MPI backend script",
         launcher="mpirun", requires=("mpi-backend",), settings=CNN_CIFAR_DDP, options={"backend": "mpi"},
         expect="only where torch is built with MPI (torch.distributed.is_mpi_available()); stock wheels are "
              "not, so elsewhere the run stops with a one-line error (exit 3)",
-        decisions=("The repo builds torch from source at an unpinned master; the mpi container target pins it",)),
+        decisions=("The repo builds torch from source at an unpinned master with MPI; no image here does (the "
+                   "mpi target holds Open MPI for mpirun, with PyPI's torch), so backend=mpi runs only with such "
+                   "a build (PYTHON=...); `accel launch ch11-mpi-backend-cpu -o backend=gloo` runs the same "
+                   "mpirun path",)),
 )

@@ -1,8 +1,9 @@
 """Deep Learning Fundamentals unit 9 and the lecture note "Training Strategies at Scale" (s004-*).
 
-DistilBERT and IMDB cannot be downloaded here, so the course's techniques run on a stand-in: the
-registered ViT (vit_b_16 at bench/book scale, vit_tiny at smoke scale) on CIFAR-10. Variant names
-start with "vit-" and every such entry says so in its decisions: its numbers are not the course's.
+Unit 9's workload is the course's own: DistilBERT (transformers' DistilBertForSequenceClassification,
+distilbert-base-uncased's config, random init unless --weights names a local save_pretrained folder) on
+IMDB in its on-disk format (`accel data fetch imdb`, or `accel data generate imdb` offline). The
+tokenizer is a local folder (--tokenizer) or one trained here on the training reviews; records say which.
 """
 
 from pipelines.core.experiments import Experiment, Published as P, Variant
@@ -11,17 +12,40 @@ SINGLE = "single-device techniques issue (#3)"
 MULTI = "distributed training issue (#4)"
 A100 = "1x NVIDIA A100-SXM4-40GB"
 NOTE = "lecture-note (seed 004)"
-STANDIN = {"model": "vit_b_16", "dataset": "cifar10", "image_size": 224, "batch_size": 12, "epochs": 3,
-           "lr": 5e-5, "weight_decay": 0.0, "num_workers": 4, "shuffle": True, "head_classes": 10}
-STANDIN_DECISION = ("Stand-in workload: DistilBERT/IMDB cannot be downloaded here, so the technique runs on "
-                    "torchvision's ViT-B/16 (random init; --weights for a local file) on CIFAR-10 at 224, "
-                    "bs 12, Adam lr 5e-5, 3 epochs. The published figures are DistilBERT's: compare the "
-                    "direction of a ratio, never the minutes or the accuracy.")
-STANDIN_BAND = "Stand-in model and data: expect the direction of the published ratio, not its size."
+COURSE = {"model": "distilbert", "dataset": "imdb", "batch_size": 12, "epochs": 3, "lr": 5e-5,
+          "weight_decay": 0.0, "num_workers": 4, "shuffle": True, "head_classes": 2}
+COURSE_DECISION = ("The course's workload: DistilBERT (distilbert-base-uncased's architecture, 2 labels) on IMDB, "
+                   "bs 12, Adam lr 5e-5, 3 epochs, texts padded/truncated to 512 tokens. Random init unless "
+                   "--weights names a local save_pretrained folder (the course fine-tuned the pretrained "
+                   "model, so accuracies compare only with weights); the tokenizer is --tokenizer DIR (the "
+                   "course's distilbert-base-uncased folder) or a WordPiece one trained here "
+                   "(tokenizer_source in the record).")
+SPLIT_DECISION = ("IMDB's own split (25,000 train / 25,000 test reviews); the course pooled the 50,000 and "
+                  "re-split them 35,000 / 5,000 / 10,000, so its epochs were 1.4x longer: compare ratios.")
 FABRIC = {"fabric": True}
 # unit 9.3 notes.txt: fit time of 3 epochs (min) per Lightning strategy, 1 GPU or 4 GPUs
 MULTIGPU_MIN = {"single-gpu": 5.55, "ddp": 2.33, "fsdp": 1.9, "deepspeed-2": 1.74,
                 "deepspeed-2-offload": 5.34, "deepspeed-3": 1.72}
+NOTE_TITLE = "scale note (seed 004)"
+# What each entry reproduces (the map's column): one table here, applied by core/experiments.py to the
+# entries below that do not set `reproduces` themselves.
+REPRODUCES = {
+    "dlf-u9-amp": "course unit 9.1: mixed precision (DistilBERT notebooks)",
+    "dlf-u9-multigpu": "course unit 9.3: multi-GPU strategies (notes.txt)",
+    "dlf-u9-compile": "course unit 9.4: compile.py",
+    "dlf-u9-bsfinder": "course unit 9.5: batch-size finder",
+    "dlf-u9-ex1": "course unit 9: exercise 1",
+    "s004-amp": f"{NOTE_TITLE}: automatic mixed precision",
+    "s004-gradaccum": f"{NOTE_TITLE}: gradient accumulation",
+    "s004-ckpt": f"{NOTE_TITLE}: activation checkpointing",
+    "s004-dp-vs-ddp": f"{NOTE_TITLE}: DataParallel vs DDP",
+    "s004-pp": f"{NOTE_TITLE}: pipeline parallelism",
+    "s004-tp": f"{NOTE_TITLE}: tensor parallelism",
+    "s004-fsdp": f"{NOTE_TITLE}: FSDP",
+    "s004-deepspeed": f"{NOTE_TITLE}: DeepSpeed ZeRO",
+    "s004-dataloader": f"{NOTE_TITLE}: DataLoader settings",
+    "scale-channels-last": "no source figure (beside the course's compile entry)",
+}
 
 
 # s004-deepspeed: the reference (DDP), DeepSpeed's stages, then torch's own equivalents
@@ -44,7 +68,7 @@ MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single"}), Variant(
 
 
 def precision(name: str) -> Variant:
-    return Variant(f"vit-{name}", options={**FABRIC, "precision": name})
+    return Variant(name, options={**FABRIC, "precision": name})
 
 
 NOTE_SETUP = {"dataset": "cifar10", "batch_size": 64, "epochs": 1, "lr": 1e-4, "weight_decay": 0.01}
@@ -52,23 +76,24 @@ NOTE_DECISION = ("The note names no model or data: a registered torchvision mode
                  "lr 1e-4 as the note's AMP snippet.")
 
 EXPERIMENTS = (
-    Experiment(id="dlf-u9-amp", compares="32-true -> 16-mixed / bf16-mixed (stand-in ViT; course: DistilBERT)",
-               pipeline="vit_ladder", target="cuda", requires=("gpu",), settings={**STANDIN, "device": "cuda"},
+    Experiment(id="dlf-u9-amp", compares="32-true -> 16-mixed / bf16-mixed (DistilBERT on IMDB)",
+               pipeline="vit_ladder", target="cuda", requires=("gpu",), settings={**COURSE, "device": "cuda"},
                variants=(precision("32-true"), precision("16-mixed"), precision("bf16-mixed")),
-               published=(P("fit_time_min", 21.64, "repo-output", "DistilBERT 32-true", variant="vit-32-true"),
-                          P("fit_time_min", 7.24, "repo-output", "DistilBERT 16-mixed", variant="vit-16-mixed"),
-                          P("fit_time_min", 7.62, "repo-output", "DistilBERT bf16-mixed", variant="vit-bf16-mixed"),
-                          P("ratio", 2.99, "repo-output", "derived 21.64/7.24 (DistilBERT)", variant="vit-16-mixed"),
+               published=(P("fit_time_min", 21.64, "repo-output", "DistilBERT 32-true", variant="32-true"),
+                          P("fit_time_min", 7.24, "repo-output", "DistilBERT 16-mixed", variant="16-mixed"),
+                          P("fit_time_min", 7.62, "repo-output", "DistilBERT bf16-mixed", variant="bf16-mixed"),
+                          P("ratio", 2.99, "repo-output", "derived 21.64/7.24 (DistilBERT)", variant="16-mixed"),
                           P("ratio", 2.84, "repo-output", "derived 21.64/7.62 (DistilBERT)",
-                            variant="vit-bf16-mixed")),
-               hardware=A100, expect=STANDIN_BAND,
-               decisions=(STANDIN_DECISION,
+                            variant="bf16-mixed")),
+               hardware=A100, expect="Another GPU changes the size; expect 16-mixed and bf16-mixed well ahead of "
+                                     "32-true on Tensor Core GPUs, little gain on CPU.",
+               decisions=(COURSE_DECISION, SPLIT_DECISION,
                           "Precision through Lightning Fabric's plugin (the course used the Trainer's, the same "
                           "plugin). 16-mixed is skipped on CPU with a reason: Lightning would silently run "
                           "bf16-mixed there.")),
     Experiment(id="dlf-u9-multigpu", compares="1 device -> DDP / FSDP / DeepSpeed through Lightning Fabric, 2+ "
                "processes (Gloo on CPU, NCCL on GPUs)", pipeline="fabric_strategies", target="cuda",
-               launcher="torchrun", knobs={"NPROC": "2"}, settings=STANDIN, variants=MULTIGPU_ARMS,
+               launcher="torchrun", knobs={"NPROC": "2"}, settings=COURSE, variants=MULTIGPU_ARMS,
                published=(*(P("fit_time_min", t, "repo-output", f"strategy {name}", variant=name)
                             for name, t in MULTIGPU_MIN.items()),
                           *(P("ratio", round(MULTIGPU_MIN["single-gpu"] / t, 2), "repo-output",
@@ -80,40 +105,62 @@ EXPERIMENTS = (
                       "single-gpu): expect no speed-up from ranks sharing a few cores, fsdp2 holding half of ddp's "
                       "parameter, gradient and optimizer bytes per rank (metrics.bytes_per_rank), and equal losses. "
                       "On 4 GPUs (NPROC=4 ARGS='--device cuda -o backend=nccl') expect the direction of the "
-                      "published ratios, not their size (stand-in model).",
-               decisions=(STANDIN_DECISION,
+                      "published ratios, not their size (random init unless --weights; IMDB's own split).",
+               decisions=(COURSE_DECISION,
                           "The course ran Lightning's Trainer at precision=16; precision=auto is 16-mixed on GPUs "
                           "and 32-true on CPU (Lightning would silently turn 16-mixed into bf16 there).",
                           "Lightning 2.6 runs strategy='fsdp' (FSDP1) and its DeepSpeedStrategy on GPUs only, so "
                           "those arms are skipped on CPU with the reason; the extra arm fsdp2 (Fabric's "
                           "ModelParallelStrategy + fully_shard per block, not in the course) shows the sharding on "
-                          "CPU processes. The course's deterministic=True is not set: the stand-in's ratios are "
-                          "compared by direction only.")),
-    Experiment(id="dlf-u9-compile", compares="eager -> torch.compile (stand-in ViT; no published number)",
-               pipeline="vit_ladder", settings={**STANDIN, "batch_size": 64},
-               variants=(Variant("vit-eager"), Variant("vit-compiled", options={"compile": True})),
+                          "CPU processes. The course's deterministic=True is not set: ratios are compared by "
+                          "direction only.", SPLIT_DECISION)),
+    Experiment(id="dlf-u9-compile", compares="eager -> torch.compile, DistilBERT training (no published number)",
+               pipeline="vit_ladder", settings=COURSE,
+               variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
                expect="No published number: the course gives none. Compilation time lands in warm-up.",
-               decisions=(STANDIN_DECISION.replace("bs 12", "bs 64"),
+               decisions=(COURSE_DECISION, SPLIT_DECISION,
                           "fp32 plain loop so it runs on CPU too; the course ran 16-mixed on one GPU: add "
                           "--device cuda -o fabric=true -o precision=16-mixed for that setting.")),
-    Experiment(id="dlf-u9-bsfinder", compares="batch-size finder: doubling until memory runs out (stand-in ViT)",
-               pipeline="batch_size_finder", settings={**STANDIN, "num_workers": 0},
+    Experiment(id="dlf-u9-compile-inference", compares="eager -> compiled predict, DistilBERT on the IMDB test set",
+               reproduces="course unit 9.4: compiled inference",
+               pipeline="compiled_inference", settings={**COURSE, "num_workers": 0},
+               variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
+               expect="No published number. Compilation lands in warm-up; the record checks that compiled "
+                      "logits equal eager ones (max_abs_diff) and times predict batches only.",
+               decisions=(COURSE_DECISION,
+                          "The course compiled the trained model and timed prediction; here the model is not trained "
+                          "first (inference speed does not depend on the weights' values): pass --weights with a "
+                          "fine-tuned folder to time that model.")),
+    Experiment(id="dlf-u9-bsfinder", compares="batch-size finder: doubling until memory runs out, throughput per size",
+               pipeline="batch_size_finder", settings={**COURSE, "num_workers": 0},
                published=(P("chosen_batch_size", 128, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("first_failed_batch_size", 256, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
-                          P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128 (not run by the finder)")),
+                          P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128")),
                hardware=A100, expect="The chosen size depends on the model, precision and memory: not comparable.",
-               decisions=(STANDIN_DECISION,
-                          "Random inputs of the data's shape (memory depends on shapes only; one batch is "
-                          "read for the shape); fp32, where the "
-                          "course's finder ran 16-mixed. On CPU the search stops at a memory cap (default half "
-                          "of this machine's memory; -o memory_cap_mib=N) since running out kills the process.",
-                          "The finder reports the size and the throughput curve; it does not go on to train.")),
-    Experiment(id="dlf-u9-ex1", compares="exercise: 5 precision settings (stand-in ViT; no reference numbers)",
-               pipeline="vit_ladder", settings=STANDIN,
+               decisions=(COURSE_DECISION,
+                          "Each size trains a few steps (forward, loss, backward, Adam step) on real batches of the "
+                          "data; fp32, where the course's finder ran 16-mixed. On CPU the search stops at a memory "
+                          "cap (default half of this machine's memory; -o memory_cap_mib=N) since running out kills "
+                          "the process.",
+                          "Then, as the course did, the model trains at the chosen size through the shared loop "
+                          "(the run's steps or epochs) and is evaluated; the record carries the curve of "
+                          "samples/s per size.")),
+    Experiment(id="dlf-u9-ex1", compares="exercise: 5 precision settings, DistilBERT on IMDB (no reference numbers)",
+               pipeline="vit_ladder", settings=COURSE,
                variants=tuple(precision(name) for name in ("32-true", "16-true", "64-true", "16-mixed", "bf16-mixed")),
                expect="No reference numbers. 16-true trains with fp16 weights and Adam state: expect instability.",
-               decisions=(STANDIN_DECISION, "16-mixed is skipped on CPU (recorded with the reason); the other "
+               decisions=(COURSE_DECISION, "16-mixed is skipped on CPU (recorded with the reason); the other "
                           "four run on CPU, all five with --device cuda.")),
+    Experiment(id="dlf-u9-bow", compares="the course's baseline: logistic regression on bag-of-words counts (IMDB)",
+               reproduces="course unit 9: bag-of-words baseline (IMDB)",
+               pipeline="ch02_layers",
+               settings={**COURSE, "model": "bag_of_words", "batch_size": 64, "epochs": 3, "lr": 1e-3,
+                         "num_workers": 0},
+               expect="No published number here. The reference accuracy a DistilBERT run must beat; seconds, "
+                      "not minutes, per epoch on CPU.",
+               decisions=("The course fit scikit-learn's CountVectorizer + LogisticRegression; here a linear layer "
+                          "on token counts (the same tokenizer as DistilBERT, first 512 tokens of each review), "
+                          "softmax cross-entropy, Adam lr 1e-3, trained by the shared loop.", SPLIT_DECISION)),
     Experiment(id="s004-amp", compares="fp32 -> autocast bf16 / fp16 + GradScaler (claim: 2x speed, 2x memory)",
                pipeline="ch07_amp", settings={**NOTE_SETUP, "model": "efficientnet_b0"},
                options={"optimizer": "adamw", "cudnn_benchmark": False},
@@ -144,16 +191,55 @@ EXPERIMENTS = (
                                                 "blocks are the block list)"),
                           "Memory is saved_for_backward_mib on every device plus peak_gpu_mib on CUDA; CPU peak "
                           "RSS is process-wide across variants, so it is not the comparison.")),
-    Experiment(id="s004-dp-vs-ddp", compares="nn.DataParallel vs DistributedDataParallel", pipeline=None,
-               status="planned", launcher="torchrun",
-               planned_reason="nn.DataParallel splits batches across GPUs of one process and does nothing on "
-                              "CPU; the DDP half runs as ch8-ddp-template (torchrun + gloo)"),
-    Experiment(id="s004-pp", compares="naive pipeline split over 3 devices", pipeline=None, status="planned",
-               planned_reason=MULTI, requires=("gpu", "multi-gpu")),
-    Experiment(id="s004-tp", compares="column-parallel linear (tensor parallel)", pipeline=None,
-               status="planned", launcher="torchrun",
-               planned_reason="tensor parallelism (torch.distributed.tensor.parallel) needs its own pipeline; "
-                              "the data-parallel pipeline (ddp.py) does not shard layers column-wise"),
+    Experiment(id="s004-dp-vs-ddp", compares="nn.DataParallel (1 process, 2 GPUs) vs DistributedDataParallel "
+               "(2 processes), global batch 64", pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "cnn_cifar10"},
+               variants=(Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
+                         Variant("ddp", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 2})),
+               expect="DataParallel is one process and one Python thread per GPU: it scatters the batch, copies the "
+                      "model to every GPU each step and gathers the outputs on GPU 0, so DDP (one process per GPU, "
+                      "gradients all-reduced during backward) is expected to be faster. On CPU only the DDP arm "
+                      "runs (Gloo); the DataParallel arm is recorded as skipped with the reason.",
+               decisions=("Same model and global batch: DataParallel takes the whole batch of 64 in one process and "
+                          "splits it over 2 GPUs; DDP takes 32 per rank on 2 ranks. Both through pipelines/ddp.py "
+                          "(-o strategy=dp|ddp); Adam (ddp.py's optimizer) at the note's lr 1e-4, wd 0.01.",
+                          "DataParallel needs 2 CUDA devices in one process: in a multi-process launch it is skipped "
+                          "with the command that runs it (`make s004-dp-vs-ddp` runs it after the DDP launch "
+                          "when 2+ GPUs are visible); on GPUs pass --device cuda -o backend=nccl to the DDP arm.",
+                          "The book's CIFAR-10 CNN (no BatchNorm, so the replicas' buffers cannot differ between "
+                          "the two wrappers).")),
+    Experiment(id="s004-pp", compares="micro-batches 1 -> 2 / 4 / 8 through a 2-stage pipeline (GPipe; the bubble)",
+               pipeline="pipeline_parallel", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "transformer_small", "batch_size": 32, "drop_last": True},
+               variants=tuple(Variant(f"microbatches={m}", options={"microbatches": m}) for m in (1, 2, 4, 8)),
+               expect="The bubble (p-1)/(m+p-1) = 0.5, 0.33, 0.2, 0.11 for 2 stages: the measured idle share of "
+                      "each stage falls with more micro-batches; the step time falls with it only while a "
+                      "micro-batch stays big enough to compute efficiently (on CPU the per-chunk overhead and "
+                      "the Gloo transfers grow with m).",
+               decisions=("The note's naive 3-device split becomes torch.distributed.pipelining: one stage per rank "
+                          "(NPROC stages; blocks dealt out evenly, embedding on the first stage, head on the "
+                          "last), ScheduleGPipe by default, -o schedule=1f1b for Schedule1F1B (its arms with "
+                          "fewer micro-batches than stages are skipped with the reason).",
+                          "Global batch 64 = 32 per rank x 2 ranks, gathered on every rank: stage 0 feeds it, the "
+                          "last stage scores it; the loss is broadcast from the last stage so rank 0 records it.",
+                          "The bubble is measured, not inferred from the step time: each stage's timed "
+                          "forward/backward chunks (busy) against the step's span, which lasts until the slowest "
+                          "stage's schedule.step returns.")),
+    Experiment(id="s004-tp", compares="replicated model (DDP) -> tensor-parallel blocks (column/row split), "
+               "same global batch", pipeline="tensor_parallel", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "transformer_small", "batch_size": 32},
+               variants=(Variant("replicate", options={"parallel": "replicate"}), Variant("tensor")),
+               expect="Each rank holds about 1/NPROC of the blocks' parameters (recorded per rank). On CPU "
+                      "processes over Gloo the per-layer all-reduces cost more than the smaller matmuls save: "
+                      "expect the tensor arm slower per step; its use is a model too big for one device.",
+               decisions=("The note's column-parallel linear, grown into a transformer block with "
+                          "torch.distributed.tensor.parallel: q/k/v and the MLP's first layer ColwiseParallel, "
+                          "the attention output and the MLP's second layer RowwiseParallel; degree = NPROC, which "
+                          "must divide the heads and the MLP width.",
+                          "Same global batch in both arms (32 per rank x NPROC): DDP trains each rank on its own "
+                          "shard, the tensor arm all-gathers the shards so every rank computes all samples.",
+                          "A splittable transformer on CIFAR-10 4x4 patches (4 blocks, width 128, 4 heads), since "
+                          "torchvision's ViT fuses q/k/v into one nn.MultiheadAttention weight.")),
     Experiment(id="s004-fsdp", compares="FSDP with transformer auto-wrap and bf16 MixedPrecision",
                pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
                settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,

@@ -10,9 +10,14 @@ MULTI = "distributed training issue (#4)"
 GPU_HW = "1 GPU, model unrecorded (bf16-capable)"
 # Talk steps 04/05 (multi-GPU) run through pipelines/ddp.py: Fabric's strategy=ddp|fsdp + bf16-mixed.
 TALK_DIST = {"backend": "nccl", "precision": "bf16"}
-TALK_BAND = ("4 GPUs at book scale; on CPU: NPROC=2 launch/torchrun.sh run ID --scale smoke --model vit_tiny "
-             "--device cpu --dataset synthetic -o backend=gloo proves the path, not the speed")
-DIST_DECISIONS = ("Lightning Fabric replaced by plain torch DDP / FSDP2 (fully_shard per encoder block, "
+TALK_BAND = ("4 GPUs at book scale; on CPU, `accel launch ID --device cpu --scale smoke -o backend=gloo --model "
+             "vit_tiny` (4 ranks, a tiny ViT) proves the path, not the speed")
+TINY_VIT = ("--model", "vit_tiny")  # the CPU smoke run's stand-in for ViT-B/16
+VIT_DIST = {**VIT, "shuffle": True}  # Fabric's setup_dataloaders: DistributedSampler(shuffle=True), set_epoch per epoch
+DIST_DECISIONS = ("Shuffled as the talk: Fabric's setup_dataloaders swaps in a DistributedSampler (shuffle=True) "
+                  "and sets its epoch on every pass; here the runner's DistributedSampler and the shared loop's "
+                  "set_epoch do the same (every rank a disjoint shard, reshuffled each epoch)",
+                  "Lightning Fabric replaced by plain torch DDP / FSDP2 (fully_shard per encoder block, "
                   "bf16 MixedPrecisionPolicy) so the technique is visible in pipelines/ddp.py",
                   "bs 16 per device as the talk (global 64 on 4 GPUs); lr not scaled")
 FINETUNE = {"pretrained": True}
@@ -33,10 +38,12 @@ PRETRAINED = ("Pretrained weights come only from a local state_dict (--weights P
 
 EXPERIMENTS = (
     Experiment(id="vit-scratch", compares="reference: ViT-B/16 random init, 10 ep", pipeline="vit_ladder",
+               reproduces="talk step 00 (slides; 00_pytorch-vit-random-init.py)",
                target="cuda", requires=("gpu",), settings={**VIT1, "epochs": 10}, variant="scratch",
                published=(P("train_time_min", 61.48, "talk-slides"), P("test_accuracy_pct", 62.85, "talk-slides")),
                hardware=GPU_HW, expect=BAND, decisions=TALK_DECISIONS),
     Experiment(id="vit-finetune", compares="scratch 10 ep -> ImageNet-pretrained 3 ep", pipeline="vit_ladder",
+               reproduces="talk step 01 (slides; 01_pytorch-vit.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options=FINETUNE, variant="finetune",
                baseline="vit-scratch",
                published=(P("train_time_min", 18.70, "talk-slides"), P("test_accuracy_pct", 95.37, "talk-slides"),
@@ -44,6 +51,7 @@ EXPERIMENTS = (
                hardware=GPU_HW, expect=BAND + " Measured ratios are throughput ratios (epochs cancel out).",
                decisions=(PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-compile", compares="finetune -> + torch.compile", pipeline="vit_ladder",
+               reproduces="talk step 02 (logs.md; 02_pytorch-vit-compile.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options={**FINETUNE, "compile": True},
                variant="compiled", baseline="vit-finetune",
                published=(P("train_time_min", 18.01, "repo-output"), P("test_accuracy_pct", 93.02, "repo-output"),
@@ -51,6 +59,7 @@ EXPERIMENTS = (
                hardware=GPU_HW, expect=BAND + " Compilation lands in warm-up (bench) or the first epoch (book).",
                decisions=(PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-fabric-baseline", compares="plain PyTorch -> Lightning Fabric, 1 GPU, fp32",
+               reproduces="talk step 03 (logs.md; 03_fabric-vit.py)",
                pipeline="vit_ladder", target="cuda", requires=("gpu",), settings=VIT1, options=FABRIC,
                variant="fabric-32-true", baseline="vit-finetune",
                published=(P("train_time_min", 18.49, "repo-output"), P("test_accuracy_pct", 95.78, "repo-output"),
@@ -62,6 +71,7 @@ EXPERIMENTS = (
                           "loop moves batches to the device (no fabric.setup_dataloaders).",
                           PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-bf16-mixed", compares="Fabric fp32 -> bf16-mixed", pipeline="vit_ladder",
+               reproduces="talk step 04 (logs.md; 04_fabric-vit-mixed-precision.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options={**FABRIC, "precision": "bf16-mixed"},
                variant="fabric-bf16-mixed", baseline="vit-fabric-baseline",
                published=(P("train_time_min", 6.36, "repo-output"), P("test_accuracy_pct", 95.24, "repo-output"),
@@ -70,18 +80,23 @@ EXPERIMENTS = (
                decisions=("A GPU without bf16 support skips the run with a reason (the talk's fallback was "
                           "16-mixed: -o precision=16-mixed).", PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-ddp-4gpu", compares="bf16 on 1 GPU -> bf16 + DDP on 4 GPUs", pipeline="ddp",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
-               options=TALK_DIST, knobs={"NPROC": "4"}, baseline="vit-bf16-mixed",
+               reproduces="talk step 05 (logs.md; 05_fabric-vit-mixed-ddp.py)",
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
+               options=TALK_DIST, knobs={"NPROC": "4"}, cpu_smoke=TINY_VIT, baseline="vit-bf16-mixed",
                published=(P("train_time_min", 2.19, "repo-output"), P("ratio", 2.90, "repo-output")),
                hardware="4 GPUs", expect=TALK_BAND, decisions=DIST_DECISIONS),
     Experiment(id="vit-fsdp-4gpu", compares="bf16 on 1 GPU -> bf16 + FSDP on 4 GPUs", pipeline="ddp",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
-               options={**TALK_DIST, "strategy": "fsdp"}, knobs={"NPROC": "4"}, baseline="vit-bf16-mixed",
+               reproduces="talk step 06 (logs.md; 06_fabric-vit-mixed-fsdp.py)",
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
+               options={**TALK_DIST, "strategy": "fsdp"}, knobs={"NPROC": "4"}, cpu_smoke=TINY_VIT,
+               baseline="vit-bf16-mixed",
                published=(P("train_time_min", 2.23, "repo-output"), P("ratio", 2.85, "repo-output")),
                hardware="4 GPUs", expect=TALK_BAND, decisions=DIST_DECISIONS),
     Experiment(id="vit-fsdp-4gpu-sched", compares="FSDP -> FSDP + ExponentialLR(0.9)", pipeline="ddp",
-               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT,
+               reproduces="talk step 07 (logs.md; 07_fabric-vit-mixed-fsdp-with-scheduler.py)",
+               target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
                options={**TALK_DIST, "strategy": "fsdp", "lr_gamma": 0.9}, knobs={"NPROC": "4"},
+               cpu_smoke=TINY_VIT,
                baseline="vit-fsdp-4gpu",
                published=(P("train_time_min", 2.26, "repo-output"), P("ratio", 0.99, "repo-output")),
                hardware="4 GPUs", expect=TALK_BAND, decisions=DIST_DECISIONS),

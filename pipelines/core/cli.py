@@ -1,7 +1,9 @@
-"""`accel`: list, run, launch, report, data. Shared options become one RunConfig via the runner.
+"""`accel`: list, show, run, launch, report, data, doctor. Shared options become one RunConfig via the runner.
 
 User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
-machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback.
+machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback. Ctrl-C
+and SIGTERM keep what finished and exit 130 / 143 with one `accel: interrupted ...` line.
+Experiment ids complete in the shell: `eval "$(_ACCEL_COMPLETE=bash_source accel)"` (zsh_source, fish_source).
 
 Commands import what they need inside their functions on purpose: torch, torchvision and matplotlib take
 seconds to load, and `accel list`, `show`, `--help` and shell completion must answer at once.
@@ -9,18 +11,35 @@ seconds to load, and `accel list`, `show`, `--help` and shell completion must an
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
+import json
 import os
 import sys
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
-from pipelines.core import experiments
-from pipelines.core.config import SCALES
-from pipelines.core.errors import ConfigError, DistError, NotRunnable
+from pipelines.core import experiments, version
+from pipelines.core.config import DATASETS, DEVICES, SCALES
+from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
+from pipelines.core.interrupt import Interrupted, signals_raise
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
 REPO = Path(__file__).resolve().parents[2]
+
+
+class PathArg(click.Path):
+    """click.Path that refuses an empty value, which `Path('')` would silently turn into the current folder."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty; pass a path (e.g. results, data)", param, ctx)
+        return super().convert(value, param, ctx)
 
 
 def _fail(message: str, code: int = EXIT_USAGE) -> None:
@@ -28,26 +47,70 @@ def _fail(message: str, code: int = EXIT_USAGE) -> None:
     sys.exit(code)
 
 
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version.text())
+        ctx.exit()
+
+
+def _complete_id(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of experiment ids (the catalog imports without torch: instant)."""
+    return [CompletionItem(e.id, help=e.compares) for e in experiments.all_experiments().values()
+            if e.id.startswith(incomplete)]
+
+
+def _complete_variant(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of --variant: the arms of the experiment id already typed. While an option waits for
+    its value click parses nothing (ctx.params is empty), so the words every shell script of click passes
+    (COMP_WORDS) are searched for the id too."""
+    entries = experiments.all_experiments()
+    typed = [ctx.params.get("experiment_id"), *os.environ.get("COMP_WORDS", "").split()]
+    entry = next((entries[word] for word in typed if word in entries), None)
+    return [CompletionItem(v.name) for v in entry.variants if v.name.startswith(incomplete)] if entry else []
+
+
+def experiment_argument(command):
+    """The EXPERIMENT_ID argument every command that takes one shares, completed from the catalog."""
+    return click.argument("experiment_id", metavar="ID", shell_complete=_complete_id)(command)
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Print the package version and git commit, then exit.")
 def cli() -> None:
-    """Reproducible PyTorch training-acceleration experiments (book chapters 1-11, talk, course)."""
+    """Reproducible PyTorch training-acceleration experiments (book chapters 1-11, talk, course).
+
+    Start with `accel list`, then `accel show ID` and `accel run ID --scale smoke`.
+    """
+
+
+def catalog_row(e: experiments.Experiment) -> dict[str, str]:
+    """One experiment as `accel list` shows it (the table's columns, the --json objects' keys)."""
+    from pipelines.core.report import published_ratio_text
+
+    return {"id": e.id, "status": e.status, "target": e.target, "launcher": e.launcher,
+            "reproduces": e.reproduces, "published_ratio": published_ratio_text(e), "compares": e.compares}
 
 
 @cli.command("list")
 @click.option("--status", type=click.Choice(experiments.STATUSES), help="Only ready or only planned entries.")
 @click.option("--markdown", is_flag=True, help="The README's map table.")
-def list_cmd(status: str | None, markdown: bool) -> None:
-    """Every experiment id: what it compares, target, launcher, published ratio."""
-    from pipelines.core.report import map_markdown, published_ratio_text
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of objects, for scripts.")
+def list_cmd(status: str | None, markdown: bool, as_json: bool) -> None:
+    """Every experiment id: status, container target, launcher, published ratio, source, what it compares."""
+    from tabulate import tabulate
+
+    from pipelines.core.report import map_markdown
 
     if markdown:
         click.echo(map_markdown())
         return
-    rows = [(e.id, e.status, e.target, e.launcher, published_ratio_text(e), e.compares)
-            for e in experiments.all_experiments().values() if status in (None, e.status)]
-    widths = [max(len(r[i]) for r in rows) for i in range(5)]
-    for row in rows:
-        click.echo("  ".join(col.ljust(w) for col, w in zip(row[:5], widths)) + "  " + row[5])
+    rows = [catalog_row(e) for e in experiments.all_experiments().values() if status in (None, e.status)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    headers = {key: key.replace("_", " ") for key in rows[0]} if rows else "keys"
+    click.echo(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
 
 
 def _key_values(values: tuple[str, ...]) -> dict[str, str]:
@@ -61,56 +124,133 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 
 
 @cli.command()
-@click.argument("experiment_id")
-@click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True)
-@click.option("--variant", "variants", multiple=True, help="Run only this variant (repeatable).")
-@click.option("--repeats", type=int)
+@experiment_argument
+@click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True,
+              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, 3 repeats; book: the book's "
+                   "epochs and settings, full test pass.")
+@click.option("--variant", "variants", multiple=True, shell_complete=_complete_variant,
+              help="Run only this variant (repeatable; `accel show ID` lists them).")
+@click.option("--repeats", type=int, help="Repeats of every variant, interleaved (default: the scale's).")
 @click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs).")
-@click.option("--epochs", type=int)
-@click.option("--warmup-steps", type=int)
-@click.option("--batch-size", type=int)
-@click.option("--lr", type=float)
-@click.option("--device", type=str)
+@click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
+@click.option("--warmup-steps", type=int, help="Steps timed apart before the measured ones (default: the scale's).")
+@click.option("--batch-size", type=int, help="Samples per step and rank (default: the catalog's).")
+@click.option("--lr", type=float, help="Learning rate (default: the catalog's, as the original code ran).")
+@click.option("--device", type=str, help=f"{' or '.join(DEVICES)} (default: the catalog's).")
 @click.option("--model", type=str, help="Override the model, e.g. vit_tiny to smoke-test a ViT entry on CPU.")
-@click.option("--dataset", type=str, help="Override the dataset, e.g. synthetic for pure throughput.")
-@click.option("--data-root", type=click.Path(path_type=Path))
-@click.option("--results-dir", type=click.Path(path_type=Path))
-@click.option("--weights", type=click.Path(path_type=Path), help="Local state_dict file (never downloaded).")
-@click.option("--seed", type=int)
-@click.option("--num-workers", type=int)
+@click.option("--dataset", type=str,
+              help=f"Override the dataset ({', '.join(DATASETS)}); synthetic for pure throughput.")
+@click.option("--data-root", type=PathArg(),
+              help="Where datasets are (default: data; `accel data generate|fetch` fills it).")
+@click.option("--results-dir", type=PathArg(), help="Where the result file goes (default: results).")
+@click.option("--weights", type=PathArg(),
+              help="Local state_dict file, or a save_pretrained folder for distilbert (never downloaded).")
+@click.option("--tokenizer", type=PathArg(),
+              help="Local tokenizer folder for text data (default: train a WordPiece tokenizer on the data).")
+@click.option("--seq-len", type=int, help="Tokens per text for token models (default: the model's).")
+@click.option("--seed", type=int, help="Base random seed; repeat r uses seed + r (default: 0).")
+@click.option("--num-workers", type=int, help="DataLoader worker processes (default: the catalog's).")
 @click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",
               help="Pipeline option, e.g. -o bias=false (see `accel show ID`).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (they are off anyway without a terminal or "
+                                                   "under CI).")
+@click.option("-v", "--verbose", is_flag=True, help="One line per finished epoch with its loss.")
 def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
-        **overrides) -> None:
-    """Run one experiment by id; writes results/<id>--<run id>.jsonl."""
-    from pipelines.core import runner  # torch and the pipelines: only for commands that run one
+        quiet: bool, verbose: bool, **overrides) -> None:
+    """Run one experiment by id; writes results/<id>--<run id>.jsonl after every finished repeat."""
+    from pipelines.core import progress, runner  # torch and the pipelines: only for commands that run one
     from pipelines.core.report import print_run_summary
 
-    plan = runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
-    outcome = runner.run(plan)
+    plan = _plan(experiment_id, scale, variants, option_items, overrides)
+    outcome = runner.run(plan, progress.settings(quiet, verbose))
     if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
         print_run_summary(outcome.records, outcome.path)
 
 
+def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
+    from pipelines.core import runner
+
+    return runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+
+
+@cli.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes the launcher is about to start, on all nodes.")
+@click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Global rank of this node's first process (rank 0 writes results).")
+@click.option("--capabilities/--no-capabilities", default=True, show_default=True,
+              help="Also refuse what this machine cannot do (GPU, backend, runtime): when the ranks run here.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, ...]) -> None:
+    """A launcher's check of ACCEL-ARGS before it starts torchrun, mpirun or srun: a user mistake is one
+    line here, not one per rank plus the launcher's traceback. Prints what the launcher needs to know:
+    the rendezvous wait (timeout_s) and the results folder."""
+    from pipelines.core import config, options
+
+    if args and args[0] not in cli.commands:
+        raise click.UsageError(f"No such command '{args[0]}'.")
+    if not args or args[0] != "run" or {"-h", "--help"} & set(args):  # nothing to check: the defaults
+        click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
+        return
+    params = run.make_context("run", list(args[1:])).params
+    experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
+    from pipelines.core import runner
+
+    for shown in ("quiet", "verbose"):
+        params.pop(shown)
+    plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                 params.pop("option_items"), params)
+    timeout_s = runner.preflight(plan, world_size, rank, capabilities)
+    click.echo(f"{timeout_s:g} {plan.configs[0].results_dir}")
+
+
 @cli.command()
-@click.argument("experiment_id")
-def show(experiment_id: str) -> None:
+@experiment_argument
+@click.option("--json", "as_json", is_flag=True, help="The catalog entry as one JSON object, for scripts.")
+def show(experiment_id: str, as_json: bool) -> None:
     """Everything the catalog knows about one experiment."""
     from pipelines.core.report import describe
 
-    click.echo(describe(experiments.get(experiment_id)))
+    entry = experiments.get(experiment_id)
+    click.echo(json.dumps(dataclasses.asdict(entry), indent=1, default=dict) if as_json else describe(entry))
 
 
-@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.argument("experiment_id")
+# `accel launch --help`: the launchers' environment knobs (each script's header has the details).
+LAUNCH_KNOBS = """\b
+Environment knobs (your environment wins over the catalog's; every launcher echoes what it uses):
+ all         PYTHON (interpreter; default .venv/bin/python), THREADS (OMP_NUM_THREADS per process;
+             default: usable cores / processes), IMAGE (path.sif | podman:TAG | docker:TAG: run inside
+             that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through)
+ local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
+             ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix)
+ torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
+             RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
+ mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,
+             MASTER_PORT
+ srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
+ IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER,
+             APPTAINER (the apptainer binary)
+Every launcher checks the run's arguments before it starts any process (one line for a mistake), and
+every rendezvous waits at most the run's -o timeout_s (default 120).
+Details: the header of launch/<launcher>.sh and launch/_container.sh.
+"""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+             epilog=LAUNCH_KNOBS)
+@experiment_argument
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
-    """Start an experiment through its launcher script, with the catalog's knobs (your env wins)."""
+    """Start an experiment through its launcher script (launch/<launcher>.sh), with the catalog's knobs.
+
+    ARGS go to `accel run` unchanged, e.g. `accel launch ch2-nobias --scale bench --repeats 5`.
+    """
     entry = experiments.get(experiment_id)
     device_given = any(a == "--device" or a.startswith("--device=") for a in args)
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
         _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
-              "machine, or smoke-test the path on CPU with --device cpu -o backend=gloo", EXIT_NOT_RUNNABLE)
+              f"machine, or smoke-test its code path on CPU: accel launch {experiment_id} "
+              f"{' '.join(experiments.cpu_smoke_args(entry))}", EXIT_NOT_RUNNABLE)
     if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
         import importlib.util
 
@@ -130,12 +270,13 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 
 
 @cli.command()
-@click.option("--results-dir", type=click.Path(path_type=Path), default=Path("results"), show_default=True)
-@click.option("--out", "out_dir", type=click.Path(path_type=Path),
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Result files to read (sub-folders too, except reference/ ones).")
+@click.option("--out", "out_dir", type=PathArg(),
               help="Write report.md (+ PNG plots), report.csv and report.html here (else: print a table).")
 @click.option("--format", "formats", type=click.Choice(["md", "csv", "html"]), multiple=True,
               help="With --out: only these outputs (repeatable; default all three).")
-@click.option("--against", type=click.Path(path_type=Path),
+@click.option("--against", type=PathArg(),
               help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
 @click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
 @click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
@@ -158,6 +299,9 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     if out_dir is None:
         click.echo(summary_table(results_dir))
         return
+    from pipelines.core.atomic import check_folder
+
+    check_folder(out_dir, "--out", "pass --out with a writable folder")
     only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:
         experiments.get(experiment_id)
@@ -166,8 +310,47 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
         click.echo(f"accel report: skipped {line}", err=True)
     click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
                ", ".join(str(p) for p in written.paths))
+    if written.drift is not None:  # the drift table belongs in a CI log, not only in report.md
+        from pipelines.core.report_drift import terminal_table
+
+        click.echo(terminal_table(written.drift))
     if fail_on_reversal and written.drift.reversals:
         _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
+@click.option("--rounds", default="auto", show_default=True,
+              help="Rounds of one repeat per experiment, or auto: until every ratio's 95 % interval is within "
+                   "--halfwidth, or the budget runs out.")
+@click.option("--budget-s", type=float, default=300, show_default=True,
+              help="Time budget in seconds; no round starts that would overrun it.")
+@click.option("--halfwidth", type=float, default=0.05, show_default=True,
+              help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--results-dir", type=PathArg(), required=True,
+              help="Folder for every round's records (one comparison per folder).")
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path) -> None:
+    """Experiments measured in alternation (ABBA rounds, one process each), e.g. the chapter 2 ladder.
+
+    Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
+    from pipelines.core import alternate, results
+
+    ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
+    passthrough = list(items[len(ids):])
+    if len(ids) < 2:
+        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare ch2-baseline "
+                          "ch2-nobias --results-dir results/ladder)")
+    for experiment_id in ids:
+        experiments.get(experiment_id)
+    if any(a == "--repeats" or a.startswith("--repeats=") or a == "--results-dir" for a in passthrough):
+        raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
+    rule = alternate.StopRule(alternate.parse_rounds(rounds), budget_s, halfwidth)
+    results.check_writable(results_dir)
+    try:
+        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
+    except alternate.RoundFailed as failed:
+        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
+    click.echo(alternate.describe(summary))
 
 
 @cli.group()
@@ -175,9 +358,12 @@ def data() -> None:
     """Fetch, generate or verify datasets (torchvision on-disk formats)."""
 
 
+ROOT_HELP = "The data folder (what --data-root of `accel run` reads)."
+
+
 @data.command()
 @click.argument("names", nargs=-1, required=True)
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 def fetch(names: tuple[str, ...], root: Path) -> None:
     """Download with torchvision's dataset classes (needs internet), verify, record checksums."""
     from pipelines.core import datafiles
@@ -195,10 +381,10 @@ def fetch(names: tuple[str, ...], root: Path) -> None:
 
 @data.command()
 @click.argument("name")
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
-@click.option("--train", type=int, default=2048, show_default=True)
-@click.option("--test", type=int, default=512, show_default=True)
-@click.option("--seed", type=int, default=0, show_default=True)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
+@click.option("--train", type=int, default=2048, show_default=True, help="Training samples to write.")
+@click.option("--test", type=int, default=512, show_default=True, help="Test samples to write.")
+@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the generated images.")
 def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
     """Write small files in the dataset's true format, with a learnable class signal."""
     from pipelines.core import datafiles
@@ -209,7 +395,7 @@ def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
 
 @data.command()
 @click.argument("names", nargs=-1)
-@click.option("--root", type=click.Path(path_type=Path), default=Path("data"), show_default=True)
+@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 def verify(names: tuple[str, ...], root: Path) -> None:
     """Check datasets: torchvision's digests (real data) or the checksum list (generated), and the format."""
     from pipelines.core import datafiles
@@ -225,7 +411,7 @@ def verify(names: tuple[str, ...], root: Path) -> None:
 @cli.command()
 @click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
 @click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
-@click.option("--record", type=click.Path(path_type=Path), help="Also write the findings as JSON here.")
+@click.option("--record", type=PathArg(), help="Also write the findings as JSON here.")
 def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
     """Check this machine before a distributed run; exits 1 with the list of problems."""
     from pipelines.core import doctor as checks
@@ -239,9 +425,24 @@ def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
         _fail(f"{len(problems)} problem(s): " + "; ".join(f"{f['check']}: {f['detail']}" for f in problems), 1)
 
 
+def _interrupted(stop: Interrupted) -> None:
+    """One line from rank 0 (the others stay quiet), then 128 + the signal number. A rank of a distributed
+    run leaves without interpreter teardown, which could wait on peers that are gone (dist.Session.abort)."""
+    if stop.main:
+        click.echo(f"accel: {stop.message()}", err=True)
+    if not stop.main or stop.launched:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(stop.exit_code)
+    sys.exit(stop.exit_code)
+
+
 def main(argv: list[str] | None = None) -> None:
     try:
-        cli.main(args=argv, prog_name="accel", standalone_mode=False)
+        with signals_raise():
+            cli.main(args=argv, prog_name="accel", standalone_mode=False)
+    except Interrupted as stop:
+        _interrupted(stop)
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.exceptions.NoArgsIsHelpError as exc:
@@ -251,7 +452,7 @@ def main(argv: list[str] | None = None) -> None:
         _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
     except NotRunnable as exc:
         _fail(str(exc), EXIT_NOT_RUNNABLE)
-    except DistError as exc:
+    except (DistError, WriteError) as exc:
         _fail(str(exc), 1)
     except (ConfigError, experiments.UnknownExperiment) as exc:
         _fail(str(exc).strip("'\""), EXIT_USAGE)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 SCALES = ("smoke", "bench", "book")
-DATASETS = ("fashion_mnist", "cifar10", "synthetic")
+DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
 DEVICES = ("cpu", "cuda")
 
 
@@ -41,6 +41,13 @@ SCALE_DEFAULTS = {
     "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=3, eval_batches=20),
     "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
 }
+
+
+# Upper bounds: far beyond any book or bench setting, so a typo (1e20 epochs, an extra zero or five) is
+# refused before work instead of running for years. Values are (lowest, highest).
+BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 1000), "steps": (1, 10**9),
+          "warmup_steps": (0, 10**9), "num_workers": (0, 1024), "seed": (0, 2**32 - 1),
+          "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,8 @@ class RunConfig:
     shuffle: bool = False
     drop_last: bool = False
     image_size: int | None = None
+    seq_len: int | None = None  # token models: tokens per text (None: the model's own, e.g. 512 for DistilBERT)
+    tokenizer: Path | None = None  # a local tokenizer folder; None: train one on the training texts
     head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
     options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
 
@@ -81,31 +90,32 @@ class RunConfig:
         _choice("scale", self.scale, SCALES)
         _choice("dataset", self.dataset, DATASETS)
         _choice("device", self.device, DEVICES)
-        for name in ("batch_size", "epochs", "repeats"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"--{name.replace('_', '-')} must be at least 1, got "
-                                  f"{getattr(self, name)}")
-        if self.steps is not None and self.steps < 1:
-            raise ConfigError(f"--steps must be at least 1, got {self.steps}")
-        if self.warmup_steps < 0:
-            raise ConfigError(f"--warmup-steps must be 0 or more, got {self.warmup_steps}")
-        if self.num_workers < 0:
-            raise ConfigError(f"--num-workers must be 0 or more, got {self.num_workers}")
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                flag = f"--{name.replace('_', '-')}"
+                raise ConfigError(f"{flag} must be {'0 or more' if low == 0 else f'at least {low}'}, got {value}"
+                                  if value < low else f"{flag} must be at most {high:,}, got {value:,}")
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
         if not math.isfinite(self.lr) or self.lr <= 0:
             raise ConfigError(f"--lr must be a positive finite number, got {self.lr}")
         if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
             raise ConfigError(f"weight_decay must be a finite number of 0 or more, got {self.weight_decay}")
-        if self.weights is not None and not Path(self.weights).is_file():
+        if self.weights is not None and not Path(self.weights).exists():
             raise ConfigError(f"weights file {self.weights} does not exist; pass --weights with a "
-                              "local state_dict file (nothing is downloaded at run time)")
+                              "local state_dict file or model folder (nothing is downloaded at run time)")
+        if self.seq_len is not None and self.seq_len < 8:
+            raise ConfigError(f"--seq-len must be at least 8 tokens, got {self.seq_len}")
+        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
+            raise ConfigError(f"tokenizer folder {self.tokenizer} does not exist; pass --tokenizer with a local "
+                              "folder holding a saved tokenizer, or leave it out to train one on the training texts")
 
     def to_record(self) -> dict[str, Any]:
         """JSON-ready form, as written into results."""
         out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
         out["options"] = dataclasses.asdict(self.options)
-        for key in ("data_root", "results_dir", "weights"):
+        for key in ("data_root", "results_dir", "weights", "tokenizer"):
             out[key] = None if out[key] is None else str(out[key])
         return out
 

@@ -5,11 +5,16 @@ runs no code); torchvision's classes get the arrays, so item access and transfor
 
 `loaders(cfg)` never falls back: a missing or damaged dataset is an error that names the command
 that fixes it, and the returned `Loaders.source` (real | generated | synthetic) goes into the result.
+
+IMDB is text: its reviews are tokenized once per process (`core/text.py`: a local tokenizer folder, or
+one trained on the training reviews) into (N, 2, seq_len) tensors of ids and attention masks, which a
+TensorDataset serves; `Loaders.details` says which tokenizer, for the record.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import functools
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
@@ -19,8 +24,9 @@ from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDat
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, FashionMNIST, VisionDataset
 
-from pipelines.core import datafiles
+from pipelines.core import datafiles, models, text
 from pipelines.core.config import RunConfig
+from pipelines.core.errors import ConfigError
 
 BOOK_FMNIST_SPLIT_SEED = 42  # the book's numpy permutation that keeps 90 % of the train images
 BOOK_FMNIST_TRAIN_FRACTION = 0.9
@@ -33,6 +39,7 @@ class Loaders:
     source: str  # real | generated | synthetic
     train_samples: int
     test_samples: int
+    details: dict = field(default_factory=dict)  # facts about the data for the record (e.g. the tokenizer)
 
 
 class CheckedFashionMNIST(FashionMNIST):
@@ -63,6 +70,59 @@ class CheckedCIFAR10(CIFAR10):
 
 
 DATASETS = {"fashion_mnist": CheckedFashionMNIST, "cifar10": CheckedCIFAR10}
+TEXT_DATASETS = ("imdb",)
+IMDB_ORDER_SEED = 0
+
+
+def check(cfg: RunConfig) -> None:
+    """Refuse, before any work, a model that cannot read the dataset (text into a CNN, images into BERT)."""
+    takes_tokens = models.spec(cfg.model).takes_tokens
+    if cfg.dataset in TEXT_DATASETS and not takes_tokens:
+        token_models = ", ".join(n for n, m in models.REGISTRY.items() if m.takes_tokens)
+        raise ConfigError(f"dataset {cfg.dataset} is text and model {cfg.model} reads images; pass --model "
+                          f"with a token model ({token_models})")
+    if takes_tokens and cfg.dataset not in (*TEXT_DATASETS, "synthetic"):
+        raise ConfigError(f"model {cfg.model} reads tokens and dataset {cfg.dataset} holds images; pass "
+                          f"--dataset {' or '.join(TEXT_DATASETS)} (or synthetic)")
+    if cfg.tokenizer is not None and cfg.dataset not in TEXT_DATASETS:
+        raise ConfigError(f"--tokenizer applies to text datasets ({', '.join(TEXT_DATASETS)}), not {cfg.dataset}; "
+                          "drop it")
+
+
+@functools.lru_cache(maxsize=4)
+def _tokenized_imdb(root: str, stamp: str, tokenizer: str | None, seq_len: int, vocab: int):
+    """Both IMDB splits, read by the checked reader and encoded once per process (repeats and variants share
+    them); `stamp` (the folder's checksum list) makes a regenerated folder a different entry."""
+    train, test = (datafiles.load_split("imdb", Path(root), split) for split in (True, False))
+    encoded = text.tokenize_splits(train.texts, test.texts, seq_len, vocab, Path(tokenizer) if tokenizer else None)
+    out = []
+    for e, split in zip(encoded, (train, test)):
+        # The folders list every neg review, then every pos one: a fixed permutation mixes them, so the first
+        # batches (a smoke or bench evaluation) hold both classes even without shuffling.
+        order = torch.from_numpy(np.random.default_rng(IMDB_ORDER_SEED).permutation(len(split.labels)))
+        out.append((TensorDataset(e.inputs[order], torch.from_numpy(split.labels)[order]), e.details))
+    return out
+
+
+def imdb(cfg: RunConfig, input_shape: tuple[int, ...]) -> tuple[Dataset, Dataset, dict]:
+    """IMDB as (train, test) TensorDatasets of encoded reviews, and the tokenizer's details."""
+    manifest = Path(cfg.data_root) / datafiles.spec("imdb").folder / datafiles.MANIFEST
+    stamp = datafiles.digest(manifest) if manifest.is_file() else ""
+    (train, details), (test, _) = _tokenized_imdb(str(cfg.data_root), stamp,
+                                                  None if cfg.tokenizer is None else str(cfg.tokenizer),
+                                                  input_shape[-1], models.spec(cfg.model).vocab_size)
+    return train, test, details
+
+
+def input_shape(cfg: RunConfig) -> tuple[int, ...]:
+    """Per-sample input shape: the model's, with the configured image size or sequence length."""
+    shape = models.spec(cfg.model).input_shape
+    if models.spec(cfg.model).takes_tokens:
+        return (shape[0], cfg.seq_len or shape[1])
+    channels, height, width = shape
+    if cfg.image_size:
+        height = width = cfg.image_size
+    return (channels, height, width)
 
 
 def default_transform(cfg: RunConfig) -> Callable:
@@ -74,14 +134,15 @@ def default_transform(cfg: RunConfig) -> Callable:
 
 
 def synthetic(cfg: RunConfig, input_shape: tuple[int, ...], classes: int) -> tuple[Dataset, Dataset]:
-    """Random tensors in memory, for pure throughput work: no files, no decoding, no learning signal."""
+    """Random tensors in memory (pixels, or token ids for token models), for pure throughput work: no files,
+    no decoding, no learning signal."""
     generator = torch.Generator().manual_seed(cfg.seed or 0)
     steps = (cfg.steps or 20) + cfg.warmup_steps
     count = min(cfg.batch_size * max(steps, 1), 4096)
     count = max(count, cfg.batch_size)
 
     def make(n: int) -> TensorDataset:
-        return TensorDataset(torch.rand((n, *input_shape), generator=generator),
+        return TensorDataset(models.random_inputs(cfg.model, n, input_shape, generator),
                              torch.randint(0, classes, (n,), generator=generator))
 
     return make(count), make(max(cfg.batch_size, 256))
@@ -90,9 +151,13 @@ def synthetic(cfg: RunConfig, input_shape: tuple[int, ...], classes: int) -> tup
 def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int = 10,
             train_transform: Callable | None = None, test_transform: Callable | None = None,
             rank: int = 0, world_size: int = 1) -> Loaders:
+    details = {}
     if cfg.dataset == "synthetic":
         train_set, test_set = synthetic(cfg, input_shape, classes)
         data_source = "synthetic"
+    elif cfg.dataset in TEXT_DATASETS:
+        data_source = datafiles.source(cfg.dataset, cfg.data_root)
+        train_set, test_set, details = imdb(cfg, input_shape)
     else:
         data_source = datafiles.source(cfg.dataset, cfg.data_root)  # digests: runner preflight
         transform, dataset = default_transform(cfg), DATASETS[cfg.dataset]
@@ -105,7 +170,7 @@ def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int = 10,
     train = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler, shuffle=shuffle,
                        drop_last=cfg.drop_last, **common)
     test = DataLoader(test_set, batch_size=cfg.batch_size, shuffle=False, **common)
-    return Loaders(train, test, data_source, train_samples, len(test_set))
+    return Loaders(train, test, data_source, train_samples, len(test_set), details)
 
 
 def _train_sampling(cfg: RunConfig, train_set: Dataset, rank: int, world_size: int):

@@ -6,6 +6,8 @@ Every file a loader uses is parsed here, never by torchvision's readers (which c
   so a batch that is a code-running pickle is refused before anything in it runs; the result must
   then have a batch's structure (uint8 N x 3072 `data`, one integer label per image).
 - Labels must lie in 0..classes-1.
+- IMDB reviews (`aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt`) must be regular files (no links)
+  named as the archive names them, rated 7-10 in pos/ and 1-4 in neg/, UTF-8 text of sane size.
 This module knows formats, not folders or fixes: a bad file raises `Malformed` or `Unreadable` with
 its path, and `datafiles` turns that into the user's one-line fix. The writers `datafiles.generate`
 uses live here too, so each format's layout (file names, headers, dict keys) sits beside its reader.
@@ -16,6 +18,7 @@ from __future__ import annotations
 import codecs
 import gzip
 import pickle
+import re
 import struct
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,6 +37,14 @@ class DatasetFiles:
     size: int
     classes: int
     files: tuple[str, ...]  # what the readers open: each must be listed and intact
+    globs: tuple[str, ...] = ()  # or, for a folder of many files (IMDB), the patterns of what they open
+
+
+IMDB_GLOBS = ("train/neg/*.txt", "train/pos/*.txt", "test/neg/*.txt", "test/pos/*.txt")
+IMDB_LABELS = ("neg", "pos")  # label 0 and 1, as torchtext and Hugging Face's `imdb` number them
+IMDB_RATINGS = {"neg": range(1, 5), "pos": range(7, 11)}  # the archive's README: <= 4 negative, >= 7 positive
+IMDB_NAME = re.compile(r"(\d+)_(\d+)\.txt")
+IMDB_MAX_BYTES = 1 << 20  # the longest real review is about 14 kB; a megabyte is not a review
 
 
 @dataclass
@@ -41,6 +52,14 @@ class Split:
     images: np.ndarray  # uint8: N x H x W (Fashion-MNIST) or N x H x W x C (CIFAR-10), torchvision's layouts
     labels: np.ndarray  # int64, 0 <= label < classes
     classes: list[str] | None  # CIFAR-10's label names from batches.meta; None for Fashion-MNIST
+
+
+@dataclass
+class TextSplit:
+    texts: list[str]
+    labels: np.ndarray  # int64: 0 neg, 1 pos
+    ratings: np.ndarray  # int64: the star rating from each file name
+    classes: list[str]
 
 
 class Malformed(Exception):
@@ -140,7 +159,7 @@ def _labels(labels: np.ndarray, classes: int) -> np.ndarray:
     return labels.astype(np.int64)
 
 
-def read_split(d: DatasetFiles, folder: Path, train: bool) -> Split:
+def read_split(d: DatasetFiles, folder: Path, train: bool) -> Split | TextSplit:
     """One split's checked arrays from `folder`; a bad file raises `Malformed` naming it."""
 
     def read(filename: str, reader, *args):
@@ -152,6 +171,8 @@ def read_split(d: DatasetFiles, folder: Path, train: bool) -> Split:
         except OSError as exc:
             raise Unreadable(exc.strerror or str(exc), path) from None
 
+    if d.name == "imdb":
+        return _imdb_split(folder / ("train" if train else "test"))
     if d.name == "cifar10":
         parts = [read(f, _cifar_batch) for f in (CIFAR_BATCHES if train else ("test_batch",))]
         images = np.concatenate([p[0] for p in parts]).reshape(-1, d.channels, d.size, d.size)
@@ -161,6 +182,66 @@ def read_split(d: DatasetFiles, folder: Path, train: bool) -> Split:
     images = read(f"{prefix}-images-idx3-ubyte", _read_idx, (None, d.size, d.size))
     labels = read(f"{prefix}-labels-idx1-ubyte", lambda p: _labels(_read_idx(p, (len(images),)), d.classes))
     return Split(images, labels, None)
+
+
+def _imdb_review(path: Path, rating_range: range) -> tuple[str, int]:
+    """One review file: its text and the rating its name carries, both checked."""
+    match = IMDB_NAME.fullmatch(path.name)
+    if path.is_symlink() or not path.is_file():
+        raise Malformed("is not a regular file (a review is a plain .txt file)")
+    if not match:
+        raise Malformed("is not named <id>_<rating>.txt as the archive names reviews")
+    rating = int(match[2])
+    if rating not in rating_range:
+        raise Malformed(f"has rating {rating} in its name; {path.parent.name}/ holds ratings "
+                        f"{rating_range.start}-{rating_range.stop - 1}")
+    if path.stat().st_size > IMDB_MAX_BYTES:
+        raise Malformed(f"is larger than {IMDB_MAX_BYTES} bytes, which no review is")
+    try:
+        text = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise Malformed(f"is not UTF-8 text (byte {exc.start})") from None
+    if not text.strip():
+        raise Malformed("is empty")
+    return text, rating
+
+
+def _imdb_split(split_folder: Path) -> TextSplit:
+    """Every review of one split, in a fixed order (label, then file name); a bad file names itself."""
+    texts, labels, ratings = [], [], []
+    for label, name in enumerate(IMDB_LABELS):
+        folder = split_folder / name
+        if not folder.is_dir():
+            raise Unreadable("is not a folder of reviews", folder)
+        for path in sorted(folder.iterdir()):
+            try:
+                text, rating = _imdb_review(path, IMDB_RATINGS[name])
+            except Malformed as exc:
+                raise Malformed(str(exc), path) from None
+            except OSError as exc:
+                raise Unreadable(exc.strerror or str(exc), path) from None
+            texts.append(text)
+            labels.append(label)
+            ratings.append(rating)
+    if not texts:
+        raise Malformed("holds no reviews", split_folder)
+    return TextSplit(texts, np.array(labels, dtype=np.int64), np.array(ratings, dtype=np.int64),
+                     list(IMDB_LABELS))
+
+
+def write_imdb(folder: Path, splits: dict, vocabulary: list[str]) -> None:
+    """`aclImdb/{train,test}/{pos,neg}/<id>_<rating>.txt` (ids count from 0 per folder, as the archive's),
+    plus the archive's README and imdb.vocab beside them; splits: {"train": [(text, label, rating)]}."""
+    for split, reviews in splits.items():
+        counters = {name: 0 for name in IMDB_LABELS}
+        for text, label, rating in reviews:
+            name = IMDB_LABELS[label]
+            (folder / split / name).mkdir(parents=True, exist_ok=True)
+            (folder / split / name / f"{counters[name]}_{rating}.txt").write_text(text, encoding="utf-8")
+            counters[name] += 1
+    (folder / "imdb.vocab").write_text("".join(f"{word}\n" for word in vocabulary), encoding="utf-8")
+    (folder / "README").write_text("Generated stand-in for the Large Movie Review Dataset v1.0 (aclImdb): "
+                                   "same layout and file names, synthetic reviews.\n", encoding="utf-8")
 
 
 def _write_idx(path: Path, array: np.ndarray) -> None:

@@ -10,9 +10,11 @@ Who started the processes, in order of precedence (the first whose variables are
 4. Nothing: a single process.
 The rendezvous address comes from MASTER_ADDR/MASTER_PORT, which the launch scripts export.
 
-`Session` is the one distributed path: pin this rank's cores, join the group (with a timeout), hand the
-runner a RunContext, and shut down cleanly, or, when the run failed, print one line and leave without
-the teardown that would wait on a dead peer. This module reads the environment; it never writes it.
+`Session` is the one distributed path: pin this rank's cores, join the group (one bounded wait, see
+`core/rendezvous.py`), hand the runner a RunContext, and shut down cleanly, or, when the run failed,
+record why, print one line and leave without the teardown that would wait on a dead peer. torchrun stops
+the surviving ranks with SIGTERM when one fails; a session turns that signal into an error the runner
+records, instead of dying silently. This module reads the environment; it never writes it.
 """
 
 from __future__ import annotations
@@ -21,6 +23,7 @@ import datetime
 import gc
 import os
 import re
+import signal
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +34,7 @@ import torch.distributed as tdist
 
 from pipelines.core import affinity
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, first_line
+from pipelines.core.rendezvous import Budget, reach
 from pipelines.core.loop import RunContext
 
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")
@@ -122,8 +126,9 @@ def check_backend(backend: str, device: str) -> None:
     elif backend == "gloo" and not tdist.is_gloo_available():
         raise NotRunnable(f"backend gloo is not built into torch {torch.__version__}")
     elif backend == "mpi" and not tdist.is_mpi_available():
-        raise NotRunnable("backend mpi needs a torch built with MPI (torch.distributed.is_mpi_available() "
-                          "is False here); use the mpi container target or -o backend=gloo under mpirun")
+        raise NotRunnable("backend mpi needs a torch built from source with MPI (torch.distributed."
+                          "is_mpi_available() is False here, as for every PyPI wheel and every image of this "
+                          "project); under mpirun use -o backend=gloo (CPU) or -o backend=nccl (GPUs)")
     elif backend == "ccl":
         try:
             import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
@@ -146,8 +151,13 @@ def pin(place: Placement) -> dict[str, Any]:
             "cores": cores, "threads": torch.get_num_threads(), "oversubscribed": oversubscribed}
 
 
+class Stopped(DistError):
+    """The launcher stopped this rank (SIGTERM): torchrun does so to every survivor when one rank fails."""
+
+
 def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT_TIMEOUT_S):
-    """Create the default process group with a timeout; a missing peer is a DistError, never a hang.
+    """Create the default process group within `timeout_s`, all stages together; a missing or unreachable
+    peer is a DistError whose message is one line (torch's full text stays on its `__cause__`).
 
     The backend was checked before (`check_backend`, in the runner's refusals)."""
     if not place.master_addr or not place.master_port:
@@ -159,29 +169,43 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
     if backend == "nccl":
         torch.cuda.set_device(place.local_rank)
         kwargs["device_id"] = torch.device("cuda", place.local_rank)
-    timeout = datetime.timedelta(seconds=timeout_s)
+    timeout, budget = datetime.timedelta(seconds=timeout_s), Budget(timeout_s)
+    where = f"{place.master_addr}:{place.master_port}"
     try:
         if backend == "mpi":  # MPI takes rank and size from its own launcher
             tdist.init_process_group("mpi", timeout=timeout)
         else:
-            tdist.init_process_group(backend, store=_store(place, timeout), rank=place.rank,
+            store = _store(place, budget)
+            tdist.init_process_group(backend, store=_attempt(store), rank=place.rank,
                                      world_size=place.world_size, timeout=timeout, **kwargs)
+            store.set_timeout(timeout)  # later store users (new groups) get the whole wait again
+    except DistError:
+        raise
     except (RuntimeError, ValueError) as exc:
         raise DistError(f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
-                        f"{place.master_addr}:{place.master_port} within {timeout_s:g} s ({first_line(exc)}); "
-                        "are all ranks started and is the address reachable?") from None
+                        f"{where} within {timeout_s:g} s ({first_line(exc)}); "
+                        "are all ranks started and is the address reachable?") from exc
     return timeout
 
 
-def _store(place: Placement, timeout: datetime.timedelta):
+def _store(place: Placement, budget: Budget):
     """The rendezvous store: torchrun's agent hosts it (a client everywhere), else rank 0 does.
 
-    Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
-    killed rank published in the previous attempt (it would connect to a dead port until the timeout).
-    """
+    A client first proves the host answers (`rendezvous.reach`), so torch's connection never enters the
+    retries that double the wait; the store then gets what is left of the budget."""
     agent = os.environ.get("TORCHELASTIC_USE_AGENT_STORE") == "True"
-    store = tdist.TCPStore(place.master_addr, place.master_port, place.world_size,
-                           is_master=not agent and place.rank == 0, timeout=timeout)
+    host = not agent and place.rank == 0
+    if not host and (why := reach(place.master_addr, place.master_port, budget)):
+        raise DistError(f"rank {place.rank} of {place.world_size} could not reach the rendezvous at "
+                        f"{place.master_addr}:{place.master_port} within {budget.timeout_s:g} s ({why}); "
+                        "is rank 0 started and the address reachable?")
+    return tdist.TCPStore(place.master_addr, place.master_port, place.world_size, is_master=host,
+                          timeout=datetime.timedelta(seconds=budget.left()))
+
+
+def _attempt(store):
+    """Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
+    killed rank published in the previous attempt (it would connect to a dead port until the timeout)."""
     return tdist.PrefixStore(f"accel/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 
@@ -190,6 +214,20 @@ def gather_objects(obj: Any) -> list[Any]:
         return [obj]
     out: list[Any] = [None] * tdist.get_world_size()
     tdist.all_gather_object(out, obj)
+    return out
+
+
+def global_batch(tensor: torch.Tensor) -> torch.Tensor:
+    """Every rank's batch, concatenated in rank order, on every rank (one process: the batch itself).
+
+    Data parallelism gives each rank its own shard; model-parallel techniques (tensor, pipeline) need
+    every rank of the group to see the same samples. Gathering the shards keeps the runner's sampler
+    and accounting (global batch = per-rank batch x world size) the same for every technique."""
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return tensor
+    tensor = tensor.contiguous()
+    out = tensor.new_empty((tensor.shape[0] * tdist.get_world_size(), *tensor.shape[1:]))
+    tdist.all_gather_single(out, tensor)
     return out
 
 
@@ -230,35 +268,61 @@ def barrier_if_initialized() -> None:
 class Session:
     """One rank's part of a distributed run: `with Session(...) as s: runner(s.ctx, s.describe())`.
 
-    Entering pins this rank's cores and joins the group (bounded by `timeout_s`); leaving normally shuts
-    the group down cleanly. `abort` is for a failed run: once a rank fails, the group is broken (a peer
-    died, or this rank stopped answering), so it prints one line naming the rank, the failure and the
-    rendezvous, and exits without teardown, which would wait on the dead peer.
+    Joining (`join`, or entering) pins this rank's cores, joins the group (bounded by `timeout_s`) and,
+    under torchrun, turns the agent's SIGTERM into `Stopped`, recorded as an error: the agent sends it to
+    every survivor when a rank fails (or when it is stopped itself). Under mpirun and srun, whose SIGTERM
+    is as often SLURM's preemption or time limit, the CLI's handler keeps its meaning: an `interrupted`
+    record (core/interrupt.py). Leaving normally shuts the group down cleanly. `abort` is
+    for a failed run: once a rank fails, the group is broken (a peer died, or this rank stopped answering),
+    so it records the error in torchrun's per-rank error file (when torchrun set one), prints one line
+    naming the rank, the failure and the rendezvous, and exits without the teardown that would wait on the
+    dead peer.
     """
 
     def __init__(self, place: Placement, backend: str, device: str, timeout_s: float):
         self.place, self.backend, self.device, self.timeout_s = place, backend, device, timeout_s
         self.placement_info: dict[str, Any] = {}
         self.ctx: RunContext | None = None
+        self.stopping = False
+
+    def join(self) -> "Session":
+        if self.ctx is None:
+            self.placement_info = pin(self.place)
+            if self.place.source == "torchrun":  # its agent's SIGTERM means: stop, the group is done
+                signal.signal(signal.SIGTERM, self._stop)
+            init(self.place, self.backend, self.device, self.timeout_s)
+            device = torch.device("cuda", self.place.local_rank) if self.device == "cuda" else torch.device("cpu")
+            self.ctx = RunContext(device=device, rank=self.place.rank, world_size=self.place.world_size)
+        return self
 
     def __enter__(self) -> "Session":
-        self.placement_info = pin(self.place)
-        init(self.place, self.backend, self.device, self.timeout_s)
-        device = torch.device("cuda", self.place.local_rank) if self.device == "cuda" else torch.device("cpu")
-        self.ctx = RunContext(device=device, rank=self.place.rank,
-                              world_size=self.place.world_size)
-        return self
+        return self.join()
+
+    def _stop(self, signum: int, frame) -> None:
+        """SIGTERM: raise Stopped where the rank is, so the runner records it. Once only, and never while an
+        error is already being handled (the record being written is worth more than stopping sooner)."""
+        if self.stopping or sys.exc_info()[1] is not None:
+            return
+        self.stopping = True
+        raise Stopped(f"stopped by {signal.Signals(signum).name} from the launcher (torchrun stops every rank "
+                      "when one fails; SLURM when the job is cancelled or out of time)")
 
     def describe(self) -> dict[str, Any]:
         """The result's `dist` section, with every rank's placement (a collective: all ranks call it)."""
         return describe(self.place, self.backend, gather_objects(self.placement_info))
 
     def abort(self, exc: BaseException, record: Path | None) -> None:
+        self.stopping = True
         place = self.place
+        if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # torchrun's per-rank error record, full text
+            from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
+
+            ErrorHandler().record_exception(exc)
         where = f"; error record {record}" if record else ""
+        cause = "" if isinstance(exc, Stopped) else (
+            f"; a peer was lost or did not answer within {self.timeout_s:g} s, or this rank failed")
         print(f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed "
-              f"({exc.__class__.__name__}: {first_line(exc)}); a peer was lost or did not answer within "
-              f"{self.timeout_s:g} s, or this rank failed "
+              f"({exc.__class__.__name__}: {first_line(exc)}){cause} "
               f"(rendezvous {place.master_addr}:{place.master_port})"
               f"{where}", file=sys.stderr, flush=True)
         os._exit(EXIT_RUN_FAILED)

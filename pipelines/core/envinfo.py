@@ -11,13 +11,14 @@ import json
 import os
 import platform
 import re
-import subprocess
 import sys
 from importlib import metadata, resources
 from pathlib import Path
 from typing import Any
 
 import torch
+
+from pipelines.core.version import git_commit
 
 # Variables that change how the run behaves; every one that is set is recorded. The prefixes live in
 # knobs.txt beside this module, which launch/_container.sh also reads (what crosses into a container).
@@ -107,18 +108,6 @@ def cpu_model() -> str:
     except OSError:
         pass
     return platform.processor() or platform.machine()
-
-
-def git_commit() -> dict[str, Any]:
-    root = Path(__file__).resolve().parents[2]
-    try:
-        commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
-                                text=True, timeout=5).stdout.strip() or None
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
-                                    capture_output=True, text=True, timeout=5).stdout.strip())
-    except (OSError, subprocess.SubprocessError):
-        return {"git_commit": None, "git_dirty": None}
-    return {"git_commit": commit, "git_dirty": dirty if commit else None}
 
 
 def image_info() -> dict[str, Any] | None:

@@ -4,6 +4,7 @@ module that handles them. The CLI maps each type to one exit code and one line:
 - ConfigError: a user-fixable mistake (bad value, missing data); exit 2, nothing written.
 - NotRunnable: the experiment exists but cannot run here (planned, no GPU, wrong runtime); exit 3.
 - DistError: a distributed run could not form or lost its group; exit 1.
+- WriteError: a file could not be written mid-run (disk full, folder removed); exit 1, one line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,11 @@ class NotRunnable(ConfigError):
 
 class DistError(RuntimeError):
     """A distributed failure (a peer missing or lost): one clear line naming ranks and addresses."""
+
+
+class WriteError(RuntimeError):
+    """A result, checkpoint or report file could not be written (ENOSPC, EROFS, ...): one line naming the
+    file and the OS's reason; the half-written temporary is already gone (core/atomic.py)."""
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

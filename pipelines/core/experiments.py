@@ -7,6 +7,7 @@ entry types and the lookup; it knows no chapter by name.
 
 from __future__ import annotations
 
+import dataclasses
 import importlib
 import pkgutil
 import sys
@@ -59,6 +60,8 @@ class Experiment:
     hardware: str = ""  # the hardware of the published run
     expect: str = ""  # what to expect on other hardware, and why (shown by the report)
     decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
+    reproduces: str = ""  # the source's table / figure / slide / unit this entry reproduces (the map's column)
+    cpu_smoke: tuple[str, ...] = ()  # extra `accel run` args for a quick CPU smoke run (e.g. a tiny stand-in)
     planned_reason: str = ""  # for status "planned": what delivers it
     variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
     tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
@@ -83,18 +86,32 @@ class Experiment:
         return None
 
 
+def cpu_smoke_args(entry: Experiment) -> list[str]:
+    """`accel run` arguments that run a GPU entry's code path on a CPU at smoke scale: what the no-GPU hints
+    suggest (tests/test_hints.py runs each one). NCCL has no CPU side, so Gloo stands in for it."""
+    args = ["--device", "cpu", "--scale", "smoke"]
+    if entry.options.get("backend") == "nccl":
+        args += ["-o", "backend=gloo"]
+    return [*args, *entry.cpu_smoke]
+
+
 class UnknownExperiment(KeyError):
     pass
 
 
 def _load() -> dict[str, Experiment]:
+    """Every module's EXPERIMENTS; a module may name what its entries reproduce in one REPRODUCES table
+    (id -> text) instead of per entry."""
     package = importlib.import_module("pipelines.catalog")  # its modules import this one: loaded on demand
     entries: dict[str, Experiment] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
+        table = getattr(module, "REPRODUCES", {})
         for entry in getattr(module, "EXPERIMENTS", ()):
             if entry.id in entries:
                 raise ValueError(f"experiment id {entry.id!r} is defined twice")
+            if not entry.reproduces and entry.id in table:
+                entry = dataclasses.replace(entry, reproduces=table[entry.id], variants=entry.variants)
             entries[entry.id] = entry
     return entries
 

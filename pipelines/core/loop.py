@@ -8,6 +8,9 @@ Timing rules (why each one exists):
 - Evaluation runs with the clock stopped; it never leaks into training time.
 - Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
 - Every measured step's time is kept (`step_times_s`), so a report can put an interval on a ratio.
+- Every step's loss is kept on the device too (no synchronization per step) and leaves it once per
+  epoch; the record carries it binned to at most LOSS_CURVE_POINTS means (`loss_curve`).
+- `Hooks.step_end` runs after the step's clock stopped: progress bars count there, outside step times.
 
 Per-technique callbacks (an lr scheduler, FSDP's final gather) and the runner's (checkpoints) are one
 mechanism: `Hooks` objects, the Trainable's first, then the runner's, called in that order.
@@ -21,6 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
@@ -29,6 +33,7 @@ from pipelines.core import memory
 from pipelines.core.config import RunConfig
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
+LOSS_CURVE_POINTS = 200  # a loss curve's resolution in the record: enough for a plot, small in JSON
 
 
 class Hooks:
@@ -37,6 +42,10 @@ class Hooks:
     def train_start(self, trainable: "Trainable", loaders) -> int | None:
         """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
         return None
+
+    def step_end(self, done: int) -> None:
+        """After each step (warm-up included), with the clock stopped; `done` counts this run's steps.
+        Called every step: keep it O(1) and free of device synchronization."""
 
     def epoch_start(self, epoch: int) -> None: ...
     def epoch_end(self, epoch: int, last_loss: float) -> None: ...
@@ -55,6 +64,7 @@ class Trainable:
     optimizer: Any = None  # for checkpoints (saved and restored with the model)
     hooks: list[Hooks] = field(default_factory=list)  # the technique's callbacks (scheduler, FSDP gather)
     metrics: dict[str, Any] = field(default_factory=dict)  # technique-specific metrics for the record
+    artifacts: dict[str, Any] = field(default_factory=dict)  # files and tables for the record (e.g. an export)
 
 
 @dataclass
@@ -127,8 +137,8 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         torch.cuda.reset_peak_memory_stats(device)
     total_steps = cfg.warmup_steps + cfg.steps if cfg.steps else None
     offset = start_epoch
-    resumed = next((epoch for hook in hooks if (epoch := hook.train_start(trainable, loaders)) is not None),
-                   None)
+    starts = [hook.train_start(trainable, loaders) for hook in hooks]  # every hook sees the start
+    resumed = next((epoch for epoch in starts if epoch is not None), None)
     if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
         start_epoch, offset = resumed, 0
     stream = _batches(loaders.train, hooks, start_epoch)
@@ -138,6 +148,8 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
     data_wait = compute = warmup_s = 0.0
     epoch_times: list[float] = []
     epoch_losses: list[float] = []
+    step_losses: list[torch.Tensor] = []  # this epoch's, still on the device
+    loss_chunks: list[torch.Tensor] = []  # earlier epochs', on the host
     done = 0
     loss = None
     epoch = start_epoch
@@ -154,6 +166,7 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         loss = trainable.step(x, y)
         t2 = now(device)
         done += 1
+        step_losses.append(loss.detach().reshape(()))
         if done <= cfg.warmup_steps:
             warmup_s += t2 - t0
             if done == cfg.warmup_steps:
@@ -162,9 +175,12 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
             step_times.append(t2 - t0)
             data_wait += t1 - t0
             compute += t2 - t1
+        for hook in hooks:
+            hook.step_end(done)
         if last_in_epoch:
             epoch_times.append(t2 - epoch_started)
             epoch_losses.append(float(loss.detach()))
+            loss_chunks.append(_to_host(step_losses))  # the float() above synchronized already
             for hook in hooks:
                 hook.epoch_end(epoch, epoch_losses[-1])
             epoch_started = now(device)
@@ -173,6 +189,7 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         if total_steps is None and last_in_epoch and epoch + 1 - offset >= cfg.epochs:
             break
     train_s = now(device) - measured_started
+    loss_chunks.append(_to_host(step_losses))
     for hook in hooks:
         hook.train_end(trainable, epoch + 1 if last_in_epoch else epoch)
     final_loss = float(loss.detach())
@@ -193,6 +210,7 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
         "epochs_completed": len(epoch_times),
         "epoch_times_s": epoch_times,
         "epoch_last_loss": epoch_losses,
+        "loss_curve": loss_curve(torch.cat(loss_chunks).numpy()),
         "first_epoch_s": epoch_times[0] if epoch_times else None,
         "median_epoch_s": statistics.median(epoch_times[1:]) if len(epoch_times) > 1 else None,
         "flops_per_step": flops,
@@ -203,6 +221,24 @@ def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks:
     if start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
         metrics["start_epoch"] = start_epoch
     return metrics
+
+
+def _to_host(losses: list[torch.Tensor]) -> torch.Tensor:
+    """Stack device losses into one float64 host tensor and empty the list."""
+    out = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
+    losses.clear()
+    return out
+
+
+def loss_curve(losses: np.ndarray, points: int = LOSS_CURVE_POINTS) -> dict[str, list]:
+    """Per-step losses as at most `points` bins: `step` is each bin's last step (1-based, warm-up
+    included), `loss` the bin's mean (None where a loss was not finite: results hold finite numbers)."""
+    if not len(losses):
+        return {"step": [], "loss": []}
+    bins = np.array_split(np.arange(1, len(losses) + 1), min(points, len(losses)))
+    means = [losses[b - 1].mean() for b in bins]
+    return {"step": [int(b[-1]) for b in bins],
+            "loss": [float(f"{m:.6g}") if math.isfinite(m) else None for m in means]}
 
 
 def evaluate(trainable: Trainable, loader, cfg: RunConfig, ctx: RunContext) -> dict[str, Any]:

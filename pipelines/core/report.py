@@ -28,18 +28,21 @@ def published_ratio_text(entry: experiments.Experiment) -> str:
 
 
 def map_markdown() -> str:
-    """The README map: id -> what it compares -> pipeline -> target -> launcher -> make -> published."""
-    lines = ["| id | compares | pipeline | container | launcher | make target | published ratio | status |",
-             "|---|---|---|---|---|---|---|---|"]
+    """The README map: id -> what it compares -> what it reproduces -> pipeline -> target -> launcher -> make
+    -> published."""
+    lines = ["| id | compares | reproduces | pipeline | container | launcher | make target | published ratio "
+             "| status |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for e in experiments.all_experiments().values():
         pipeline = f"`pipelines/{e.pipeline}.py`" if e.pipeline else "-"
-        lines.append(f"| `{e.id}` | {e.compares} | {pipeline} | `{e.target}` | `{e.launcher}` | "
-                     f"`make {e.id}` | {published_ratio_text(e)} | {e.status} |")
+        lines.append(f"| `{e.id}` | {e.compares} | {e.reproduces or '-'} | {pipeline} | `{e.target}` | "
+                     f"`{e.launcher}` | `make {e.id}` | {published_ratio_text(e)} | {e.status} |")
     return "\n".join(lines)
 
 
 def describe(entry: experiments.Experiment) -> str:
     lines = [f"{entry.id}: {entry.compares}",
+             f"  reproduces: {entry.reproduces or '-'}",
              f"  status {entry.status}; pipeline {entry.pipeline or '-'}; target {entry.target}; "
              f"launcher {entry.launcher}; baseline {entry.baseline or '-'}"
              + (" (each arm against the baseline arm on the same total cores)" if entry.match_cores else "")]

@@ -11,7 +11,7 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pipelines.core import report_drift, report_plots, report_render, report_rows
+from pipelines.core import atomic, report_drift, report_plots, report_render, report_rows
 from pipelines.core import report_stats as stats
 from pipelines.core import report_tables as tables
 from pipelines.core.envinfo import machine_key
@@ -49,7 +49,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     for kind in (k for k in render if k in formats):
         name, text = render[kind]
         paths.append(out_dir / name)
-        paths[-1].write_text(text(), encoding="utf-8")
+        atomic.write_text(paths[-1], text())  # a reader never sees half a report
     paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
     return Written(paths, loaded, drift)
 
@@ -61,6 +61,7 @@ def summary(results_dir: Path) -> str:
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    lines += [f"- interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
     lines += [f"- skipped: {s}" for s in loaded.skipped]
     lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
               for r in loaded.records if r["status"] == "skipped"]
@@ -111,6 +112,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
             doc.add("img", path.name, caption)
     _notes(doc, rows)
     problems = [f"error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    problems += [f"interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
     skipped = loaded.skipped + ([f"(reference) {s}" for s in drift.loaded.skipped] if drift else [])
     if problems or skipped:
         doc.add("h", "Errors and skipped input")

@@ -73,6 +73,16 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
     return Drift(Path(reference), ref_loaded, pd.DataFrame(lines, columns=list(COLUMNS)), reversals)
 
 
+def terminal_table(drift: Drift) -> str:
+    """The drift table as plain text for a terminal or CI log, with the reversals (or their absence)."""
+    head = f"drift against {drift.reference}:"
+    if drift.data.empty:
+        return f"{head} no arm has a ratio in both runs"
+    body = view(drift.data).to_string(index=False)
+    tail = ("reversed: " + "; ".join(drift.reversals)) if drift.reversals else "no conclusive verdict reversed"
+    return "\n".join([head, body, tail])
+
+
 def view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant, "scale": data.scale,

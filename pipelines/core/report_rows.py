@@ -4,7 +4,9 @@ The compared quantity is throughput (samples per second of training, data loadin
 ratio means what the book's ratio of training times means for the same work: baseline_time /
 variant_time = variant_throughput / baseline_throughput, whatever the batch size. A verdict is
 conclusive only when the ratio's bootstrap interval (report_stats) is; records without per-step times
-(older schema) get the point ratio and the verdict "inconclusive" (no interval).
+(older schema) get the point ratio and the verdict "inconclusive" (no interval). An `interrupted` record
+(a repeat stopped by Ctrl-C or SIGTERM) never enters a ratio: an arm with nothing else shows the verdict
+"interrupted" and how far it got, an arm with finished repeats too says how many were left out.
 
 Rows are flat dataclasses so that a table is `pandas.DataFrame(row.data() for row in rows)`: the CSV's
 columns are these fields, in this order, and nothing else lists them.
@@ -25,6 +27,7 @@ from pipelines.core.config import ConfigError
 HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
 HIDDEN = {"table": False}  # Row fields that are not table columns
 NO_INTERVAL = "no interval: records without per-step times (older schema)"
+INTERRUPTED = "interrupted"
 
 
 @dataclass
@@ -83,6 +86,7 @@ class Row:
     entry: experiments.Experiment | None = field(default=None, metadata=HIDDEN)
     records: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)
     errors: list[str] = field(default_factory=list, metadata=HIDDEN)
+    interrupted: list[str] = field(default_factory=list, metadata=HIDDEN)  # how far each stopped repeat got
     base_key: tuple[str, str, str] | None = field(default=None, metadata=HIDDEN)
 
     @classmethod
@@ -122,6 +126,7 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
     entries = experiments.all_experiments()
     ran: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     errors: dict[tuple[str, str], list[str]] = defaultdict(list)
+    stopped: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rec in loaded.records:
         if rec["experiment"] == HARNESS_ID:
             continue
@@ -131,8 +136,11 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
             err = rec.get("error") or {}
             errors[(rec["experiment"], rec["variant"])].append(
                 f"{err.get('type', 'error')}: {str(err.get('message', ''))[:160]}")
+        elif rec["status"] == INTERRUPTED:
+            stopped[(rec["experiment"], rec["variant"])].append(
+                f"repeat {rec['repeat']} ({rec['scale']}): {'; '.join(rec.get('notes', [])) or INTERRUPTED}")
     order = {exp: index for index, exp in enumerate(entries)}  # catalog order; unknown ids last
-    wanted = sorted(set(only or []) | {k[0] for k in ran} | {k[0] for k in errors},
+    wanted = sorted(set(only or []) | {k[0] for k in ran} | {k[0] for k in errors} | {k[0] for k in stopped},
                     key=lambda exp: (order.get(exp, len(order)), exp))
     rows = []
     for exp in wanted:
@@ -141,15 +149,27 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
         for variant in arms:
             for scale in sorted({k[2] for k in ran if k[:2] == (exp, variant)}) or ["-"]:
                 row = Row(exp, variant, scale, entry=entry, records=ran.get((exp, variant, scale), []),
-                          errors=errors.get((exp, variant), []))
+                          errors=errors.get((exp, variant), []), interrupted=stopped.get((exp, variant), []))
                 _measured(row)
                 if entry is not None:
                     _published(row, entry)
                     _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
                 elif row.records:
                     row.verdict, row.why = "not in catalog", "no published figures"
+                _left_out(row)
                 rows.append(row)
     return rows
+
+
+def _left_out(row: Row) -> None:
+    """Interrupted repeats are shown, never measured: the arm's verdict, or a note beside its ratio."""
+    if not row.interrupted:
+        return
+    if not row.records:
+        row.verdict, row.why = INTERRUPTED, f"{INTERRUPTED}: {row.interrupted[-1]}"
+    else:
+        note = f"{len(row.interrupted)} interrupted repeat(s) not counted"
+        row.why = f"{row.why}; {note}" if row.why else note
 
 
 def _measured(row: Row) -> None:
@@ -209,6 +229,10 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
     elif interval is None:
         row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
+    elif (fewest := min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
+        row.verdict = stats.INCONCLUSIVE
+        row.why = (f"{fewest} repeat(s) on an arm: the interval cannot see run-to-run noise; a verdict needs "
+                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ repeats per arm (--repeats, or accel compare --rounds)")
     else:
         row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
         if row.verdict == stats.INCONCLUSIVE:

@@ -25,6 +25,9 @@ SEED = 20240521  # fixed: a report regenerated from the same records is identica
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 CLT_STEPS = 400  # above this many steps in a repeat, a resampled mean is drawn from its normal limit
+# Fewer repeats than this on either arm and the interval holds (almost) only step-to-step noise: most of a
+# shared machine's noise is between runs, and a percentile bootstrap over 1-2 repeats cannot see it.
+MIN_REPEATS_FOR_VERDICT = 3
 
 REPRODUCED, FASTER, SLOWER = "reproduced", "faster than published", "slower than published"
 INCONCLUSIVE = "inconclusive"

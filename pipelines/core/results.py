@@ -1,7 +1,9 @@
 """Versioned JSON-lines results: one file per run, one line per repeat, written atomically.
 
 A reader never sees a half-written file: records go to a temporary file in the same folder, which is
-renamed into place. A failed run writes a record with status "error" so a report shows the hole.
+renamed into place. The runner rewrites its file after every finished repeat, so what finished is kept.
+A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
+writes "interrupted" for the repeat in flight (how far it got), which a report never compares.
 """
 
 from __future__ import annotations
@@ -10,16 +12,14 @@ import datetime as _dt
 import json
 import math
 import secrets
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from pipelines.core import atomic
-from pipelines.core.errors import ConfigError
 
 SCHEMA = "accel.result/1"
-STATUSES = ("ok", "error", "skipped")
+STATUSES = ("ok", "error", "skipped", "interrupted")
 REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
                  "config", "metrics", "dist", "env")
 
@@ -63,33 +63,36 @@ def validate(record: dict[str, Any]) -> None:
         raise SchemaError(f"unknown status {record['status']!r}")
     if record["status"] == "error" and "error" not in record:
         raise SchemaError("an error record must say what failed")
+    for key in ("config", "metrics", "dist", "env"):
+        if not isinstance(record[key], dict):
+            raise SchemaError(f"{key} is a {type(record[key]).__name__}, not an object")
     for key, value in record["metrics"].items():
         if isinstance(value, float) and not math.isfinite(value):
             raise SchemaError(f"metric {key} is {value}; results hold finite numbers or null")
 
 
 def check_writable(results_dir: Path) -> None:
-    """Fail before training, not after, when results cannot be written."""
-    try:
-        results_dir.mkdir(parents=True, exist_ok=True)
-        with tempfile.NamedTemporaryFile(dir=results_dir, prefix=".probe-"):
-            pass
-    except OSError as exc:
-        raise ConfigError(f"results dir {results_dir} is not writable ({exc.strerror}); "
-                          "pass --results-dir with a writable folder") from None
+    """Fail before training, not after, when results cannot be written; creates nothing."""
+    atomic.check_folder(results_dir, "results dir", "pass --results-dir with a writable folder")
 
 
 def result_path(results_dir: Path, experiment: str, run_id: str) -> Path:
     return results_dir / f"{experiment}--{run_id}.jsonl"
 
 
+def dumps(record: dict[str, Any]) -> str:
+    """One record as one JSON line; NaN and Infinity, which JSON cannot hold, are refused anywhere in it."""
+    validate(record)
+    try:
+        return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        raise SchemaError(f"record {record['experiment']} [{record['variant']}] holds NaN or Infinity; "
+                          "results hold finite numbers or null") from None
+
+
 def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
     """Write all records at once, atomically (core/atomic.py); every record is validated first."""
-    lines = []
-    for record in records:
-        validate(record)
-        lines.append(json.dumps(record, sort_keys=True) + "\n")
-    return atomic.write_text(path, "".join(lines))
+    return atomic.write_text(path, "".join(dumps(record) for record in records))
 
 
 def _parse(path: Path, number: int, line: str) -> dict[str, Any]:

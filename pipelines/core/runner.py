@@ -5,7 +5,9 @@ variables, whether this process is one rank of a distributed run (then `dist.Ses
 first) and runs every variant x repeat interleaved, so slow drift of the machine hits all variants
 alike. Per repeat it builds the loaders, then either trains (the pipeline's `setup`, its optional
 `before_training`, the shared loop, evaluation on rank 0) or measures (a `Measurement`'s `measure`).
-Rank 0 writes one result file; a failure writes an `error` record first.
+Rank 0 writes one result file, rewritten atomically after every finished repeat, so a crash, Ctrl-C or
+SIGTERM loses at most the repeat in flight: a failure adds an `error` record, a signal an `interrupted`
+one saying how far that repeat got (core/interrupt.py). Progress bars are core/progress.py's.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from typing import Any, Mapping
 import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
 import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
-from pipelines.core import (checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models, options,
-                            results)
+from pipelines.core import (atomic, checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models,
+                            options, progress, results)
 from pipelines.core.config import RunConfig, resolve
-from pipelines.core.errors import ConfigError, NotRunnable
+from pipelines.core.errors import ConfigError, DistError, NotRunnable
+from pipelines.core.interrupt import Interrupted, as_interrupted
 from pipelines.core.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 
 
@@ -61,16 +64,27 @@ def plan(experiment: experiments.Experiment, scale: str, overrides: Mapping[str,
     if unknown:
         raise ConfigError(f"unknown variant {', '.join(unknown)} of {experiment.id}; it has: {', '.join(names)}")
     pipeline = load_pipeline(experiment.pipeline)
-    smoke = dict(pipeline.smoke_settings) if scale == "smoke" else {}
     configs = []
     for variant in experiment.variants:
         if only and variant.name not in only:
             continue
         opts = options.build(pipeline.Options, experiment.options, variant.options, option_overrides)
-        configs.append(resolve({**experiment.settings, **variant.settings, **smoke}, opts, overrides,
+        settings = {**experiment.settings, **variant.settings}
+        smoke = smoke_settings(pipeline, settings) if scale == "smoke" else {}
+        configs.append(resolve({**settings, **smoke}, opts, overrides,
                                experiment=experiment.id, pipeline=experiment.pipeline, variant=variant.name,
                                scale=scale))
     return Plan(experiment, pipeline, configs)
+
+
+def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The pipeline's smoke settings; a model with a registered small sibling (vit_b_16 -> vit_tiny,
+    distilbert -> distilbert_tiny) runs that sibling, whatever small model the pipeline names."""
+    smoke = dict(pipeline.smoke_settings)
+    model = settings.get("model")
+    if model in models.REGISTRY and models.spec(model).smoke:
+        smoke["model"] = models.spec(model).smoke
+    return smoke
 
 
 def dist_options(cfg: RunConfig) -> options.DistOptions:
@@ -78,18 +92,36 @@ def dist_options(cfg: RunConfig) -> options.DistOptions:
     return cfg.options if isinstance(cfg.options, options.DistOptions) else options.DistOptions()
 
 
-def run(the_plan: Plan) -> Outcome:
-    """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes)."""
+def run(the_plan: Plan, shown: progress.Settings = progress.OFF) -> Outcome:
+    """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes).
+    `shown`: progress bars and per-epoch lines (rank 0 only; the CLI's --quiet / --verbose)."""
     first = the_plan.configs[0]
     place = dist.placement()
     device = torch.device(first.device)
     for cfg in the_plan.configs:
         _refuse_before_work(the_plan, cfg, loop.RunContext(device, place.rank, place.world_size))
     if not place.launched:
-        return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS)
+        return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS, shown=shown)
     settings = dist_options(first)
-    with dist.Session(place, settings.backend, first.device, settings.timeout_s) as session:
-        return _run_variants(the_plan, session.ctx, session.describe(), session)
+    session = dist.Session(place, settings.backend, first.device, settings.timeout_s)
+    try:
+        session.join()
+    except DistError as exc:  # rank 0 records the failed join, torch's full text included; one line on screen
+        if place.rank == 0:
+            path = _write_error(the_plan, exc, dist.describe(place, settings.backend, [session.placement_info]))
+            raise DistError(f"{exc}; error record {path}") from exc
+        raise
+    with session:
+        return _run_variants(the_plan, session.ctx, session.describe(), session, shown)
+
+
+def _write_error(the_plan: Plan, exc: BaseException, dist_info: dict[str, Any]) -> Path:
+    """A run that failed before any repeat: one error record, its traceback with every chained cause."""
+    run_id, cfg = results.new_run_id(), the_plan.configs[0]
+    record = _record("error", cfg, run_id, 0, dist_info, error={
+        "type": exc.__class__.__name__, "message": str(exc)[:2000],
+        "traceback": "".join(traceback.format_exception(exc))[-8000:]})
+    return results.write(results.result_path(cfg.results_dir, the_plan.experiment.id, run_id), [record])
 
 
 def seed_everything(seed: int | None) -> None:
@@ -100,24 +132,47 @@ def seed_everything(seed: int | None) -> None:
     torch.manual_seed(seed)
 
 
-def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None) -> Outcome:
-    """Every variant x repeat, interleaved (ABAB...); an error writes an error record, then re-raises."""
+def _work(configs: list[RunConfig], skips: dict[str, str]) -> list[tuple[int, RunConfig]]:
+    """(repeat, config) in run order: every variant's repeat 0, then repeat 1, ... (a skipped variant once)."""
+    return [(repeat, cfg) for repeat in range(max(c.repeats for c in configs)) for cfg in configs
+            if (repeat == 0 if cfg.variant in skips else repeat < cfg.repeats)]
+
+
+def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None,
+                  shown: progress.Settings = progress.OFF) -> Outcome:
+    """Every variant x repeat, interleaved (ABAB...), the result file rewritten after each; an error writes
+    an error record, a signal an interrupted record for the repeat in flight, then each re-raises."""
     configs = the_plan.configs
     skips = _skip_reasons(the_plan, ctx)
     run_id = results.new_run_id()
     path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)
+    work = _work(configs, skips)
+    bars = progress.RunProgress(the_plan.experiment.id, len(work), shown if ctx.is_main else progress.OFF)
     records: list[dict[str, Any]] = []
-    cfg = configs[0]
+    cfg, repeat, in_flight = configs[0], 0, None
     try:
-        for repeat in range(max(c.repeats for c in configs)):
-            for cfg in configs:
-                if cfg.variant in skips:
-                    if repeat == 0:
-                        records.append(_record("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]]))
-                elif repeat < cfg.repeats:
-                    records.append(_run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info))
+        for repeat, cfg in work:
+            if cfg.variant in skips:
+                record = _record("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]])
+            else:
+                budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
+                in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
+                record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
+            records.append(record)
+            in_flight = None
+            if ctx.is_main:
+                results.write(path, records)  # each finished repeat is on disk before the next starts
+            bars.finished(record)
     except ConfigError:
-        raise  # a user mistake found late (e.g. missing data): no result file, one-line message
+        raise  # a user mistake found late (e.g. missing data): one-line message
+    except (Interrupted, KeyboardInterrupt) as exc:
+        stop, finished = as_interrupted(exc), len(records)
+        if in_flight is not None:
+            in_flight.close()
+            records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
+        kept = results.write(path, records) if ctx.is_main and records else None
+        raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
+                          session is not None) from None
     except Exception as exc:
         error = _record("error", cfg, run_id, len(records), dist_info, error={
             "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
@@ -126,10 +181,23 @@ def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any
         if session is not None:
             session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
         raise
+    finally:
+        bars.close()
     launched = session is not None
     if not ctx.is_main:
         return Outcome(None, records, launched)
-    return Outcome(results.write(path, records), records, launched)
+    return Outcome(path if records else None, records, launched)
+
+
+def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Interrupted,
+                 how: progress.RepeatProgress) -> dict[str, Any]:
+    """The record of the repeat a signal stopped: how far it got, never a measurement to compare."""
+    far = how.how_far()
+    steps_of = f" of {far['steps_planned']}" if far["steps_planned"] else ""
+    epochs = f", {far['epochs_done']} of {far['epochs_planned']} epochs" if far["epochs_planned"] else ""
+    note = f"interrupted by {stop.name} after {far['steps_done']}{steps_of} steps{epochs}"
+    return results.make_record(status="interrupted", run_id=run_id, config=cfg.to_record(), repeat=repeat,
+                               metrics=far, dist=dist_info, env=envinfo.fingerprint(), notes=[note])
 
 
 # (launcher knob, what it selects, what this process actually loaded)
@@ -137,24 +205,56 @@ RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", lambda: envinfo.openmp_runtim
                  ("ALLOCATOR", "allocator", lambda: envinfo.allocator()["allocator"]))
 
 
-def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext) -> None:
+def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True) -> float:
+    """A launcher's check before it starts any process (`accel preflight`): each rank's refusals, for the
+    world it is about to start; returns the run's rendezvous wait (timeout_s) the launcher passes on.
+
+    Without `capabilities` (the ranks run inside IMAGE, whose libraries this host may lack) only user
+    mistakes are refused: what the device, runtime and backend can do is for the ranks to say."""
+    ctx = loop.RunContext(torch.device(the_plan.configs[0].device), rank, world_size)
+    for cfg in the_plan.configs:
+        _refuse_before_work(the_plan, cfg, ctx, capabilities)
+    if capabilities:
+        _skip_reasons(the_plan, ctx)
+    return dist_options(the_plan.configs[0]).timeout_s
+
+
+def _refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True) -> None:
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
+    if capabilities:
+        _refuse_capabilities(the_plan, cfg)
+    try:
+        the_plan.pipeline.check(cfg, cfg.options, ctx)
+    except NotRunnable:
+        if capabilities:
+            raise
+    data.check(cfg)
+    if cfg.dataset != "synthetic":
+        datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
+    if cfg.weights is not None and not (Path(cfg.weights).is_dir() and models.spec(cfg.model).from_folder):
+        models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
+    if ctx.is_main:
+        results.check_writable(cfg.results_dir)
+        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
+            atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
+                                "pass -o checkpoint_dir= with a writable folder")
+
+
+def _refuse_capabilities(the_plan: Plan, cfg: RunConfig) -> None:
+    """What this machine cannot do for the run: a GPU, the OpenMP runtime or allocator, the backend."""
     experiment = the_plan.experiment
     if cfg.device == "cuda" and not torch.cuda.is_available():
-        raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; "
-                          "run it on a GPU machine or pass --device cpu")
+        raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; run it on a GPU "
+                          "machine, or smoke-test its code path on CPU: accel run "
+                          f"{experiment.id} {' '.join(experiments.cpu_smoke_args(experiment))}")
     for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
         wanted = os.environ.get(knob) or experiment.knobs.get(knob)
         if wanted in ("gnu", "intel", "tcmalloc", "jemalloc") and (loaded := loaded_now()) != wanted:
             raise NotRunnable(f"{experiment.id} needs the {wanted} {label} but {loaded} is loaded; start it "
-                              f"with `make {experiment.id}` or `{knob}={wanted} launch/local.sh run {experiment.id}`")
+                              f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "
+                              f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
     if isinstance(cfg.options, options.DistOptions):
         dist.check_backend(cfg.options.backend, cfg.device)
-    the_plan.pipeline.check(cfg, cfg.options, ctx)
-    if cfg.dataset != "synthetic":
-        datafiles.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
-    if ctx.is_main:
-        results.check_writable(cfg.results_dir)
 
 
 def _skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
@@ -173,30 +273,30 @@ def _record(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **
 
 
 def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,
-                dist_info) -> dict[str, Any]:
+                dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
-    loaders = data.loaders(cfg, _input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
+    loaders = data.loaders(cfg, data.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
                            train_transform=transforms[0], test_transform=transforms[1])
     if isinstance(pipeline, Measurement):
         measured = pipeline.measure(cfg, cfg.options, ctx, loaders)
         metrics, artifacts, notes = measured.metrics, measured.artifacts, []
     else:
-        (metrics, notes), artifacts = _train(pipeline, cfg, ctx, loaders), {}
+        metrics, notes, artifacts = _train(pipeline, cfg, ctx, loaders, counter)
     config = {**cfg.to_record(), "data_source": loaders.source, "train_samples": loaders.train_samples,
-              "test_samples_available": loaders.test_samples}
+              "test_samples_available": loaders.test_samples, **loaders.details}
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
                                dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes)
 
 
-def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders
-           ) -> tuple[dict[str, Any], list[str]]:
+def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,
+           counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """setup -> before_training -> the timed loop -> evaluation (rank 0); the technique's metrics added."""
     trainable = pipeline.setup(cfg, cfg.options, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
     memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=_runner_hooks(cfg, ctx))
+    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*_runner_hooks(cfg, ctx), counter])
     metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
@@ -206,7 +306,7 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     if cfg.pin_memory and ctx.device.type != "cuda":
         notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
                       "host-to-GPU copies")
-    return metrics, notes
+    return metrics, notes, trainable.artifacts
 
 
 def _runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
@@ -216,10 +316,3 @@ def _runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
         return []
     return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
                                        dist.barrier_if_initialized)]
-
-
-def _input_shape(cfg: RunConfig) -> tuple[int, ...]:
-    channels, height, width = models.spec(cfg.model).input_shape
-    if cfg.image_size:
-        height = width = cfg.image_size
-    return (channels, height, width)

@@ -1,0 +1,109 @@
+"""Arms alternated across processes (core/alternate.py, `accel compare`): ABBA order, the stop rules, and a
+real two-experiment comparison whose rounds the report pools."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from conftest import accel, records
+from pipelines.core import alternate
+from pipelines.core.errors import ConfigError
+
+
+def test_rounds_alternate_abba():
+    assert [alternate.order("ABC", r) for r in range(3)] == [list("ABC"), list("CBA"), list("ABC")]
+
+
+class FakeClock:
+    """Each started process advances time by `per_process` seconds (the rule logic, not a timing)."""
+
+    def __init__(self, per_process: float):
+        self.now, self.per_process = 0.0, per_process
+
+    def __call__(self) -> float:
+        return self.now
+
+    def start(self, argv, env):
+        self.started.append((argv[argv.index("launch") + 1], env["ACCEL_ALTERNATION"]))
+        self.now += self.per_process
+        return 0
+
+
+def _run(tmp_path, monkeypatch, rule, widths_by_round, per_process=10.0):
+    clock = FakeClock(per_process)
+    clock.started = []
+    widths = iter(widths_by_round)
+    monkeypatch.setattr(alternate, "halfwidths", lambda results_dir, ids: next(widths))
+    summary = alternate.run(["a", "b"], ["--scale", "smoke"], tmp_path, rule, start=clock.start, clock=clock,
+                            echo=lambda m: None)
+    return summary, clock.started
+
+
+def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch):
+    narrow = {"b [x]": 0.01}
+    summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 1000), [narrow] * 5)
+    assert summary.stopped_by == "precision" and summary.rounds == alternate.MIN_ROUNDS
+    assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b"][:2 * alternate.MIN_ROUNDS]
+    assert len({s[1] for s in started}) == alternate.MIN_ROUNDS  # group:round differs per round
+    saved = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
+    assert saved["stopped_by"] == "precision" and saved["halfwidths"] == narrow
+
+
+def test_auto_stops_before_a_round_that_would_overrun_the_budget(tmp_path, monkeypatch):
+    wide = {"b [x]": 0.30}
+    summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 65), [wide] * 5)
+    assert summary.stopped_by == "budget" and summary.rounds == 3  # 20 s a round: a fourth would end at 80 s
+    assert summary.halfwidths == wide
+
+
+def test_a_missing_interval_never_counts_as_precise(tmp_path, monkeypatch):
+    summary, _ = _run(tmp_path, monkeypatch, alternate.StopRule(3, 1000), [{"b [x]": None}] * 3)
+    assert summary.stopped_by == "rounds" and summary.rounds == 3
+
+
+def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
+    rule = alternate.StopRule(None, 100)
+    with pytest.raises(alternate.RoundFailed, match="b exited with code 1 in round 1"):
+        alternate.run(["a", "b"], [], tmp_path, rule, start=lambda argv, env: int("b" in argv),
+                      echo=lambda m: None)
+    assert json.loads(next(tmp_path.glob("alternation--*.json")).read_text())["stopped_by"] == "failure"
+
+
+@pytest.mark.parametrize("rounds,budget,halfwidth,needle", [
+    ("0", 100, 0.05, "--rounds '0'"), ("two", 100, 0.05, "--rounds 'two'"),
+    ("auto", 0, 0.05, "--budget-s 0"), ("auto", -5, 0.05, "--budget-s -5"),
+    ("auto", float("nan"), 0.05, "--budget-s nan"), ("auto", 100, 1.5, "--halfwidth 1.5"),
+])
+def test_bad_stop_rules_are_refused_naming_the_value(rounds, budget, halfwidth, needle):
+    with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):
+        alternate.StopRule(alternate.parse_rounds(rounds), budget, halfwidth)
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["ch2-baseline", "--budget-s", "0"], "compare needs two or more"),
+    (["ch2-baseline", "ch2-nobias", "--budget-s", "0"], "--budget-s 0 must be a positive"),
+    (["ch2-baseline", "nope", "--budget-s", "10"], "nope"),
+    (["ch2-baseline", "ch2-nobias", "--repeats", "3"], "use --rounds instead"),
+])
+def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
+    out = accel("compare", *args, "--results-dir", str(tmp_path / "r"), timeout=60)
+    assert out.returncode == 2 and needle in out.stderr
+    assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
+    assert not list((tmp_path / "r").glob("*.jsonl")) if (tmp_path / "r").exists() else True
+
+
+@pytest.mark.slow
+def test_two_experiments_alternate_in_real_processes_and_the_report_pools_them(tmp_path, data_root):
+    out = accel("compare", "ch2-baseline", "ch2-nobias", "--rounds", "2", "--results-dir", str(tmp_path),
+                "--scale", "smoke", "--data-root", str(data_root), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = records(tmp_path)
+    by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1], r["experiment"]) for r in recs)
+    assert by_round == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
+    assert all(r["status"] == "ok" for r in recs)
+    assert "stopped by rounds" in out.stdout
+    report = accel("report", "--results-dir", str(tmp_path), timeout=120)
+    assert report.returncode == 0 and "ch2-nobias" in report.stdout

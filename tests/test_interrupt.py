@@ -1,0 +1,108 @@
+"""Work is never lost: the result file is rewritten after every finished repeat, and SIGINT / SIGTERM
+keep what finished, add an `interrupted` record for the repeat in flight and exit 130 / 143 with one line.
+The report shows an interrupted arm as such and never computes a ratio from it."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from conftest import REPO, records
+from pipelines.core import report_rows
+from test_report import ch2, record, rows_for, write
+
+
+def first_record(results: Path, process: subprocess.Popen, timeout: float = 600) -> Path:
+    """Wait until the run's result file holds its first finished record (the run still going)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        files = list(results.glob("*.jsonl"))
+        if files and files[0].read_text().strip():
+            return files[0]
+        time.sleep(0.05)
+    process.kill()
+    raise AssertionError("no record within the timeout")
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, code, tmp_path):
+    results = tmp_path / "results"
+    # 3 equal repeats: the signal, sent as soon as repeat 0's record is on disk, lands inside repeat 1 (as
+    # long as a repeat takes, whatever the machine's load).
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic",
+         "--repeats", "3", "--steps", "60", "--warmup-steps", "1", "--results-dir", str(results)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    path = first_record(results, process)
+    assert [r["status"] for r in records(results)] == ["ok"]  # written before the run ended
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == code, err
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert lines[0].startswith(f"accel: interrupted by {signal.Signals(signum).name}") and str(path) in lines[0]
+    done, stopped = records(results)
+    assert (done["status"], done["repeat"]) == ("ok", 0) and done["metrics"]["throughput_samples_per_s"] > 0
+    assert (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
+    assert 0 <= stopped["metrics"]["steps_done"] < stopped["metrics"]["steps_planned"] == 61
+    assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
+    assert stopped["run_id"] == done["run_id"] and not list(results.glob(".*.tmp"))
+
+
+def test_runner_writes_the_result_file_after_each_repeat(tmp_path, monkeypatch):
+    """In process: at each results.write the file on disk holds every record finished so far."""
+    from pipelines.core import experiments, results, runner
+
+    seen = []
+    original = results.write
+
+    def spy(path, recs):
+        recs = list(recs)
+        seen.append(len(recs))
+        return original(path, recs)
+
+    monkeypatch.setattr(results, "write", spy)
+    the_plan = runner.plan(experiments.get("ch3-compile-cnn-cpu"), "smoke",
+                           {"dataset": "synthetic", "results_dir": tmp_path, "repeats": 2}, {}, ("eager",))
+    outcome = runner.run(the_plan)
+    assert seen == [1, 2] and [r["repeat"] for r in results.read(outcome.path)] == [0, 1]
+
+
+def test_report_shows_interrupted_arms_and_computes_no_ratio_from_them(tmp_path):
+    ch2(tmp_path, ratios=(1.18, 1.18))
+    stopped = record("ch2-nobias", "nobias", 1.0, repeat=2)
+    stopped.update(status="interrupted", notes=["interrupted by SIGTERM after 3 of 45 steps"])
+    stopped["metrics"] = {"steps_done": 3, "steps_planned": 45, "epochs_done": 0, "epochs_planned": None}
+    only_stopped = record("ch2-bs128", "bs128", 1.0)
+    only_stopped.update(status="interrupted", notes=["interrupted by SIGINT after 0 of 45 steps"])
+    only_stopped["metrics"] = dict(stopped["metrics"], steps_done=0)
+    write(tmp_path, "stopped", [stopped, only_stopped])
+    rows = rows_for(tmp_path)
+    nobias = rows[("ch2-nobias", "nobias")]
+    assert nobias.n == 2 and nobias.ratio == pytest.approx(1.18, rel=0.05)  # the two finished repeats only
+    assert "1 interrupted repeat(s) not counted" in nobias.why
+    bs128 = rows[("ch2-bs128", "bs128")]
+    assert bs128.verdict == report_rows.INTERRUPTED and bs128.ratio is None and bs128.n == 0
+    assert "after 0 of 45 steps" in bs128.why
+    from pipelines.core.report import summary_table
+
+    text = summary_table(tmp_path)
+    assert "| interrupted" in text.replace("  ", " ") or " interrupted " in text
+    assert "- interrupted: ch2-bs128 [bs128] repeat 0" in text
+
+
+def test_interrupted_record_is_a_valid_result(tmp_path):
+    from pipelines.core import results
+
+    rec = record("ch2-baseline", "baseline", 1.0)
+    rec.update(status="interrupted", metrics={"steps_done": 1, "steps_planned": 2})
+    results.validate(rec)
+    assert json.loads(json.dumps(rec))["status"] in results.STATUSES
