@@ -26,7 +26,7 @@ venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	$(VENV)/bin/pip install --quiet -e '.[test]'
+	$(VENV)/bin/pip install --quiet -e '.[test,zero]'
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv ## CPU ladder at bench scale on offline (generated) data

@@ -20,6 +20,7 @@
 #   PYTHON        interpreter      default .venv/bin/python if present, else python3
 #   IMAGE         path.sif | podman:tag | docker:tag   run inside that container (launch/_container.sh)
 #   IMAGE_PREFIX  the image's Python environment (default /opt/venv), where libiomp5.so is found
+#   OPENBLAS_NUM_THREADS N         numpy's OpenBLAS pool (default 1: no thread floats beside the pinned ones)
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"

@@ -85,6 +85,14 @@ def test_synthetic_is_in_memory_and_labelled():
     assert loaders.source == "synthetic" and x.shape == (8, 1, 28, 28) and y.max() < 10
 
 
+def test_synthetic_labels_fit_the_model_head():
+    """A 2-class head (DistilBERT on IMDB) gets labels 0 and 1 only: a label of 4 would stop the loss."""
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
+                    batch_size=256, steps=2, head_classes=2)
+    labels = torch.cat([y for _, y in data.loaders(cfg, (1, 28, 28)).train])
+    assert set(labels.tolist()) == {0, 1}
+
+
 def test_fetch_offline_fails_clearly(tmp_path):
     """The real download path runs; here there is no internet, so it must fail with the offline fix."""
     from conftest import accel

@@ -48,6 +48,25 @@ REPRODUCES = {
 }
 
 
+# s004-deepspeed: the reference (DDP), DeepSpeed's stages, then torch's own equivalents
+ZERO_ARMS = (Variant("ddp", options={"impl": "torch", "stage": 0}),
+             *(Variant(f"deepspeed-{stage}", options={"stage": stage}) for stage in range(4)),
+             Variant("deepspeed-3-offload", options={"stage": 3, "offload": True}),
+             Variant("torch-zero-1", options={"impl": "torch", "stage": 1}),
+             Variant("fsdp2-zero-2", options={"impl": "torch", "stage": 2}),
+             Variant("fsdp2-zero-3", options={"impl": "torch", "stage": 3}),
+             Variant("fsdp2-zero-3-offload", options={"impl": "torch", "stage": 3, "offload": True}))
+
+
+# dlf-u9-multigpu: the course's strategies (published names), then the labelled extra arm that runs on CPU
+MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single"}), Variant("ddp", options={"strategy": "ddp"}),
+                 Variant("fsdp", options={"strategy": "fsdp"}),
+                 Variant("deepspeed-2", options={"strategy": "deepspeed", "zero_stage": 2}),
+                 Variant("deepspeed-2-offload", options={"strategy": "deepspeed", "zero_stage": 2, "offload": True}),
+                 Variant("deepspeed-3", options={"strategy": "deepspeed", "zero_stage": 3}),
+                 Variant("fsdp2", options={"strategy": "fsdp2"}))
+
+
 def precision(name: str) -> Variant:
     return Variant(name, options={**FABRIC, "precision": name})
 
@@ -72,19 +91,29 @@ EXPERIMENTS = (
                           "Precision through Lightning Fabric's plugin (the course used the Trainer's, the same "
                           "plugin). 16-mixed is skipped on CPU with a reason: Lightning would silently run "
                           "bf16-mixed there.")),
-    Experiment(id="dlf-u9-multigpu", compares="1 GPU -> 4-GPU DDP / FSDP / DeepSpeed", pipeline=None,
-               status="planned", target="cuda", launcher="torchrun",
-               planned_reason="DistilBERT on IMDB through Lightning's Trainer on 4 GPUs (DeepSpeed too): needs "
-                              "GPUs and the NLP stack; the DDP/FSDP technique itself runs as ch8-ddp-template "
-                              "and s004-fsdp",
-               requires=("gpu", "multi-gpu"),
-               variants=tuple(Variant(name) for name in MULTIGPU_MIN),
+    Experiment(id="dlf-u9-multigpu", compares="1 device -> DDP / FSDP / DeepSpeed through Lightning Fabric, 2+ "
+               "processes (Gloo on CPU, NCCL on GPUs)", pipeline="fabric_strategies", target="cuda",
+               launcher="torchrun", knobs={"NPROC": "2"}, settings=COURSE, variants=MULTIGPU_ARMS,
                published=(*(P("fit_time_min", t, "repo-output", f"strategy {name}", variant=name)
                             for name, t in MULTIGPU_MIN.items()),
                           *(P("ratio", round(MULTIGPU_MIN["single-gpu"] / t, 2), "repo-output",
                               f"derived {MULTIGPU_MIN['single-gpu']}/{t}", variant=name)
                             for name, t in MULTIGPU_MIN.items() if name != "single-gpu")),
-               hardware="A100 (count 4)"),
+               hardware="A100 (count 4)",
+               expect="On CPU processes (make dlf-u9-multigpu NPROC=2) ddp and fsdp2 run, the GPU-only strategies "
+                      "are skipped with the reason, and single-gpu runs alone (accel run dlf-u9-multigpu --variant "
+                      "single-gpu): expect no speed-up from ranks sharing a few cores, fsdp2 holding half of ddp's "
+                      "parameter, gradient and optimizer bytes per rank (metrics.bytes_per_rank), and equal losses. "
+                      "On 4 GPUs (NPROC=4 ARGS='--device cuda -o backend=nccl') expect the direction of the "
+                      "published ratios, not their size (random init unless --weights; IMDB's own split).",
+               decisions=(COURSE_DECISION,
+                          "The course ran Lightning's Trainer at precision=16; precision=auto is 16-mixed on GPUs "
+                          "and 32-true on CPU (Lightning would silently turn 16-mixed into bf16 there).",
+                          "Lightning 2.6 runs strategy='fsdp' (FSDP1) and its DeepSpeedStrategy on GPUs only, so "
+                          "those arms are skipped on CPU with the reason; the extra arm fsdp2 (Fabric's "
+                          "ModelParallelStrategy + fully_shard per block, not in the course) shows the sharding on "
+                          "CPU processes. The course's deterministic=True is not set: ratios are compared by "
+                          "direction only.", SPLIT_DECISION)),
     Experiment(id="dlf-u9-compile", compares="eager -> torch.compile, DistilBERT training (no published number)",
                pipeline="vit_ladder", settings=COURSE,
                variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
@@ -220,8 +249,37 @@ EXPERIMENTS = (
                     "speed factors are rules of thumb for N GPUs, not measured figures",
                decisions=("Auto-wrap = fully_shard per transformer encoder block (FSDP2), bf16 via FSDP's "
                           "MixedPrecisionPolicy with fp32 gradient reduction",)),
-    Experiment(id="s004-deepspeed", compares="DeepSpeed ZeRO-3 with CPU offload (qualitative only)",
-               pipeline=None, status="planned", planned_reason=MULTI, requires=("gpu",)),
+    Experiment(id="s004-deepspeed", compares="DDP -> ZeRO stages 1/2/3 (+ CPU offload), DeepSpeed and torch's "
+               "own: bytes per rank", pipeline="zero", launcher="torchrun", knobs={"NPROC": "2"},
+               settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 8},
+               options={"backend": "gloo"}, variants=ZERO_ARMS,
+               expect="metrics.bytes_per_rank has one value per rank and category. Against ddp, with N ranks: "
+                      "optimizer_state is 1/N from stage 1, grads 1/N from stage 2, params_at_rest 1/N at stage 3; "
+                      "DeepSpeed also keeps an fp32 copy of each rank's partition (master_params), even in fp32 "
+                      "training. DeepSpeed's stage 1 hands the optimizer only its gradient partition too, so at "
+                      "the step stages 1 and 2 look alike (by DeepSpeed's design stage 2 reduce-scatters in buckets "
+                      "during backward; the transient this saves is not measured here). FSDP2 "
+                      "reshards after backward in both of its arms: fsdp2-zero-2 differs from fsdp2-zero-3 in "
+                      "params_in_forward. Time: sharding adds communication, so on CPU over Gloo expect the ZeRO "
+                      "arms slower than ddp and offload slowest; losses equal ddp's within float tolerance.",
+               decisions=(NOTE_DECISION.replace("a registered torchvision model", "ViT-B/16 at 224 (its encoder "
+                                                "blocks are FSDP2's units), bs 8 per rank").replace(
+                                                    "AdamW lr 1e-4 as", "AdamW lr 1e-4 in every arm, as"),
+                          "DeepSpeed runs on CPU processes here (tried for real: 0.19.8 from its sdist, about 10 s "
+                          "to build and install with its small dependencies): DS_ACCELERATOR=cpu selects its CPU "
+                          "accelerator, which talks over Gloo when oneCCL's bindings are absent; it JIT-builds one "
+                          "C++ op (deepspeed_shm_comm) on first use, about a minute on 2 cores, cached after. It is "
+                          "the optional extra `zero`; without it the deepspeed-* arms are skipped with the reason "
+                          "and the torch arms still run.",
+                          "The note's snippet is DeepSpeed's config; the upstream equivalents run beside it: "
+                          "ZeroRedundancyOptimizer (stage 1), FSDP2 fully_shard with reshard_after_forward=False "
+                          "(stage 2) and True (stage 3), CPUOffloadPolicy (offload).",
+                          "DeepSpeed gets torch's AdamW (torch_adam), gradient_clipping 0 (0.19 clips to norm 1.0 "
+                          "by default, which DDP does not: found by a loss mismatch), bounded buckets "
+                          "(bucket_elements, 4M) and "
+                          "stage3_param_persistence_threshold=0, so every parameter is partitioned and the arms "
+                          "differ only in sharding; DeepSpeed's defaults would keep small parameters whole and "
+                          "allocate 5e8-element buffers.")),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
                pipeline="ch02_layers", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),

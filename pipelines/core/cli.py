@@ -222,7 +222,8 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
              default: usable cores / processes), IMAGE (path.sif | podman:TAG | docker:TAG: run inside
              that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through)
  local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
-             ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix)
+             ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
+             OPENBLAS_NUM_THREADS (numpy's BLAS pool; default 1, so no thread floats beside pinned ones)
  torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
              RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
  mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,

@@ -148,12 +148,13 @@ def synthetic(cfg: RunConfig, input_shape: tuple[int, ...], classes: int) -> tup
     return make(count), make(max(cfg.batch_size, 256))
 
 
-def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int = 10,
+def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int | None = None,
             train_transform: Callable | None = None, test_transform: Callable | None = None,
             rank: int = 0, world_size: int = 1) -> Loaders:
+    """`classes`: how many labels synthetic data draws from (default: the model head's, cfg.head_classes)."""
     details = {}
     if cfg.dataset == "synthetic":
-        train_set, test_set = synthetic(cfg, input_shape, classes)
+        train_set, test_set = synthetic(cfg, input_shape, cfg.head_classes if classes is None else classes)
         data_source = "synthetic"
     elif cfg.dataset in TEXT_DATASETS:
         data_source = datafiles.source(cfg.dataset, cfg.data_root)

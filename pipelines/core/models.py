@@ -167,7 +167,10 @@ class BagOfWords(nn.Module):
 # distilbert-base-uncased's architecture (the course's model): 6 layers, width 768, 12 heads
 DISTILBERT_BASE = {"vocab_size": 30522, "dim": 768, "n_layers": 6, "n_heads": 12, "hidden_dim": 3072,
                    "max_position_embeddings": 512}
-DISTILBERT_TINY = {**DISTILBERT_BASE, "dim": 64, "n_layers": 2, "n_heads": 2, "hidden_dim": 256}
+# The smoke model has no dropout, so arms that must train alike compare exactly: DTensor (FSDP2, tensor
+# parallel) draws dropout masks from its own offset-based generator, unlike a plain or DDP module.
+DISTILBERT_TINY = {**DISTILBERT_BASE, "dim": 64, "n_layers": 2, "n_heads": 2, "hidden_dim": 256,
+                   "dropout": 0.0, "attention_dropout": 0.0, "seq_classif_dropout": 0.0}
 
 
 def _distilbert(architecture: dict) -> Callable[..., nn.Module]:

@@ -1,0 +1,175 @@
+"""The course's unit 9.3 (dlf-u9-multigpu): one training step, Lightning Fabric's strategy swapped.
+
+The course trains the same model on 1 GPU and then on 4 with Lightning's `strategy=` flag: "ddp"
+(a full replica per process, gradients all-reduced), "fsdp" (parameters, gradients and optimizer state
+sharded) and DeepSpeed's ZeRO stages 2 and 3 (stage 2 also with the optimizer offloaded to the CPU).
+Here the step is the talk's Fabric step (`fabric.backward`, from vit_ladder.py) and only the strategy
+given to `Fabric(...)` changes. Processes come from the launcher (torchrun, mpirun, srun) and the
+runner has joined the process group, so Fabric is handed the runner's ranks (`RunnerEnvironment`) and
+creates no processes itself. The same code uses Gloo on CPU processes and NCCL on GPUs.
+
+What runs where, and why (Lightning 2.6):
+- "ddp" runs anywhere.
+- "fsdp" is FSDP1 (FullyShardedDataParallel), which needs an accelerator: Fabric refuses it on CPU and
+  torch raises "FSDP needs a non-CPU accelerator device". The extra arm `fsdp2` is the same sharding
+  through Fabric's ModelParallelStrategy with FSDP2's `fully_shard` per transformer block, which runs
+  on CPU processes as well.
+- "deepspeed" is Lightning's DeepSpeedStrategy, which runs on CUDA GPUs only (DeepSpeed itself runs on
+  CPU: see s004-deepspeed).
+The bytes each rank holds are measured as in s004-deepspeed (core/sharding.py).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from dataclasses import dataclass
+from typing import Annotated, Literal
+
+import click
+import torch
+from lightning.fabric import Fabric
+from lightning.fabric.plugins.environments import ClusterEnvironment
+from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
+from torch.distributed.fsdp import fully_shard
+
+from pipelines.core import dist, models
+from pipelines.core.loop import Hooks, Trainable
+from pipelines.core.options import DistOptions
+from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.sharding import RankBytes
+from pipelines.core.steps import book_optimizer
+from pipelines.ddp import GatherFullCopy
+from pipelines.vit_ladder import fabric_step
+from pipelines.zero import GatherPartitioned, blocks, import_deepspeed
+
+SHARDED = ("fsdp", "fsdp2", "deepspeed")
+
+
+@dataclass(frozen=True)
+class Options(DistOptions):
+    strategy: Literal["single", "ddp", "fsdp", "fsdp2", "deepspeed"] = "ddp"
+    zero_stage: Annotated[int, click.IntRange(min=0, max=3)] = 2  # strategy=deepspeed: ZeRO stage
+    offload: bool = False  # strategy=deepspeed: optimizer state in host memory
+    precision: Literal["auto", "32-true", "16-mixed", "bf16-mixed"] = "auto"  # auto: the course's 16 on GPUs
+
+
+def resolved_precision(opts: Options, device: torch.device) -> str:
+    """`auto` is the course's precision=16 (16-mixed) on GPUs and 32-true on CPU."""
+    if opts.precision != "auto":
+        return opts.precision
+    return "16-mixed" if device.type == "cuda" else "32-true"
+
+
+class RunnerEnvironment(ClusterEnvironment):
+    """The ranks the launcher started and the runner joined (core/dist.py), told to Fabric."""
+
+    def __init__(self, place: dist.Placement):
+        self.place = place
+
+    @property
+    def creates_processes_externally(self) -> bool:
+        return True
+
+    @property
+    def main_address(self) -> str:
+        return self.place.master_addr or "127.0.0.1"
+
+    @property
+    def main_port(self) -> int:
+        return self.place.master_port or 0
+
+    @staticmethod
+    def detect() -> bool:
+        return True
+
+    def world_size(self) -> int:
+        return self.place.world_size
+
+    def set_world_size(self, size: int) -> None:
+        """The launcher decided the world size; Fabric's own count must agree with it (checked at launch)."""
+
+    def global_rank(self) -> int:
+        return self.place.rank
+
+    def set_global_rank(self, rank: int) -> None:
+        """As set_world_size: the rank is the launcher's."""
+
+    def local_rank(self) -> int:
+        return self.place.local_rank
+
+    def node_rank(self) -> int:
+        return self.place.node_rank
+
+
+def shard_blocks(model: torch.nn.Module, mesh) -> torch.nn.Module:
+    """ModelParallelStrategy's parallelize_fn: FSDP2 on each transformer block, then on the root."""
+    for unit in [*blocks(model), model]:
+        fully_shard(unit, mesh=mesh["data_parallel"])
+    return model
+
+
+def strategy_for(opts: Options, ctx):
+    """What `Fabric(strategy=...)` gets: the course's strategy strings, or an instance where one is needed."""
+    if opts.strategy == "single":
+        return "auto"
+    if opts.strategy == "fsdp2":
+        return ModelParallelStrategy(shard_blocks, data_parallel_size=ctx.world_size, tensor_parallel_size=1)
+    if opts.strategy == "deepspeed":
+        return DeepSpeedStrategy(stage=opts.zero_stage, offload_optimizer=opts.offload)
+    return opts.strategy
+
+
+class FabricStrategies(TrainingPipeline):
+    Options = Options
+    smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
+
+    def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.strategy == "single" and ctx.world_size > 1:
+            return (f"the single-device arm is one process; run it alone: accel run {cfg.experiment} "
+                    f"--variant {cfg.variant}")
+        if opts.strategy != "single" and ctx.world_size < 2:
+            return f"strategy {opts.strategy} needs 2 or more processes: make {cfg.experiment} NPROC=2"
+        if opts.strategy == "fsdp" and ctx.device.type != "cuda":
+            return ("Lightning's strategy='fsdp' is FSDP1, which needs an accelerator (Fabric refuses it on CPU, "
+                    "torch raises 'FSDP needs a non-CPU accelerator device'); the fsdp2 arm shards the same way "
+                    "on CPU")
+        if opts.strategy == "deepspeed" and ctx.device.type != "cuda":
+            return ("Lightning's DeepSpeedStrategy runs on CUDA GPUs only; DeepSpeed's ZeRO on CPU processes "
+                    "is s004-deepspeed")
+        if opts.strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
+            return "DeepSpeed is not installed: pip install -e '.[zero]' (make venv installs it)"
+        if resolved_precision(opts, ctx.device) == "16-mixed" and ctx.device.type != "cuda":
+            return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
+                    "bf16-mixed instead, so it is not run here")
+        return None
+
+    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        place = dist.placement()
+        precision = resolved_precision(opts, ctx.device)
+        deepspeed = import_deepspeed(ctx.device) if opts.strategy == "deepspeed" else None
+        fabric = Fabric(accelerator=ctx.device.type, devices=place.local_world_size, num_nodes=place.nodes,
+                        strategy=strategy_for(opts, ctx), precision=precision,
+                        plugins=[RunnerEnvironment(place)] if place.launched else None)
+        fabric.launch()  # the processes exist: this only sets up the strategy on the joined group
+        model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)
+        if deepspeed is not None:  # DeepSpeed builds its engine from the model and the optimizer together
+            fabric_model, optimizer = fabric.setup(model, book_optimizer(model, cfg))
+        else:  # sharded strategies replace the parameters: the optimizer is built on the set-up module
+            fabric_model = fabric.setup_module(model)
+            optimizer = fabric.setup_optimizers(book_optimizer(fabric_model, cfg))
+        if deepspeed is not None:
+            engine = fabric_model._forward_module
+            held = lambda: [t for p in model.parameters() for t in (p, getattr(p, "ds_tensor", None))]  # noqa: E731
+        else:
+            held = model.parameters
+        hooks: list[Hooks] = [RankBytes(held, model, optimizer, ctx)]
+        if opts.strategy in ("fsdp", "fsdp2"):
+            hooks.append(GatherFullCopy(fabric_model._forward_module, cfg, ctx))
+        elif deepspeed is not None and opts.zero_stage == 3:
+            hooks.append(GatherPartitioned(deepspeed, engine, cfg, ctx))
+        return Trainable(model, fabric_step(fabric, fabric_model, optimizer), hooks=hooks,
+                         count_flops=opts.strategy not in SHARDED,
+                         notes=[f"Fabric strategy {type(fabric.strategy).__name__}, precision {precision}"])
+
+
+PIPELINE = FabricStrategies()

@@ -1,0 +1,170 @@
+"""ZeRO (s004-deepspeed) and the course's Fabric strategies (dlf-u9-multigpu), run for real: 2 ranks under
+launch/torchrun.sh over Gloo. The proof is in the bytes each rank holds (core/sharding.py) against DDP's
+full replicas, and in losses equal to DDP's: sharding changes where tensors live, not the update.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+
+import pytest
+import torch
+
+from conftest import REPO, accel, assert_refused, records
+from distutil import free_port
+from pipelines.core import sharding
+
+SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
+HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
+ZERO_ARMS = ("ddp", "deepspeed-1", "deepspeed-2", "deepspeed-3", "deepspeed-3-offload", "torch-zero-1",
+             "fsdp2-zero-2", "fsdp2-zero-3", "fsdp2-zero-3-offload")
+LOSS_RTOL = 1e-4  # same data, same AdamW update; only the order of float reductions may differ
+
+
+def launch_two_ranks(results_dir, *args: str) -> dict[str, dict]:
+    """One 2-rank torchrun launch; the records by variant (rank 0 writes them)."""
+    run = subprocess.run(["launch/torchrun.sh", "run", *args, *SMOKE, "--results-dir", str(results_dir)], cwd=REPO,
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port())})
+    assert run.returncode == 0, run.stderr[-4000:]
+    return {r["variant"]: r for r in records(results_dir)}
+
+
+def halved(arm: list[int], full: list[int]) -> bool:
+    """Each of 2 ranks holds about half of the full copy, and the halves add up to it (padding aside)."""
+    return all(value <= 0.6 * whole for value, whole in zip(arm, full)) and \
+        abs(sum(arm) - full[0]) <= 0.05 * full[0]
+
+
+def whole(arm: list[int], full: list[int]) -> bool:
+    return all(abs(value - copy) <= 0.01 * copy for value, copy in zip(arm, full))
+
+
+@pytest.fixture(scope="module")
+def zero_run(tmp_path_factory) -> dict[str, dict]:
+    variants = [token for arm in ZERO_ARMS for token in ("--variant", arm)]
+    return launch_two_ranks(tmp_path_factory.mktemp("zero"), "s004-deepspeed", *variants)
+
+
+def check_bytes(run: dict[str, dict], arm: str, sharded: set[str]) -> None:
+    """`sharded` categories are halved against DDP's on both ranks; the other model categories are whole."""
+    full = run["ddp"]["metrics"]["bytes_per_rank"]
+    held = run[arm]["metrics"]["bytes_per_rank"]
+    for name in ("params_at_rest", "grads", "optimizer_state"):
+        assert (halved if name in sharded else whole)(held[name], full[name]), (arm, name, held[name], full[name])
+
+
+@pytest.mark.slow
+def test_ddp_holds_full_replicas_on_every_rank(zero_run):
+    ddp = zero_run["ddp"]
+    assert ddp["status"] == "ok" and ddp["dist"]["world_size"] == 2 and ddp["dist"]["backend"] == "gloo"
+    held, param_bytes = ddp["metrics"]["bytes_per_rank"], 4 * ddp["metrics"]["parameters"]
+    assert held["params_at_rest"] == held["params_in_forward"] == held["grads"] == [param_bytes] * 2
+    assert all(2 * param_bytes <= state <= 2 * param_bytes + 4096 for state in held["optimizer_state"])  # 2 moments
+    assert held["master_params"] == [0, 0] and len(ddp["metrics"]["peak_mib_per_rank"]) == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("arm, sharded", [("torch-zero-1", {"optimizer_state"}),
+                                          ("fsdp2-zero-2", {"optimizer_state", "grads", "params_at_rest"}),
+                                          ("fsdp2-zero-3", {"optimizer_state", "grads", "params_at_rest"}),
+                                          ("fsdp2-zero-3-offload", {"optimizer_state", "grads", "params_at_rest"})])
+def test_torch_equivalents_shard_their_stage(zero_run, arm, sharded):
+    record = zero_run[arm]
+    assert record["status"] == "ok", record.get("error")
+    check_bytes(zero_run, arm, sharded)
+    full_forward = zero_run["ddp"]["metrics"]["bytes_per_rank"]["params_in_forward"]
+    in_forward = record["metrics"]["bytes_per_rank"]["params_in_forward"]
+    if arm == "fsdp2-zero-2":  # reshard_after_forward=False: whole from forward to backward (ZeRO-2),
+        assert all(value >= copy for value, copy in zip(in_forward, full_forward))  # in padded all-gather buffers
+    elif arm.startswith("fsdp2-zero-3"):  # blocks freed after their forward; the root's own stay
+        assert all(value < 0.75 * copy for value, copy in zip(in_forward, full_forward))
+    assert record["metrics"]["final_loss"] == pytest.approx(zero_run["ddp"]["metrics"]["final_loss"], rel=LOSS_RTOL)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="DeepSpeed is not installed (pip install -e '.[zero]')")
+# DeepSpeed 0.19's stage 1 reduces the gradients into each rank's partition when backward ends, so at the
+# step its gradients are halved too (measured); torch's stage 1 (ZeroRedundancyOptimizer) keeps them whole.
+@pytest.mark.parametrize("arm, sharded", [("deepspeed-1", {"optimizer_state", "grads"}),
+                                          ("deepspeed-2", {"optimizer_state", "grads"}),
+                                          ("deepspeed-3", {"optimizer_state", "grads", "params_at_rest"}),
+                                          ("deepspeed-3-offload", {"optimizer_state", "grads", "params_at_rest"})])
+def test_deepspeed_stages_shard_what_they_claim(zero_run, arm, sharded):
+    """Stage 1: optimizer state 1/2 of DDP's per rank; stage 2: + gradients; stage 3: + parameters; offload:
+    the same bytes, in host memory (on a CPU run, the same memory)."""
+    record = zero_run[arm]
+    assert record["status"] == "ok", record.get("error")
+    assert any("DeepSpeed" in note and "gloo" in note for note in record["notes"])
+    check_bytes(zero_run, arm, sharded)
+    held = record["metrics"]["bytes_per_rank"]
+    param_bytes = 4 * zero_run["ddp"]["metrics"]["parameters"]
+    assert halved(held["master_params"], [param_bytes] * 2)  # DeepSpeed's fp32 copy of each rank's partition
+    if arm.startswith("deepspeed-3"):
+        assert all(value < 0.75 * param_bytes for value in held["params_in_forward"])
+    assert record["metrics"]["final_loss"] == pytest.approx(zero_run["ddp"]["metrics"]["final_loss"], rel=LOSS_RTOL)
+    assert record["metrics"]["test_accuracy_pct"] == zero_run["ddp"]["metrics"]["test_accuracy_pct"]
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(HAS_DEEPSPEED, reason="DeepSpeed is installed: its arms run (the test above)")
+def test_without_deepspeed_its_arms_are_skipped_with_the_reason(zero_run):
+    for arm in ZERO_ARMS:
+        if arm.startswith("deepspeed"):
+            assert zero_run[arm]["status"] == "skipped" and "pip install" in zero_run[arm]["notes"][0]
+
+
+def test_zero_stage_outside_0_to_3_is_refused(results_dir, data_root):
+    assert_refused(["run", "s004-deepspeed", "-o", "stage=4", *SMOKE], 2, "option stage must be between 0 and 3",
+                   results_dir, data_root)
+
+
+def test_offload_without_a_stage_is_refused(results_dir, data_root):
+    assert_refused(["run", "s004-deepspeed", "--variant", "ddp", "-o", "offload=true", *SMOKE], 2,
+                   "offload=true needs a ZeRO stage of 1 or more", results_dir, data_root)
+
+
+def test_one_process_is_refused_with_the_launch_command(results_dir, data_root):
+    assert_refused(["run", "s004-deepspeed", "--variant", "ddp", *SMOKE], 3, "make s004-deepspeed NPROC=2",
+                   results_dir, data_root)
+
+
+@pytest.mark.slow
+def test_fabric_strategies_on_two_cpu_processes(tmp_path):
+    """ddp and fsdp2 train over Gloo with equal losses; fsdp2 halves every rank's bytes; the GPU-only
+    strategies and the one-process arm are recorded as skipped, each with its reason."""
+    run = launch_two_ranks(tmp_path, "dlf-u9-multigpu")
+    ddp, fsdp2 = run["ddp"], run["fsdp2"]
+    assert ddp["status"] == fsdp2["status"] == "ok" and fsdp2["dist"]["world_size"] == 2
+    assert fsdp2["metrics"]["final_loss"] == pytest.approx(ddp["metrics"]["final_loss"], rel=LOSS_RTOL)
+    for name in ("params_at_rest", "grads", "optimizer_state"):
+        assert halved(fsdp2["metrics"]["bytes_per_rank"][name], ddp["metrics"]["bytes_per_rank"][name]), name
+    assert len(fsdp2["metrics"]["peak_mib_per_rank"]) == 2
+    assert "DDPStrategy" in ddp["notes"][0] and "ModelParallelStrategy" in fsdp2["notes"][0]
+    reasons = {arm: run[arm]["notes"][0] for arm in ("single-gpu", "fsdp", "deepspeed-2", "deepspeed-3")}
+    assert all(run[arm]["status"] == "skipped" for arm in reasons)
+    assert "accel run dlf-u9-multigpu --variant single-gpu" in reasons["single-gpu"]
+    assert "FSDP1" in reasons["fsdp"] and "CUDA GPUs only" in reasons["deepspeed-2"]
+
+
+@pytest.mark.slow
+def test_fabric_single_device_arm_runs_alone(results_dir):
+    run = accel("run", "dlf-u9-multigpu", "--variant", "single-gpu", "--variant", "ddp", *SMOKE,
+                "--results-dir", str(results_dir))
+    assert run.returncode == 0, run.stderr[-3000:]
+    found = {r["variant"]: r for r in records(results_dir)}
+    assert found["single-gpu"]["status"] == "ok" and found["single-gpu"]["metrics"]["final_loss"] is not None
+    assert found["ddp"]["status"] == "skipped" and "NPROC=2" in found["ddp"]["notes"][0]
+
+
+def test_local_bytes_counts_shared_storage_once_and_unwraps_optimizers():
+    weight = torch.zeros(10, 4)
+    assert sharding.local_bytes([weight, weight[:5], weight.view(-1), None]) == 160
+    inner = torch.optim.AdamW([torch.nn.Parameter(weight)])
+
+    class Wrapper:  # the shape of Fabric's and DeepSpeed's wrappers
+        optimizer = inner
+
+    assert sharding.innermost(Wrapper()) is inner and sharding.innermost(inner) is inner
