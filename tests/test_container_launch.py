@@ -235,7 +235,7 @@ def unlabelled_image(tmp_path_factory) -> str:
 @pytest.mark.parametrize("which,needle", [
     ("unlabelled", "has no accel build info (label accel.build-info); it was not built from containers/: "
                    "make image TARGET=<target>"),
-    ("missing", "no such image on "),
+    ("missing", "has no image localhost/accel-never-built:test on "),
 ])
 def test_podman_image_must_exist_and_carry_the_build_info(tmp_path, unlabelled_image, which, needle):
     tag = unlabelled_image if which == "unlabelled" else "localhost/accel-never-built:test"
