@@ -177,7 +177,7 @@ def test_mpi_backend_is_refused_in_one_line_before_any_rank(command, results_dir
     run = accel(command, "ch11-mpi-backend-cpu", "--scale", "smoke", "--dataset", "synthetic",
                 "--results-dir", str(results_dir), timeout=120)
     assert run.returncode == 3 and len(run.stderr.strip().splitlines()) <= 2, run.stderr
-    assert "needs a torch built with MPI (USE_MPI=1)" in run.stderr and "no image of this repository" in run.stderr
+    assert "needs a torch built with MPI (USE_MPI=1)" in run.stderr and "no image of this project" in run.stderr
     assert "build torch from source with USE_MPI=1" in run.stderr and "Traceback" not in run.stderr
     assert "+ mpirun" not in run.stderr and not results_dir.exists()
 

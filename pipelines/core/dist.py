@@ -115,7 +115,7 @@ def mpi_backend_missing() -> str:
     if tdist.is_available() and tdist.is_mpi_available():
         return ""
     return (f"needs a torch built with MPI (USE_MPI=1), and torch {torch.__version__} is not: no PyPI wheel and "
-            "no image of this repository is; build torch from source with USE_MPI=1 against the cluster's Open "
+            "no image of this project is; build torch from source with USE_MPI=1 against the cluster's Open "
             "MPI (README: Run on a cluster), or run the same DDP under mpirun with -o backend=gloo")
 
 
