@@ -15,7 +15,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 IDS := $(shell python3 -m pipelines.core.experiments ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo test list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
+.PHONY: help venv demo test test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale bench']"
@@ -36,6 +36,10 @@ test: venv ## Install test prerequisites, run the whole suite
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-images: venv ## The heavy image builds make test leaves out: cuda, cpu-intel and every .def (spython), built and run
+	ci/install-test-deps.sh
+	$(PY) -m pytest -m images_all tests/test_container_build.py $(PYTEST_ARGS)
 
 list: venv ## Every experiment id
 	@$(ACCEL) list
@@ -130,7 +134,7 @@ sif-from-image: ## Apptainer image from the local OCI image (make image first)
 	containers/build.sh sif-from-image "$(TARGET)"
 wheelhouse: ## Wheels for an air-gapped build: containers/wheelhouse/TARGET/ from the lock
 	containers/build.sh wheelhouse "$(TARGET)"
-lock: ## Regenerate containers/TARGET/requirements.lock with uv (hashes)
+lock: ## Regenerate the lock TARGET installs (containers/locks/torch.lock or ipex.lock) with uv (hashes)
 	containers/build.sh lock "$(TARGET)"
 image-digests: ## Resolve the pinned base tags to digests where a registry answers
 	containers/build.sh digests

@@ -8,8 +8,9 @@
 # Knobs:
 #   ENGINE         podman | docker    default: whichever exists and answers `info` (podman first)
 #   IMAGE_TAG      default accel-TARGET:local (the local OCI image `image` builds, `sif-from-image` reads)
-#   BASE_IMAGE     override the Dockerfile's pinned base (e.g. a local debootstrap'd image)
-#   OFFLINE        1 = install only from containers/wheelhouse/TARGET (air-gapped); default 0
+#   BASE_IMAGE     override the Dockerfile's pinned base (e.g. a local debootstrap'd image, which is then
+#                  pinned by its own digest)
+#   OFFLINE        1 = install only from containers/wheelhouse/LOCK (air-gapped); default 0
 #   PIP_INDEX_URL  package index for non-air-gapped builds and `lock` (default: PyPI)
 #   PIP_EXTRA_INDEX_URL  a second index (e.g. PyPI beside torch's CPU index)
 #   PIP_CERT_FILE  CA bundle passed as the build secret pip_cert (default /etc/ssl/certs/ca-certificates.crt)
@@ -22,9 +23,11 @@ here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 TARGETS=(cpu cpu-intel cuda mpi)
 die() { echo "containers: error: $*" >&2; exit 2; }
 
-# Python version and platform each target's lock is resolved for (its base image's python).
-py_version() { case "$1" in cuda|mpi) echo 3.12 ;; *) echo 3.11 ;; esac; }
-py_platform() { case "$1" in cuda|mpi) echo x86_64-manylinux_2_39 ;; *) echo x86_64-manylinux_2_36 ;; esac; }
+# Every image is Debian bookworm: its python3.11 and glibc 2.36 are what the locks are resolved for.
+PY_VERSION=3.11 PY_PLATFORM=x86_64-manylinux_2_36
+
+# The lock (containers/locks/NAME.lock) a target installs: cpu, cuda and mpi share one environment.
+lock_of() { case "$1" in cpu-intel) echo ipex ;; *) echo torch ;; esac; }
 
 check_target() {
   local t
@@ -32,14 +35,19 @@ check_target() {
   die "TARGET=$1 is not one of: ${TARGETS[*]} (e.g. make image TARGET=cpu)"
 }
 
-# The default base of a target: the Dockerfile's `ARG BASE_IMAGE=` (the .def's From: must match).
-default_base() { sed -n 's/^ARG BASE_IMAGE=//p' "$here/$1/Dockerfile" | head -1; }
+# The default base: the Dockerfile's `ARG BASE_IMAGE=` (every .def's From: matches it).
+default_base() { sed -n 's/^ARG BASE_IMAGE=//p' "$here/Dockerfile" | head -1; }
 
-# A recorded digest for a base reference, or "unresolved" (containers/base-digests.txt, make image-digests).
+# The digest of a base reference: recorded in containers/base-digests.txt (make image-digests), else the
+# local image's own when the engine holds one (a debootstrap'd base), else "unresolved".
 base_digest() {
-  local found
-  found="$(awk -v ref="$1" '$1 == ref {print $2}' "$here/base-digests.txt" 2>/dev/null | head -1)"
-  echo "${found:-unresolved}"
+  local ref="${1%@*}" found engine="${2:-}"
+  [[ "$1" == *@sha256:* ]] && { echo "${1#*@}"; return; }
+  found="$(awk -v ref="$ref" '$1 == ref {print $2}' "$here/base-digests.txt" 2>/dev/null | head -1)"
+  if [[ "$found" != sha256:* && -n "$engine" ]]; then
+    found="$("$engine" image inspect --format '{{.Digest}}' "$ref" 2>/dev/null || true)"
+  fi
+  [[ "$found" == sha256:* ]] && echo "$found" || echo unresolved
 }
 
 pick_engine() {
@@ -70,9 +78,10 @@ cmd_image() {
   local target="$1" engine base digest tag secret=()
   engine="$(pick_engine)"
   base="${BASE_IMAGE:-$(default_base "$target")}"
-  digest="$(base_digest "$base")"
+  digest="$(base_digest "$base" "$engine")"
+  base="${base%@*}"
   tag="${IMAGE_TAG:-accel-$target:local}"
-  mkdir -p "$here/wheelhouse/$target"
+  mkdir -p "$here/wheelhouse/$(lock_of "$target")"
   cert="${PIP_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
   [[ -f "$cert" ]] && secret=(--secret "id=pip_cert,src=$cert")
   local from="$base"
@@ -80,7 +89,8 @@ cmd_image() {
   # Podman writes OCI images by default; docker format is what `docker build` makes (and keeps SHELL).
   local format=()
   [[ "$engine" == podman ]] && format=(--format docker)
-  local cmd=("$engine" build "${format[@]}" --network host -f "$here/$target/Dockerfile" -t "$tag"
+  # One Dockerfile, one stage per target (FROM the shared env-LOCK stage of its Python environment).
+  local cmd=("$engine" build "${format[@]}" --network host -f "$here/Dockerfile" --target "$target" -t "$tag"
     --build-arg "BASE_IMAGE=$from" --build-arg "BASE_DIGEST=$digest" --build-arg "OFFLINE=${OFFLINE:-0}"
     "${secret[@]}")
   [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
@@ -88,13 +98,15 @@ cmd_image() {
   # shellcheck disable=SC2206  # BUILD_ARGS is a user-supplied list of words
   cmd+=(${BUILD_ARGS:-} "$here")
   echo "+ ${cmd[*]}" >&2
+  SECONDS=0
   "${cmd[@]}"
+  echo "containers: built $tag in ${SECONDS} s, $("$engine" image inspect --format '{{.Size}}' "$tag" | numfmt --to=si)B" >&2
 }
 
 cmd_sif() {
   local target="$1"
   need_apptainer "$target"
-  mkdir -p "$here/wheelhouse/$target"
+  mkdir -p "$here/wheelhouse/$(lock_of "$target")"
   local cmd=(apptainer build --build-arg "BASE_DIGEST=$(base_digest "$(default_base "$target")")")
   [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
   [[ "${OFFLINE:-0}" == 1 ]] && cmd+=(--build-arg "OFFLINE=1")
@@ -119,38 +131,33 @@ cmd_sif_from_image() {
 cmd_wheelhouse() {
   local target="$1" py dest
   py="$(python_bin)"
-  dest="$here/wheelhouse/$target"
+  dest="$here/wheelhouse/$(lock_of "$target")"
   mkdir -p "$dest"
   # Every manylinux tag up to the base image's glibc (pip does not expand --platform by itself).
   local glibc platforms=() v
-  glibc="$(py_platform "$target")"; glibc="${glibc##*_}"
+  glibc="${PY_PLATFORM##*_}"
   for ((v = glibc; v >= 5; v--)); do platforms+=(--platform "manylinux_2_${v}_x86_64"); done
   local cmd=("$py" -m pip download --dest "$dest" --require-hashes --no-deps --only-binary=:all:
-    --implementation cp --python-version "$(py_version "$target")" "${platforms[@]}"
+    --implementation cp --python-version "$PY_VERSION" "${platforms[@]}"
     --platform manylinux2014_x86_64 --platform manylinux2010_x86_64 --platform manylinux1_x86_64
-    --platform linux_x86_64 -r "$here/$target/requirements.lock")
+    --platform linux_x86_64 -r "$here/locks/$(lock_of "$target").lock")
   echo "+ ${cmd[*]}" >&2
   "${cmd[@]}"
   du -sh "$dest" >&2
 }
 
 cmd_lock() {
-  local target="$1" uv="${UV:-uv}"
+  local target="$1" uv="${UV:-uv}" lock
   command -v "$uv" >/dev/null || die "uv is not installed; pip install uv==0.13.8 (or set UV=/path/to/uv)"
-  local cmd=("$uv" pip compile "$here/$target/requirements.in" --generate-hashes --custom-compile-command "make lock TARGET=$target"
-    --python-version "$(py_version "$target")" --python-platform "$(py_platform "$target")"
-    -o "$here/$target/requirements.lock")
-  # The Intel line needs torch's CPU index and Intel's wheel index (oneccl_bind_pt is not on PyPI).
-  if [[ "$target" == cpu-intel ]]; then
-    cmd+=(--index-url https://download.pytorch.org/whl/cpu
-      --extra-index-url https://pytorch-extension.intel.com/release-whl/stable/cpu/us/
-      --extra-index-url https://pypi.org/simple --index-strategy unsafe-best-match)
-  else
-    cmd+=(--index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
-    [[ -n "${PIP_EXTRA_INDEX_URL:-}" ]] && cmd+=(--extra-index-url "$PIP_EXTRA_INDEX_URL" --index-strategy unsafe-best-match)
-  fi
-  echo "+ ${cmd[*]}" >&2
-  "${cmd[@]}"
+  lock="$(lock_of "$target")"
+  # Relative paths from containers/, so the lock's "via" lines do not depend on where it was made.
+  local cmd=("$uv" pip compile "locks/$lock.in" --generate-hashes --custom-compile-command "make lock TARGET=$target"
+    --python-version "$PY_VERSION" --python-platform "$PY_PLATFORM" -o "locks/$lock.lock"
+    --index-url "${PIP_INDEX_URL:-https://pypi.org/simple}")
+  local url
+  for url in ${PIP_EXTRA_INDEX_URL:-}; do cmd+=(--extra-index-url "$url" --index-strategy unsafe-best-match); done
+  echo "+ (cd $here && ${cmd[*]})" >&2
+  cd "$here" && "${cmd[@]}"
 }
 
 # Write (or with --check, compare) every target's Dockerfile and .def from the one hpccm recipe.
@@ -165,7 +172,7 @@ cmd_recipes() {
 # Resolve every pinned base tag to its digest where a registry answers; never invent one.
 cmd_digests() {
   local out="$here/base-digests.txt" ref digest refs
-  refs="$(sed -n 's/^ARG BASE_IMAGE=//p; s/^ARG BUILDER_IMAGE=//p' "$here"/*/Dockerfile | sort -u)"
+  refs="$(sed -n 's/^ARG BASE_IMAGE=//p' "$here/Dockerfile" | sed 's/@sha256:.*//' | sort -u)"
   {
     echo "# base image -> digest (make image-digests); 'unresolved' = no registry answered where it ran"
     for ref in $refs; do
@@ -182,6 +189,7 @@ cmd_digests() {
   } > "$out.tmp"
   mv "$out.tmp" "$out"
   cat "$out"
+  cmd_recipes  # a resolved digest pins every FROM and From: (base@sha256:...)
 }
 
 [[ $# -ge 1 ]] || die "usage: containers/build.sh image|sif|sif-from-image|wheelhouse|lock TARGET | digests | recipes [--check]"

@@ -6,21 +6,26 @@ read. Edit this file, never the generated ones; tests/test_containers.py fails w
     containers/build.sh recipes               regenerate all (make recipes)
     containers/build.sh recipes --check       name the generated files that differ from the recipe
     python3 containers/recipe.py --print mpi singularity    one file to stdout
-    python3 containers/recipe.py --ompi 5.0.8 --pmix 5.0.7 --ucx 1.18.1   the `mpi` image's MPI stack,
-                                              set to the cluster's (host mpirun -> one container per rank)
+    python3 containers/recipe.py --ompi 5.0.8 --pmix 5.0.7 --ucx 1.18.1   the `mpi` image's MPI stack
+                         built from release tarballs (hpccm building blocks) to match the cluster's; each
+                         tarball must have its SHA-256 in containers/mpi/sources.sha256
 
-The steps every image shares live in two scripts, so the generated files stay short and alike only in
-form: install-env.sh (apt packages, one venv from the target's hashed lock installed with
---require-hashes, /opt/accel/build-info.json, the unprivileged user) and check-env.sh (the self-test: the
-final RUN and %test). hpccm's building blocks build the `mpi` image's UCX, PMIx and Open MPI. Its python
-and pip blocks do not fit: pip installs into the system Python and can neither pass --require-hashes with
-a requirements file nor bind-mount the wheelhouse or read the CA secret, so install-env.sh does that part
-in both formats.
+Every image is Debian bookworm (the same python3.11 the locks are resolved for) and layers alike: the
+Python environment first (install-python.sh: one venv from a hashed lock, installed with --require-hashes;
+`cpu`, `cuda` and `mpi` share containers/locks/torch.lock, so that layer is built once and stored once),
+then the target's own system packages, build info and user (install-env.sh), then the self-test
+(check-env.sh). The steps live in those scripts, so the generated files stay short and alike only in form.
+hpccm's python and pip blocks do not fit: pip installs into the system Python and can neither pass
+--require-hashes nor bind-mount the wheelhouse or read the CA secret. Its UCX, PMIx and Open MPI blocks build the `mpi` image's source stack when asked (--ompi ...); by
+default the `mpi` image takes Debian's Open MPI 4.1 with its PMIx, which is what a bookworm host's mpirun
+speaks and what builds without reaching the release sites.
 """
 
 from __future__ import annotations
 
 import argparse
+import re
+import shlex
 import sys
 import textwrap
 from dataclasses import dataclass, field
@@ -28,152 +33,232 @@ from pathlib import Path
 
 import hpccm.config
 from hpccm import Stage
-from hpccm.building_blocks import openmpi, pmix, ucx
+from hpccm.building_blocks import openmpi, packages, pmix, ucx
 from hpccm.common import container_type
 from hpccm.primitives import (baseimage, comment, copy, environment, label, raw, runscript, shell, user,
                               workdir)
-from packaging.version import Version
+from packaging.version import InvalidVersion, Version
 
 HERE = Path(__file__).resolve().parent
 FORMATS = {"docker": container_type.DOCKER, "singularity": container_type.SINGULARITY}
 DEBIAN = "docker.io/library/debian:bookworm-20250520-slim"
-CUDA_RUNTIME = "docker.io/nvidia/cuda:13.0.1-runtime-ubuntu24.04"
-CUDA_DEVEL = "docker.io/nvidia/cuda:13.0.1-devel-ubuntu24.04"
 PYPI = "https://pypi.org/simple"
 MPI_PREFIX = "/opt/mpi"
+SOURCES_SHA256 = HERE / "mpi" / "sources.sha256"
+LOCK, WHEELHOUSE = "/opt/accel/requirements.lock", "/opt/accel/wheelhouse"
+BUILD_INFO = "/opt/accel/build-info.json"  # written by install-env.sh; every result's env.image
+
+
+class RecipeError(Exception):
+    """A bad recipe option: one line on stderr, exit 2, nothing written."""
 
 
 @dataclass(frozen=True)
 class Target:
     name: str
     about: str  # the header's first lines
-    base: str  # pinned tag; its digest lives in containers/base-digests.txt
-    distro: str  # hpccm's name for the base's package family (it has no Debian; apt is apt)
-    apt: tuple[str, ...]  # Debian/Ubuntu packages of the final image
-    pip_index: str = PYPI
-    pip_extra_index: str = ""
+    lock: str  # containers/locks/<lock>.lock: the Python environment
+    apt: tuple[str, ...] = ()  # Debian packages of this target, installed after the Python environment
     check_modules: tuple[str, ...] = ()  # imported by the self-test besides torch/torchvision
-    mpi_stack: bool = False  # UCX + PMIx + Open MPI built in a stage of their own (hpccm building blocks)
-    base_user: str = ""  # a user the base ships with uid 1000, removed so that ours takes the uid
+    absent: dict[str, str] = field(default_factory=dict)  # parts this image lacks and why (build info)
     extra_env: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
-class MpiVersions:
-    ompi: str = "5.0.7"
-    pmix: str = "5.0.6"
-    ucx: str = "1.18.0"
+class MpiSource:
+    """The `mpi` image's MPI stack from release tarballs (None everywhere: Debian's packages)."""
+    ompi: str
+    pmix: str
+    ucx: str
 
 
-DEBIAN_APT = ("python3", "python3-venv", "ca-certificates", "libgoogle-perftools4", "libjemalloc2",
-              "openmpi-bin", "libopenmpi3")
-UBUNTU_APT = ("python3", "python3-venv", "ca-certificates", "libgoogle-perftools4t64", "libjemalloc2")
+ALLOCATORS = ("libgoogle-perftools4", "libjemalloc2")
 TARGETS = {t.name: t for t in (
     Target("cpu", "current torch/torchvision (the host venv's pins), intel-openmp, tcmalloc/jemalloc and the "
-                  "Open MPI client", DEBIAN, "ubuntu", DEBIAN_APT),
-    Target("cpu-intel", "the frozen Intel line: torch 2.7.1+cpu, Intel Extension for PyTorch 2.7.0, oneCCL "
-                        "bindings 2.7.0+cpu, intel-openmp (why frozen: containers/cpu-intel/README.md)",
-           DEBIAN, "ubuntu", DEBIAN_APT, pip_index="https://download.pytorch.org/whl/cpu",
-           # pip reads a space-separated list: Intel's index (oneccl_bind_pt), then PyPI (IPEX's deps).
-           pip_extra_index=f"https://pytorch-extension.intel.com/release-whl/stable/cpu/us/ {PYPI}",
-           check_modules=("intel_extension_for_pytorch", "oneccl_bindings_for_pytorch")),
-    Target("cuda", "the CUDA runtime base, torch/torchvision's CUDA 13 build (the host venv's pins) and NCCL "
-                   "(the nvidia-nccl-cu13 wheel in the lock); the host needs an NVIDIA driver for CUDA 13 "
-                   "(>= 580)", CUDA_RUNTIME, "ubuntu24", UBUNTU_APT,
-           base_user="ubuntu"),
-    Target("mpi", "the `cuda` environment plus UCX, PMIx and Open MPI (--with-slurm, external PMIx and UCX) "
-                  "for the hybrid model: host mpirun/srun -> one container per rank. Their versions must "
-                  "match the cluster's (recipe.py --ompi/--pmix/--ucx)", CUDA_RUNTIME, "ubuntu24",
-           UBUNTU_APT + ("libhwloc15", "libevent-core-2.1-7t64", "libevent-pthreads-2.1-7t64", "libnuma1",
-                         "libibverbs1", "librdmacm1", "openssh-client"),
-           mpi_stack=True, base_user="ubuntu",
-           extra_env={"PATH": f"/opt/venv/bin:{MPI_PREFIX}/bin:$PATH",
-                      "LD_LIBRARY_PATH": f"{MPI_PREFIX}/lib"}),
+                  "Open MPI client", "torch", ALLOCATORS + ("openmpi-bin", "libopenmpi3")),
+    Target("cpu-intel", "the frozen Intel line from PyPI: torch 2.8.0, Intel Extension for PyTorch 2.8.0, "
+                        "intel-openmp (why frozen, and where the oneCCL bindings are: "
+                        "containers/cpu-intel/README.md)", "ipex", ALLOCATORS,
+           check_modules=("intel_extension_for_pytorch",),
+           absent={"oneccl_bind_pt": "published only on the Intel wheel index, which was unreachable where the "
+                                     "lock was made (containers/cpu-intel/README.md)"}),
+    Target("cuda", "torch/torchvision's CUDA 13 build from PyPI (the host venv's pins): the nvidia-* wheels "
+                   "bring the CUDA runtime, cuDNN and NCCL, so the base is plain Debian; the host's NVIDIA "
+                   "driver (>= 580) comes in with --nv / CDI", "torch"),
+    Target("mpi", "the `cuda` environment plus Open MPI and PMIx for the hybrid model: host mpirun/srun -> "
+                  "one container per rank. Debian's Open MPI 4.1 by default (a bookworm host's mpirun); "
+                  "recipe.py --ompi/--pmix/--ucx builds the cluster's versions from checked tarballs",
+           "torch", ("openmpi-bin", "libopenmpi-dev", "openssh-client")),
 )}
+# Runtime libraries of the source-built stack (the build stage has the -dev packages).
+SOURCE_RUNTIME_APT = ("libhwloc15", "libevent-core-2.1-7", "libevent-pthreads-2.1-7", "libnuma1",
+                      "libibverbs1", "librdmacm1", "openssh-client")
 
 
 def docker() -> bool:
     return hpccm.config.g_ctype == container_type.DOCKER
 
 
-def header(target: Target) -> comment:
+def base_digests() -> dict[str, str]:
+    """containers/base-digests.txt: reference -> sha256 digest, where `make image-digests` resolved one."""
+    path = HERE / "base-digests.txt"
+    pairs = (line.split() for line in path.read_text().splitlines() if line.strip() and line[0] != "#")
+    return {ref: digest for ref, digest in pairs if digest.startswith("sha256:")}
+
+
+def pinned(ref: str) -> str:
+    """The base reference by digest when one is recorded, else by its exact tag."""
+    digest = base_digests().get(ref)
+    return f"{ref}@{digest}" if digest else ref
+
+
+def header(target: Target, source: MpiSource | None) -> comment:
     build = ("make image TARGET={0} (context = containers/); air-gapped: make wheelhouse TARGET={0}, copy "
              "containers/ over, make image TARGET={0} OFFLINE=1" if docker() else
              "make sif TARGET={0} (apptainer build {0}.sif {0}/{0}.def from containers/); air-gapped: "
              "make wheelhouse TARGET={0}, then make sif TARGET={0} OFFLINE=1").format(target.name)
+    made = "`make recipes`" + (f" with --ompi {source.ompi} --pmix {source.pmix} --ucx {source.ucx}"
+                               if source and target.name == "mpi" else "")
     lines = [f"accel `{target.name}` image: {target.about}. The environment only: the launchers bind-mount "
              "the checkout.",
              f"Build: {build}.",
-             "Generated from containers/recipe.py (HPC Container Maker) by `make recipes`; edit the recipe."]
+             f"Generated from containers/recipe.py (HPC Container Maker) by {made}; edit the recipe."]
     text = "\n".join(textwrap.fill(line, width=106, subsequent_indent="  ", break_on_hyphens=False)
                      for line in lines)
     return comment(text, reformat=False)
 
 
-def mpi_build_stage(versions: MpiVersions) -> Stage:
-    """UCX, PMIx and Open MPI into /opt/mpi, configured as SLURM sites run them: Open MPI with SLURM support
-    and external PMIx (to match the host's) and UCX (InfiniBand verbs/RDMA-CM, CUDA)."""
+def source_sums(path: Path = SOURCES_SHA256) -> dict[str, str]:
+    """Committed SHA-256 of each release tarball, `sha256sum` format: file name -> digest."""
+    sums = {}
+    for line in path.read_text().splitlines() if path.is_file() else ():
+        match = re.fullmatch(r"([0-9a-f]{64})\s+\*?(\S+)", line.strip())
+        if match:
+            sums[match.group(2)] = match.group(1)
+    return sums
+
+
+def verified_download(block, sums: dict[str, str]) -> shell:
+    """Fetch a building block's tarball first and check it against its committed SHA-256. The block's own
+    `wget -nc` then finds the file present and downloads nothing, so only checked bytes get configured."""
+    url = re.search(r"wget -q -nc -P /var/tmp (\S+)", str(block)).group(1)
+    name = url.rsplit("/", 1)[1]
+    if name not in sums:
+        raise RecipeError(f"no committed SHA-256 for {name}; add the line '<sha256>  {name}' (from the release "
+                          f"page, or sha256sum of a tarball you verified) to {SOURCES_SHA256.relative_to(HERE.parent)}")
+    return shell(chdir=False, commands=[f"mkdir -p /var/tmp && wget -q -O /var/tmp/{name} {url} && "
+                                        f"echo '{sums[name]}  /var/tmp/{name}' | sha256sum -c -"])
+
+
+def mpi_source_stage(source: MpiSource, sums: dict[str, str]) -> Stage:
+    """UCX, PMIx and Open MPI into /opt/mpi, configured as SLURM sites run them: Open MPI with SLURM support,
+    external PMIx (to match the host's) and UCX (InfiniBand verbs/RDMA-CM). No CUDA-aware MPI: torch's GPU
+    collectives go through NCCL, and PyPI's torch is not built with MPI anyway. The build stage is the same
+    Debian as the final image, so the libraries link against the glibc they run with."""
     stage = Stage()
-    image = "${BUILDER_IMAGE}" if docker() else CUDA_DEVEL
-    stage += baseimage(image=image, _as="mpi-build", _distro="ubuntu24", _arch="x86_64")
-    stage += ucx(version=versions.ucx, prefix=MPI_PREFIX, cuda=True, ofed=True, knem=False, xpmem=False,
-                 gdrcopy=False, environment=False,
-                 ospackages=["build-essential", "ca-certificates", "wget", "file", "libnuma-dev",
-                             "libibverbs-dev", "librdmacm-dev", "libevent-dev", "zlib1g-dev"])
-    stage += pmix(version=versions.pmix, prefix=MPI_PREFIX, with_hwloc="/usr", with_libevent="/usr",
-                  environment=False, ospackages=["libhwloc-dev"])
-    stage += openmpi(version=versions.ompi, prefix=MPI_PREFIX, pmix=MPI_PREFIX, ucx=MPI_PREFIX, cuda=True,
-                     infiniband=False, with_slurm=True, with_hwloc="/usr", with_libevent="/usr",
-                     environment=False,
-                     configure_opts=["--disable-getpwuid", "--enable-prte-prefix-by-default"],
-                     ospackages=["bzip2", "openssh-client", "perl"])
-    listing = f"openmpi {versions.ompi}\\npmix {versions.pmix}\\nucx {versions.ucx}\\n"
+    stage += baseimage(image="${BASE_IMAGE}" if docker() else pinned(DEBIAN), _as="mpi-build",
+                       _distro="ubuntu", _arch="x86_64", _docker_env=False)
+    blocks = [
+        ucx(version=source.ucx, prefix=MPI_PREFIX, cuda=False, ofed=True, knem=False, xpmem=False,
+            gdrcopy=False, environment=False,
+            ospackages=["build-essential", "ca-certificates", "wget", "file", "libnuma-dev", "libibverbs-dev",
+                        "librdmacm-dev", "libevent-dev", "zlib1g-dev"]),
+        pmix(version=source.pmix, prefix=MPI_PREFIX, with_hwloc="/usr", with_libevent="/usr", environment=False,
+             ospackages=["libhwloc-dev"]),
+        openmpi(version=source.ompi, prefix=MPI_PREFIX, pmix=MPI_PREFIX, ucx=MPI_PREFIX, cuda=False,
+                infiniband=False, with_slurm=True, with_hwloc="/usr", with_libevent="/usr", environment=False,
+                configure_opts=["--disable-getpwuid", "--enable-prte-prefix-by-default"],
+                ospackages=["bzip2", "openssh-client", "perl"]),
+    ]
+    stage += packages(ospackages=["ca-certificates", "wget"])
+    for block in blocks:  # every tarball fetched and checked before anything is configured
+        stage += verified_download(block, sums)
+    for block in blocks:
+        stage += block
+    listing = f"openmpi {source.ompi}\\npmix {source.pmix}\\nucx {source.ucx}\\n"
     stage += shell(chdir=False, commands=[f"printf '{listing}' > {MPI_PREFIX}/versions.txt"])
     return stage
 
 
-def final_stage(target: Target) -> Stage:
-    """The image itself: base, build arguments, runtime environment, the installed environment, the
-    unprivileged user (OCI) and the self-test. Docker lines are kept few: one line each where hpccm allows."""
-    stage = Stage()
-    lock, wheelhouse = "/opt/accel/requirements.lock", "/opt/accel/wheelhouse"
-    install = f"/opt/accel/install-env.sh {target.name} {lock} {wheelhouse} {' '.join(target.apt)}"
-    files = {"install-env.sh": "/opt/accel/install-env.sh", "check-env.sh": "/opt/accel/check-env.sh",
-             f"{target.name}/requirements.lock": lock}
-    check = ["/opt/accel/check-env.sh" + "".join(f" {m}" for m in target.check_modules)]
-    if target.mpi_stack:
-        check += ["ompi_info --version", f"cat {MPI_PREFIX}/versions.txt"]
-    env = {"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/opt/venv/bin:$PATH",
-           **target.extra_env}
-    args = {"PIP_INDEX_URL": target.pip_index, "PIP_EXTRA_INDEX_URL": target.pip_extra_index,
-            "BASE_DIGEST": "unresolved", "OFFLINE": "0"}
-    base = "${BASE_IMAGE}" if docker() else target.base
-    stage += baseimage(image=base, _as="final" if target.mpi_stack else "", _distro=target.distro,
-                       _arch="x86_64")  # the locks are resolved for x86_64
-    quoted = {k: f'"{v}"' if " " in v else v for k, v in args.items()}
+def install_commands(target: Target | None, apt: tuple[str, ...]) -> tuple[str, str]:
+    """The two install steps: the Python environment (install-python.sh: shared by every target of one lock,
+    hence its own layer, first), then the target's system packages, build info and user (install-env.sh)."""
+    if target is None:
+        return f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}", ""
+    absent = "".join(f" --absent {shlex.quote(f'{name}={why}')}" for name, why in target.absent.items())
+    return (f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}",
+            f"/opt/accel/install-env.sh {target.name}{absent} {' '.join(apt)}".rstrip())
+
+
+BUILD_ARGS = {"PIP_INDEX_URL": PYPI, "PIP_EXTRA_INDEX_URL": "", "BASE_DIGEST": "unresolved", "OFFLINE": "0"}
+
+
+def python_env(stage: Stage) -> None:
+    """What every image starts with: its build arguments and the runtime environment of /opt/venv."""
     # One ARG line (hadolint reads the first name of it: ACCEL_UID, which USER needs as a number).
-    stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE " + " ".join(f"{k}={v}" for k, v in quoted.items()),
-                 singularity="%arguments\n" + "\n".join(f"    {k}={v}" for k, v in args.items() if v))
-    stage += environment(variables=env, _export=False)
-    if docker() and target.base_user:
-        name = target.base_user
-        stage += shell(commands=[f"if id {name} >/dev/null 2>&1; then userdel --remove {name}; fi"])
-    if target.mpi_stack:
-        stage += copy(_from="mpi-build", src=MPI_PREFIX, dest=MPI_PREFIX)
-    stage += label(metadata={"org.opencontainers.image.title": f"accel-{target.name}",
-                             "org.opencontainers.image.base.name": base})
+    stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE " + " ".join(f"{k}={v}" for k, v in BUILD_ARGS.items()),
+                 singularity="%arguments\n" + "\n".join(f"    {k}={v}" for k, v in BUILD_ARGS.items() if v))
+    stage += environment(variables={"LANG": "C.UTF-8", "PYTHONDONTWRITEBYTECODE": "1", "PATH": "/opt/venv/bin:$PATH"},
+                         _export=False)
+
+
+def env_stage(lock: str) -> Stage:
+    """Dockerfile stage env-LOCK: the Python environment of every target of one lock. Each target's stage
+    starts FROM it, so that multi-GB layer is built once and stored once (cpu, cuda and mpi share it)."""
+    stage = Stage()
+    stage += baseimage(image="${BASE_IMAGE}", _as=f"env-{lock}", _distro="ubuntu", _arch="x86_64")
+    python_env(stage)
+    stage += copy(files={"install-python.sh": "/opt/accel/install-python.sh", f"locks/{lock}.lock": LOCK})
+    # The wheelhouse is bind-mounted for this step only, so wheels never land in a layer.
+    stage += shell(commands=[install_commands(None, ())[0]],
+                   _arguments=f"--mount=type=bind,source=wheelhouse/{lock},target={WHEELHOUSE} "
+                              "--mount=type=secret,id=pip_cert")
+    return stage
+
+
+def final_stage(target: Target, source: MpiSource | None) -> Stage:
+    """The image itself: (in a .def, the build arguments and the Python environment,) the target's packages,
+    the build info label, the unprivileged user (OCI) and the self-test."""
+    stage = Stage()
+    built_mpi = source is not None and target.name == "mpi"
+    apt = (target.apt if not built_mpi else SOURCE_RUNTIME_APT)
+    python_step, system_step = install_commands(target, apt)
+    check = ["/opt/accel/check-env.sh" + "".join(f" {m}" for m in target.check_modules)]
+    if target.name == "mpi":
+        check += ["ompi_info --version"] + ([f"cat {MPI_PREFIX}/versions.txt"] if built_mpi else [])
+    extra_env = dict(target.extra_env)
+    if built_mpi:
+        extra_env.update({"PATH": f"/opt/venv/bin:{MPI_PREFIX}/bin:$PATH", "LD_LIBRARY_PATH": f"{MPI_PREFIX}/lib"})
     if docker():
-        stage += copy(files=files)
-        # The wheelhouse is bind-mounted for this step only, so wheels never land in a layer.
-        stage += shell(commands=[install], _arguments=f"--mount=type=bind,source=wheelhouse/{target.name},"
-                                                      f"target={wheelhouse} --mount=type=secret,id=pip_cert")
+        stage += baseimage(image=f"env-{target.lock}", _as=target.name, _distro="ubuntu", _arch="x86_64")
+        stage += raw(docker="ARG ACCEL_UID=1000 BASE_IMAGE BASE_DIGEST=unresolved")
+        base = "${BASE_IMAGE}"
+    else:
+        base = pinned(DEBIAN)
+        stage += baseimage(image=base, _as="final" if built_mpi else "", _distro="ubuntu", _arch="x86_64",
+                           _docker_env=False)  # the locks are resolved for x86_64
+        python_env(stage)
+    if extra_env:
+        stage += environment(variables=extra_env, _export=False)
+    if built_mpi:
+        stage += copy(_from="mpi-build", src=MPI_PREFIX, dest=MPI_PREFIX)
+    # accel.build-info marks an image of this project: launch/_container.sh refuses an image without it.
+    title = {"org.opencontainers.image.title": f"accel-{target.name}"} if docker() else {}
+    stage += label(metadata={**title, "org.opencontainers.image.base.name": base, "accel.build-info": BUILD_INFO})
+    if docker():
+        stage += copy(src=["check-env.sh", "install-env.sh"], dest="/opt/accel/")
+        stage += shell(commands=[system_step])
         stage += user(user="${ACCEL_UID}")
         stage += workdir(directory="/home/accel")
     else:
-        stage += copy(files={**files, f"wheelhouse/{target.name}": wheelhouse})
-        values = " ".join(f'{k}="{{{{ {k} }}}}"' for k, v in args.items() if v)
-        stage += shell(chdir=False, commands=[f"{values} BASE_IMAGE={target.base} \\\n        {install}",
-                                              f"rm -rf {wheelhouse}"])
+        stage += copy(files={"install-python.sh": "/opt/accel/install-python.sh", f"locks/{target.lock}.lock": LOCK,
+                             "install-env.sh": "/opt/accel/install-env.sh", "check-env.sh": "/opt/accel/check-env.sh",
+                             f"wheelhouse/{target.lock}": WHEELHOUSE})
+        # %post runs under `sh -e` (Apptainer's default); every line is one whole command and carries the
+        # build arguments it reads, so it also stands alone (as a RUN of spython's Dockerfile).
+        values = " ".join(f'{k}="{{{{ {k} }}}}"' for k, v in BUILD_ARGS.items() if v)
+        stage += shell(chdir=False, commands=[f"{values} {python_step}", f"rm -rf {WHEELHOUSE}",
+                                              f"{values} BASE_IMAGE={pinned(DEBIAN)} {system_step}"])
     stage += shell(chdir=False, _test=True, commands=check)  # the last RUN, or %test
     if docker():
         stage += raw(docker='CMD ["python3", "-m", "pipelines", "--help"]')
@@ -182,47 +267,99 @@ def final_stage(target: Target) -> Stage:
     return stage
 
 
-def render(target: Target, fmt: str, versions: MpiVersions = MpiVersions()) -> str:
-    """The Dockerfile (fmt docker) or Apptainer definition (fmt singularity) of one target."""
+def source_stages(source: MpiSource | None, sums: dict[str, str] | None) -> list[Stage]:
+    return [mpi_source_stage(source, source_sums() if sums is None else sums)] if source else []
+
+
+def render(target: Target, fmt: str, source: MpiSource | None = None, sums: dict[str, str] | None = None) -> str:
+    """The Apptainer definition (fmt singularity) of one target, or (fmt docker) the one Dockerfile of
+    every target, whose stage named TARGET is that target (`podman build --target TARGET`)."""
     hpccm.config.g_ctype = FORMATS[fmt]
     hpccm.config.g_singularity_version = Version("3.2")  # multi-stage .def: Stage:, %files from
-    parts = [str(header(target))]
     if docker():
-        builder = [f"ARG BUILDER_IMAGE={CUDA_DEVEL}"] if target.mpi_stack else []
-        parts.append("\n".join([*builder, f"ARG BASE_IMAGE={target.base}"]))
-    stages = [mpi_build_stage(versions)] if target.mpi_stack else []
-    parts.append("\n\n".join(str(stage) for stage in [*stages, final_stage(target)]))
-    return "\n".join(parts) + "\n"
+        return dockerfile(source, sums)
+    source = source if target.name == "mpi" else None
+    stages = [*source_stages(source, sums), final_stage(target, source)]
+    return "\n".join([str(header(target, source)), "\n\n".join(str(stage) for stage in stages)]) + "\n"
 
 
-def outputs(versions: MpiVersions) -> dict[Path, str]:
-    files = {}
+def dockerfile(source: MpiSource | None = None, sums: dict[str, str] | None = None) -> str:
+    hpccm.config.g_ctype = container_type.DOCKER
+    locks = sorted({t.lock for t in TARGETS.values()})
+    stages = [*source_stages(source, sums), *map(env_stage, locks),
+              *(final_stage(t, source) for t in TARGETS.values())]
+    text = ("accel images, one stage per target (cpu, cpu-intel, cuda, mpi), each FROM the stage env-LOCK of "
+            "its Python environment (containers/locks/LOCK.lock), which is built once for all the targets "
+            "that share it. The environment only: the launchers bind-mount the checkout.\n"
+            "Build: make image TARGET=t (podman build --target t -f containers/Dockerfile containers/); "
+            "air-gapped: make wheelhouse TARGET=t, copy containers/ over, make image TARGET=t OFFLINE=1.\n"
+            + "".join(f"{t.name}: {t.about}.\n" for t in TARGETS.values())
+            + "Generated from containers/recipe.py (HPC Container Maker) by `make recipes`"
+            + (f" with --ompi {source.ompi} --pmix {source.pmix} --ucx {source.ucx}" if source else "")
+            + "; edit the recipe.")
+    head = comment("\n".join(textwrap.fill(line, width=106, subsequent_indent="  ", break_on_hyphens=False)
+                              for line in text.splitlines()), reformat=False)
+    return "\n".join([str(head), f"ARG BASE_IMAGE={pinned(DEBIAN)}",
+                      "\n\n".join(str(stage) for stage in stages)]) + "\n"
+
+
+def outputs(source: MpiSource | None) -> dict[Path, str]:
+    files = {HERE / "Dockerfile": dockerfile(source)}
     for target in TARGETS.values():
-        files[HERE / target.name / "Dockerfile"] = render(target, "docker", versions)
-        files[HERE / target.name / f"{target.name}.def"] = render(target, "singularity", versions)
+        files[HERE / target.name / f"{target.name}.def"] = render(target, "singularity", source)
     return files
 
 
+class OneLineParser(argparse.ArgumentParser):
+    """Bad options are one line naming the fix (exit 2), not argparse's usage block."""
+
+    def error(self, message: str):
+        if message.startswith("unrecognized arguments"):
+            message = (f"{message.split(': ', 1)[1]}: no building block for that in containers/recipe.py; "
+                       "its options are --ompi, --pmix, --ucx (the mpi image's MPI stack), --print, --check")
+        raise RecipeError(message)
+
+
+def mpi_source(args: argparse.Namespace) -> MpiSource | None:
+    given = {name: getattr(args, name) for name in ("ompi", "pmix", "ucx") if getattr(args, name)}
+    if not given:
+        return None
+    missing = [f"--{name}" for name in ("ompi", "pmix", "ucx") if name not in given]
+    if missing:
+        raise RecipeError(f"--{' --'.join(given)} builds the MPI stack from source, which needs all of --ompi, "
+                          f"--pmix and --ucx (the cluster's versions); missing {' '.join(missing)}")
+    for name, value in given.items():
+        try:
+            Version(value)
+        except InvalidVersion:
+            raise RecipeError(f"--{name} {value} is not a release version (e.g. --{name} "
+                              f"{dict(ompi='5.0.8', pmix='5.0.7', ucx='1.18.1')[name]})") from None
+    return MpiSource(**given)
+
+
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = OneLineParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--check", action="store_true", help="write nothing; exit 1 if a file differs")
     parser.add_argument("--print", nargs=2, metavar=("TARGET", "FORMAT"), help="one file to stdout")
-    defaults = MpiVersions()
-    parser.add_argument("--ompi", default=defaults.ompi, help="Open MPI version of the mpi image")
-    parser.add_argument("--pmix", default=defaults.pmix, help="PMIx version of the mpi image")
-    parser.add_argument("--ucx", default=defaults.ucx, help="UCX version of the mpi image")
-    args = parser.parse_args(argv)
-    versions = MpiVersions(ompi=args.ompi, pmix=args.pmix, ucx=args.ucx)
-    if args.print:
-        name, fmt = args.print
-        if name not in TARGETS or fmt not in FORMATS:
-            parser.error(f"--print TARGET FORMAT: TARGET one of {', '.join(TARGETS)}, FORMAT one of "
-                         f"{', '.join(FORMATS)}")
-        sys.stdout.write(render(TARGETS[name], fmt, versions))
-        return 0
+    parser.add_argument("--ompi", help="build Open MPI VERSION from its release tarball (with --pmix, --ucx)")
+    parser.add_argument("--pmix", help="PMIx version of the source-built stack (the cluster's)")
+    parser.add_argument("--ucx", help="UCX version of the source-built stack (the cluster's)")
+    try:
+        args = parser.parse_args(argv)
+        source = mpi_source(args)
+        if args.print:
+            name, fmt = args.print
+            if name not in TARGETS or fmt not in FORMATS:
+                raise RecipeError(f"--print {name} {fmt}: TARGET is one of {', '.join(TARGETS)}, FORMAT one of "
+                                  f"{', '.join(FORMATS)}")
+            sys.stdout.write(render(TARGETS[name], fmt, source))
+            return 0
+        files = outputs(source)
+    except RecipeError as error:
+        print(f"recipe: error: {error}", file=sys.stderr)
+        return 2
     drift = []
-    for path, text in outputs(versions).items():
+    for path, text in files.items():
         if path.is_file() and path.read_text() == text:
             continue
         drift.append(path.relative_to(HERE.parent))

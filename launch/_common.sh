@@ -35,6 +35,9 @@ echo_knobs() {
 # Refuse an IMAGE that cannot start (unknown scheme, missing .sif; where the containers start on this
 # host, also a missing engine or local image) before any launcher starts: mpirun and srun would
 # otherwise fail once per rank. check_image [here|elsewhere] (elsewhere: the ranks start on other nodes).
+# A program on PATH that can run (bash's `command -v` also names a file that is there but not executable).
+installed() { local path; path="$(command -v "$1")" && [[ -x "$path" ]]; }
+
 check_image() {
   local where="${1:-here}"
   case "$IMAGE" in
@@ -42,14 +45,14 @@ check_image() {
       local engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
       [[ -n "$tag" ]] || die "IMAGE=$IMAGE names no image; use $engine:TAG (e.g. $engine:accel-cpu:local from make image TARGET=cpu)"
       [[ "$where" == here ]] || return 0
-      command -v "$engine" >/dev/null || die "IMAGE=$IMAGE but $engine is not installed; install it or use another IMAGE scheme"
+      installed "$engine" || die "IMAGE=$IMAGE but $engine is not installed on $(hostname); install it there or use another IMAGE scheme"
       "$engine" image inspect "$tag" >/dev/null 2>&1 \
-        || die "IMAGE=$IMAGE: $engine has no image $tag; build it (make image TARGET=cpu) or pull it first" ;;
+        || die "IMAGE=$IMAGE: $engine has no image $tag on $(hostname); build it there (make image TARGET=<target> IMAGE_TAG=$tag) or pull it first" ;;
     *.sif)
       [[ -f "$IMAGE" ]] || die "IMAGE=$IMAGE does not exist; build it with: make sif TARGET=cpu (or make sif-from-image TARGET=cpu)"
       [[ "$where" == here ]] || return 0
-      command -v "${APPTAINER:-apptainer}" >/dev/null \
-        || die "IMAGE=$IMAGE needs apptainer, which is not installed here; install Apptainer or use IMAGE=podman:TAG" ;;
+      installed "${APPTAINER:-apptainer}" \
+        || die "IMAGE=$IMAGE needs apptainer, which is not installed on $(hostname); install Apptainer there or use IMAGE=podman:TAG" ;;
     *) die "IMAGE=$IMAGE: unknown scheme; use path/to/image.sif, podman:TAG or docker:TAG" ;;
   esac
 }

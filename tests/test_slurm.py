@@ -1,5 +1,6 @@
 """A single-machine SLURM cluster started by the test: munged, slurmctld and slurmd by hand (no systemd),
-with a minimal slurm.conf in a temporary folder; then `srun` with 2 tasks and `sbatch launch/slurm.sbatch`.
+with a minimal slurm.conf in a temporary folder; then `srun` with 2 tasks, `srun` with IMAGE= (one Podman
+container per task, the host's srun outermost) and `sbatch launch/slurm.sbatch`.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import pytest
 
 from conftest import REPO, records
 from distutil import free_port, wait_for
+from imageutil import SANDBOX_ARGS, built, requires_podman
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(any(shutil.which(c) is None for c in ("munged", "slurmctld", "slurmd", "srun")),
@@ -91,6 +93,21 @@ def test_srun_two_tasks(cluster, tmp_path):
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     rec = [r for r in records(tmp_path) if r["status"] == "ok"]
     assert len(rec) == 1 and rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
+
+
+@requires_podman
+def test_srun_with_image_runs_one_container_per_task(cluster, tmp_path):
+    tag = built("cpu")["tag"]
+    env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port()), "IMAGE": f"podman:{tag}",
+           "CONTAINER_ARGS": SANDBOX_ARGS}
+    run = subprocess.run(["launch/srun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset",
+                          "synthetic", "--results-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
+                         text=True, timeout=600)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "\n+ srun " in run.stderr and run.stderr.count("+ podman run --rm") == 2, "srun outermost, one per task"
+    [rec] = [r for r in records(tmp_path) if r["status"] == "ok"]
+    assert rec["dist"]["launcher"] == "srun" and rec["dist"]["world_size"] == 2
+    assert rec["env"]["image"]["target"] == "cpu" and rec["env"]["executable"].startswith("/opt/venv/")
 
 
 @pytest.mark.parametrize("entry,variant", [("s004-tp", "tensor"), ("s004-pp", "microbatches=2")])

@@ -257,8 +257,13 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 
         if importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
             _fail(f"{experiment_id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
-                  "provides; run it with IMAGE=<cpu-intel image> or compare with -o backend=gloo",
-                  EXIT_NOT_RUNNABLE)
+                  "provides when built where Intel's wheel index is reachable (containers/cpu-intel/README.md); run "
+                  "it with IMAGE=<such an image> or compare with -o backend=gloo", EXIT_NOT_RUNNABLE)
+    if "mpi-backend" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
+        from pipelines.core.dist import mpi_backend_missing
+
+        if missing := mpi_backend_missing():
+            _fail(f"{experiment_id} {missing}", EXIT_NOT_RUNNABLE)
     script = REPO / "launch" / f"{entry.launcher}.sh"
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)

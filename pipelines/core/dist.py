@@ -110,6 +110,15 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
     return place
 
 
+def mpi_backend_missing() -> str:
+    """Why backend mpi cannot run with this torch, or "" when it can."""
+    if tdist.is_available() and tdist.is_mpi_available():
+        return ""
+    return (f"needs a torch built with MPI (USE_MPI=1), and torch {torch.__version__} is not: no PyPI wheel and "
+            "no image of this project is; build torch from source with USE_MPI=1 against the cluster's Open "
+            "MPI (README: Run on a cluster), or run the same DDP under mpirun with -o backend=gloo")
+
+
 def check_backend(backend: str, device: str) -> None:
     """Refuse a backend that cannot run here, before any process group exists."""
     if backend not in BACKENDS:
@@ -125,16 +134,15 @@ def check_backend(backend: str, device: str) -> None:
             raise NotRunnable(f"backend nccl is not built into torch {torch.__version__}")
     elif backend == "gloo" and not tdist.is_gloo_available():
         raise NotRunnable(f"backend gloo is not built into torch {torch.__version__}")
-    elif backend == "mpi" and not tdist.is_mpi_available():
-        raise NotRunnable("backend mpi needs a torch built from source with MPI (torch.distributed."
-                          "is_mpi_available() is False here, as for every PyPI wheel and every image of this "
-                          "project); under mpirun use -o backend=gloo (CPU) or -o backend=nccl (GPUs)")
+    elif backend == "mpi" and (missing := mpi_backend_missing()):
+        raise NotRunnable(f"backend mpi {missing}")
     elif backend == "ccl":
         try:
             import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
         except ImportError:
-            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel "
-                              "image provides (IMAGE=... of target cpu-intel); elsewhere use -o backend=gloo"
+            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel image "
+                              "provides when built where Intel's wheel index is reachable (its build info says "
+                              "whether it has them; containers/cpu-intel/README.md); elsewhere use -o backend=gloo"
                               ) from None
 
 
