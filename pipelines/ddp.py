@@ -137,7 +137,7 @@ class DataParallel(TrainingPipeline):
 
         def step(x, y):
             with torch.autocast(ctx.device.type, dtype=torch.bfloat16, enabled=autocast):
-                loss = F.cross_entropy(parallel(x), y)
+                loss = F.cross_entropy(parallel(x).float(), y)  # fp32 loss: Fabric (the talk) casts outputs too
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # DDP: gradients averaged across ranks here; FSDP: reduce-scattered
             optimizer.step()
