@@ -62,8 +62,7 @@ def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
         return DDP(model, device_ids=[ctx.device.index] if ctx.device.type == "cuda" else None)
     policy = MixedPrecisionPolicy(param_dtype=torch.bfloat16, reduce_dtype=torch.float32) \
         if opts.precision == "bf16" else MixedPrecisionPolicy()
-    blocks = getattr(getattr(model, "encoder", None), "layers", [])  # transformer blocks (ViT), if any
-    for block in blocks:
+    for block in models.transformer_blocks(model):
         fully_shard(block, mp_policy=policy)
     return fully_shard(model, mp_policy=policy)
 

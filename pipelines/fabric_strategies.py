@@ -28,11 +28,11 @@ from typing import Annotated, Literal
 import click
 import torch
 from lightning.fabric import Fabric
-from lightning.fabric.plugins.environments import ClusterEnvironment
 from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
 from torch.distributed.fsdp import fully_shard
 
 from pipelines.core import dist, models
+from pipelines.core.fabric import RunnerEnvironment
 from pipelines.core.loop import Hooks, Trainable
 from pipelines.core.options import DistOptions
 from pipelines.core.pipeline import TrainingPipeline
@@ -40,7 +40,7 @@ from pipelines.core.sharding import RankBytes
 from pipelines.core.steps import book_optimizer
 from pipelines.ddp import GatherFullCopy
 from pipelines.vit_ladder import fabric_step
-from pipelines.zero import GatherPartitioned, blocks, import_deepspeed
+from pipelines.zero import GatherPartitioned, import_deepspeed
 
 SHARDED = ("fsdp", "fsdp2", "deepspeed")
 
@@ -60,50 +60,9 @@ def resolved_precision(opts: Options, device: torch.device) -> str:
     return "16-mixed" if device.type == "cuda" else "32-true"
 
 
-class RunnerEnvironment(ClusterEnvironment):
-    """The ranks the launcher started and the runner joined (core/dist.py), told to Fabric."""
-
-    def __init__(self, place: dist.Placement):
-        self.place = place
-
-    @property
-    def creates_processes_externally(self) -> bool:
-        return True
-
-    @property
-    def main_address(self) -> str:
-        return self.place.master_addr or "127.0.0.1"
-
-    @property
-    def main_port(self) -> int:
-        return self.place.master_port or 0
-
-    @staticmethod
-    def detect() -> bool:
-        return True
-
-    def world_size(self) -> int:
-        return self.place.world_size
-
-    def set_world_size(self, size: int) -> None:
-        """The launcher decided the world size; Fabric's own count must agree with it (checked at launch)."""
-
-    def global_rank(self) -> int:
-        return self.place.rank
-
-    def set_global_rank(self, rank: int) -> None:
-        """As set_world_size: the rank is the launcher's."""
-
-    def local_rank(self) -> int:
-        return self.place.local_rank
-
-    def node_rank(self) -> int:
-        return self.place.node_rank
-
-
 def shard_blocks(model: torch.nn.Module, mesh) -> torch.nn.Module:
     """ModelParallelStrategy's parallelize_fn: FSDP2 on each transformer block, then on the root."""
-    for unit in [*blocks(model), model]:
+    for unit in [*models.transformer_blocks(model), model]:
         fully_shard(unit, mesh=mesh["data_parallel"])
     return model
 

@@ -83,19 +83,18 @@ class TimedStage(PipelineStage):
         super().__init__(*args, **kwargs)
         self.busy_s = 0.0
 
-    def forward_one_chunk(self, *args, **kwargs):
+    def _busy(self, chunk, *args, **kwargs):
         started = time.perf_counter()
         try:
-            return super().forward_one_chunk(*args, **kwargs)
+            return chunk(*args, **kwargs)
         finally:
             self.busy_s += time.perf_counter() - started
 
+    def forward_one_chunk(self, *args, **kwargs):
+        return self._busy(super().forward_one_chunk, *args, **kwargs)
+
     def backward_one_chunk(self, *args, **kwargs):
-        started = time.perf_counter()
-        try:
-            return super().backward_one_chunk(*args, **kwargs)
-        finally:
-            self.busy_s += time.perf_counter() - started
+        return self._busy(super().backward_one_chunk, *args, **kwargs)
 
 
 def bubble_theory(stages: int, microbatches: int) -> float:

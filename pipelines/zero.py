@@ -136,18 +136,6 @@ def deepspeed_arm(model, cfg, opts: Options, ctx) -> Trainable:
     return Trainable(engine.module, step, count_flops=False, hooks=hooks, notes=notes)
 
 
-BLOCK_LISTS = ("layers", "layer", "blocks")  # torchvision ViT: encoder.layers; DistilBERT: transformer.layer
-
-
-def blocks(model: torch.nn.Module) -> list[torch.nn.Module]:
-    """The transformer blocks, each its own FSDP unit: the first ModuleList or Sequential named like a layer stack
-    (BLOCK_LISTS); a model without one has none (the root is then the only unit)."""
-    for name, module in model.named_modules():
-        if isinstance(module, (torch.nn.ModuleList, torch.nn.Sequential)) and name.rsplit(".", 1)[-1] in BLOCK_LISTS:
-            return list(module)
-    return []
-
-
 def torch_arm(model, cfg, opts: Options, ctx) -> Trainable:
     devices = [ctx.device.index] if ctx.device.type == "cuda" else None
     if opts.stage <= 1:
@@ -157,7 +145,7 @@ def torch_arm(model, cfg, opts: Options, ctx) -> Trainable:
         bytes_held = RankBytes(model.parameters, model, optimizer, ctx)
         return Trainable(model, plain_step(parallel, optimizer), hooks=[bytes_held])
     offload = CPUOffloadPolicy(pin_memory=ctx.device.type == "cuda") if opts.offload else OffloadPolicy()
-    for unit in [*blocks(model), model]:
+    for unit in [*models.transformer_blocks(model), model]:  # each block its own FSDP unit
         fully_shard(unit, reshard_after_forward=opts.stage == 3, offload_policy=offload)
     optimizer = adamw(model.parameters(), cfg)
     hooks = [RankBytes(model.parameters, model, optimizer, ctx), GatherFullCopy(model, cfg, ctx)]

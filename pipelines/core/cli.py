@@ -1,4 +1,5 @@
-"""`accel`: list, show, run, launch, report, data, doctor. Shared options become one RunConfig via the runner.
+"""`accel`: list, show, run, launch, report, compare (data and doctor: cli_data.py). Shared options become
+one RunConfig via the runner.
 
 User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
 machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback. Ctrl-C
@@ -22,29 +23,11 @@ import click
 from click.shell_completion import CompletionItem
 
 from pipelines.core import experiments, version
+from pipelines.core.cli_args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, fail as _fail
+from pipelines.core.cli_data import data, doctor
 from pipelines.core.config import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.interrupt import Interrupted, signals_raise
-
-EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
-REPO = Path(__file__).resolve().parents[2]
-
-
-class PathArg(click.Path):
-    """click.Path that refuses an empty value, which `Path('')` would silently turn into the current folder."""
-
-    def __init__(self, **kwargs) -> None:
-        super().__init__(path_type=Path, **kwargs)
-
-    def convert(self, value, param, ctx):
-        if isinstance(value, str) and not value.strip():
-            self.fail("is empty; pass a path (e.g. results, data)", param, ctx)
-        return super().convert(value, param, ctx)
-
-
-def _fail(message: str, code: int = EXIT_USAGE) -> None:
-    click.echo(f"accel: error: {message}", err=True)
-    sys.exit(code)
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -78,7 +61,7 @@ def experiment_argument(command):
 @click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
               help="Print the package version and git commit, then exit.")
 def cli() -> None:
-    """Reproducible PyTorch training-acceleration experiments (book chapters 1-11, talk, course).
+    """Reproducible PyTorch training-acceleration experiments, one catalog entry per published figure.
 
     Start with `accel list`, then `accel show ID` and `accel run ID --scale smoke`.
     """
@@ -336,7 +319,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
 @click.option("--results-dir", type=PathArg(), required=True,
               help="Folder for every round's records (one comparison per folder).")
 def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path) -> None:
-    """Experiments measured in alternation (ABBA rounds, one process each), e.g. the chapter 2 ladder.
+    """Experiments measured in alternation (ABBA rounds, one process each), e.g. a baseline and its variants.
 
     Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
     from pipelines.core import alternate, results
@@ -359,76 +342,8 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     click.echo(alternate.describe(summary))
 
 
-@cli.group()
-def data() -> None:
-    """Fetch, generate or verify datasets (torchvision on-disk formats)."""
-
-
-ROOT_HELP = "The data folder (what --data-root of `accel run` reads)."
-
-
-@data.command()
-@click.argument("names", nargs=-1, required=True)
-@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
-def fetch(names: tuple[str, ...], root: Path) -> None:
-    """Download with torchvision's dataset classes (needs internet), verify, record checksums."""
-    from pipelines.core import datafiles
-
-    for name in names:
-        datafiles.spec(name)
-    for name in names:
-        try:
-            folder = datafiles.fetch(name, root)
-        except (OSError, RuntimeError) as exc:  # torchvision raises RuntimeError when offline or on a bad MD5
-            _fail(f"could not fetch {name} ({exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}); "
-                  f"check the network, or run `accel data generate {name} --root {root}` for offline data")
-        click.echo(f"{name}: real data in {folder}, checksums recorded")
-
-
-@data.command()
-@click.argument("name")
-@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
-@click.option("--train", type=int, default=2048, show_default=True, help="Training samples to write.")
-@click.option("--test", type=int, default=512, show_default=True, help="Test samples to write.")
-@click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the generated images.")
-def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
-    """Write small files in the dataset's true format, with a learnable class signal."""
-    from pipelines.core import datafiles
-
-    folder = datafiles.generate(name, root, train, test, seed)
-    click.echo(f"{name}: generated {train} train / {test} test samples in {folder} (data_source=generated)")
-
-
-@data.command()
-@click.argument("names", nargs=-1)
-@click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
-def verify(names: tuple[str, ...], root: Path) -> None:
-    """Check datasets: torchvision's digests (real data) or the checksum list (generated), and the format."""
-    from pipelines.core import datafiles
-
-    present = [n for n in datafiles.FILES if (root / datafiles.spec(n).folder / datafiles.ORIGIN).is_file()]
-    if not names and not present:
-        raise ConfigError(f"no dataset under {root}; {datafiles.fix_hint('fashion_mnist', root)}")
-    for name in names or present:
-        checked = datafiles.verify(name, root)
-        click.echo(f"{name}: {len(checked)} files OK ({datafiles.source(name, root)} data)")
-
-
-@cli.command()
-@click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
-@click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
-@click.option("--record", type=PathArg(), help="Also write the findings as JSON here.")
-def doctor(addr: str | None, port: int | None, record: Path | None) -> None:
-    """Check this machine before a distributed run; exits 1 with the list of problems."""
-    from pipelines.core import doctor as checks
-
-    findings = checks.run_checks(addr, port)
-    click.echo(checks.render(findings))
-    if record:
-        checks.write_record(findings, record)
-    problems = [f for f in findings if f["status"] == "problem"]
-    if problems:
-        _fail(f"{len(problems)} problem(s): " + "; ".join(f"{f['check']}: {f['detail']}" for f in problems), 1)
+cli.add_command(data)
+cli.add_command(doctor)
 
 
 def _interrupted(stop: Interrupted) -> None:

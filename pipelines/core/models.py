@@ -323,5 +323,17 @@ def _matching(model: nn.Module, state: dict) -> dict:
     return {k: v for k, v in state.items() if k in own and own[k].shape == v.shape}
 
 
+BLOCK_STACKS = ("layers", "layer", "blocks")  # torchvision ViT: encoder.layers; DistilBERT: transformer.layer
+
+
+def transformer_blocks(model: nn.Module) -> list[nn.Module]:
+    """The repeated blocks of a transformer (the units FSDP shards one by one): the first ModuleList or
+    Sequential named like a layer stack (BLOCK_STACKS); a model without one has none."""
+    for name, module in model.named_modules():
+        if isinstance(module, (nn.ModuleList, nn.Sequential)) and name.rsplit(".", 1)[-1] in BLOCK_STACKS:
+            return list(module)
+    return []
+
+
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())

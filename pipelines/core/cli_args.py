@@ -1,0 +1,30 @@
+"""What every `accel` command shares: exit codes, the one-line failure and a path argument that refuses
+an empty value."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
+REPO = Path(__file__).resolve().parents[2]
+
+
+class PathArg(click.Path):
+    """click.Path that refuses an empty value, which `Path('')` would silently turn into the current folder."""
+
+    def __init__(self, **kwargs) -> None:
+        super().__init__(path_type=Path, **kwargs)
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, str) and not value.strip():
+            self.fail("is empty; pass a path (e.g. results, data)", param, ctx)
+        return super().convert(value, param, ctx)
+
+
+def fail(message: str, code: int = EXIT_USAGE) -> None:
+    """`accel: error: MESSAGE` on stderr, then exit CODE (2: a user mistake)."""
+    click.echo(f"accel: error: {message}", err=True)
+    sys.exit(code)
