@@ -59,6 +59,10 @@ echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DA
 # shellcheck source=ci/_timings.sh
 source ci/_timings.sh
 load_catalog
+for id in $EXCLUDE; do  # a mistyped id would otherwise exclude nothing, silently
+  is_in "$id" "${KNOWN[@]}" \
+    || { echo "reference-timings: error: EXCLUDE names unknown experiment id $id (see accel list)" >&2; exit 2; }
+done
 
 run_ids=() listed=()
 for spec in $IDS; do

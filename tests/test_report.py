@@ -422,6 +422,12 @@ def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path)
     assert bad.returncode == 2 and "unknown experiment id no-such-id" in bad.stderr
 
 
+def test_reference_timings_refuses_an_unknown_excluded_id(tmp_path):
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch7-amq"})
+    assert result.returncode == 2 and "EXCLUDE names unknown experiment id ch7-amq" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
 def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline ch2-nobias ch99-x"})
