@@ -26,8 +26,8 @@ ensure_data() {
   done
 }
 
-# measure OUT ID [KNOB=VALUE...] [-- ACCEL_ARGS...]: one bench-scale launch into OUT; a non-zero exit or
-# no new record appends to `failed`.
+# measure OUT ID [KNOB=VALUE...] [-- ACCEL_ARGS...]: one bench-scale launch into OUT; a non-zero exit (a run
+# past ENTRY_TIMEOUT seconds, when that is set, too) or no new record appends to `failed`.
 measure() {
   local out="$1" id="$2" knobs=() before after
   shift 2
@@ -35,7 +35,9 @@ measure() {
   [[ "${1:-}" == "--" ]] && shift
   echo "== $id ${knobs[*]} $*"
   before="$(find "$out" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  if ! env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" --scale bench --steps "$STEPS" \
+  local limit=()
+  [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
+  if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" --scale bench --steps "$STEPS" \
        --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out"; then
     failed+=("$id (exit code)")
     return 0

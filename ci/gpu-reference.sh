@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# GPU reference timings: the GPU experiments at bench scale in one go (--device cuda), then the report
-# beside the book's A100 numbers. NOT RUN FOR REAL YET: no GPU was available when this was written; only
-# its --dry-run path is tested. Run it on a GPU machine and commit $GPU_OUT as the GPU reference.
+# GPU reference timings: every GPU entry of the catalog at bench scale (--device cuda), the GPU's measured
+# matmul peak, the harness overhead on the GPU, then the report beside the book's and the talk's numbers.
+# First run for real on an NVIDIA H100 80GB HBM3 (results/reference/h100-bench/, README: GPU reference).
 #
 # Usage: [KNOB=value ...] ci/gpu-reference.sh [--dry-run] [OUT_DIR]
 #   ci/gpu-reference.sh --dry-run                 # check the ids exist, print the exact commands
@@ -11,9 +11,14 @@
 #   GPU_OUT   output folder (default: OUT_DIR argument, else $OUT/gpu-reference when $OUT is set, else
 #             results/reference/gpu-bench)
 #   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
-#   DATA      dataset root (default data/; cifar10 is generated when missing, labelled generated)
+#   DATA      dataset root (default data/; cifar10 and imdb are generated when missing, labelled generated)
 #   PYTHON    interpreter with the package installed (default .venv/bin/python)
-#   IDS       override the experiment list (space-separated)
+#   IDS       override the experiment list (space-separated; default: every ready entry whose target is cuda)
+#   GPUS      GPUs to use (default: what nvidia-smi -L lists). A torchrun entry asks for NPROC ranks; it gets
+#             at most GPUS, and the arms that need more ranks write `skipped` records saying so
+#   ENTRY_TIMEOUT  seconds one entry may run (default 0: no limit); past it the entry counts as failed
+#   EXTRAS    1 (default) also measures the matmul peak (ci/matmul-peak.py) and the harness overhead
+#             (ci/harness-overhead.py --device cuda); 0 skips both
 # Entries that are not ready are reported as "not run"; the job fails only on a ready entry's error or a
 # missing record.
 set -euo pipefail
@@ -23,14 +28,21 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-30}"
 REPEATS="${REPEATS:-3}"
+EXTRAS="${EXTRAS:-1}"
+ENTRY_TIMEOUT="${ENTRY_TIMEOUT:-0}"
 dry=0
 if [[ "${1:-}" == "--dry-run" ]]; then dry=1; shift; fi
 default_out="results/reference/gpu-bench"
 [[ -n "${OUT:-}" ]] && default_out="$OUT/gpu-reference"
 GPU_OUT="${GPU_OUT:-${1:-$default_out}}"
-DEFAULT_IDS="ch3-compile-densenet-gpu ch5-pipeline ch7-amp vit-bf16-mixed ch10-gpu-nccl"
-IDS="${IDS:-$DEFAULT_IDS}"
-echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON dry_run=$dry"
+if [[ -z "${GPUS:-}" ]]; then
+  GPUS=0
+  command -v nvidia-smi >/dev/null && GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
+  [[ $dry -eq 1 && "$GPUS" -eq 0 ]] && GPUS=1  # a dry run prints the commands of a one-GPU machine
+fi
+IDS="${IDS:-$("$PYTHON" -m pipelines.core.experiments gpu | tr '\n' ' ')}"
+echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
+     "ENTRY_TIMEOUT=$ENTRY_TIMEOUT EXTRAS=$EXTRAS dry_run=$dry"
 # shellcheck source=ci/_timings.sh
 source ci/_timings.sh
 load_catalog
@@ -41,29 +53,42 @@ for id in $IDS; do
   listed+=("$id")
   if is_in "$id" "${READY[@]}"; then run_ids+=("$id"); else echo "gpu-reference: $id is not ready: reported as not run"; fi
 done
-command_for() {  # ch10 runs at 1 GPU here: torchrun with one process
-  local extra=()
-  [[ "$1" == ch10-* ]] && extra=(NPROC=1)
-  echo "${extra[*]:+${extra[*]} }$PYTHON -m pipelines launch $1 --scale bench --device cuda --steps $STEPS --repeats $REPEATS --data-root $DATA --results-dir $GPU_OUT"
+# nproc_knob ID: NPROC=n for a torchrun entry, n = the catalog's NPROC capped at the GPUs here (one rank per GPU)
+nproc_knob() {
+  local wanted
+  wanted="$("$PYTHON" -c 'import sys; from pipelines.core import experiments as e; x = e.get(sys.argv[1]);
+print(x.knobs.get("NPROC", "") if x.launcher == "torchrun" else "")' "$1")"
+  [[ -z "$wanted" ]] && return 0
+  echo "NPROC=$(( wanted < GPUS ? wanted : GPUS ))"
 }
 
 if [[ $dry -eq 1 ]]; then
-  for id in "${run_ids[@]}"; do command_for "$id"; done
+  for id in "${run_ids[@]}"; do
+    knob="$(nproc_knob "$id")"
+    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --repeats $REPEATS --data-root $DATA --results-dir $GPU_OUT"
+  done
   exit 0
 fi
+[[ "$GPUS" -ge 1 ]] || { echo "gpu-reference: error: no GPU (nvidia-smi lists none); run it on a GPU machine, or --dry-run here" >&2; exit 2; }
 
 mkdir -p "$GPU_OUT"
-if command -v nvidia-smi >/dev/null; then nvidia-smi > "$GPU_OUT/nvidia-smi.txt" 2>&1 || true; fi
-if accel doctor --help >/dev/null 2>&1; then accel doctor > "$GPU_OUT/doctor.txt" 2>&1 || true; fi
-ensure_data gpu-reference cifar10
-
+nvidia-smi > "$GPU_OUT/nvidia-smi.txt" 2>&1 || true
+accel doctor > "$GPU_OUT/doctor.txt" 2>&1 || true
+ensure_data gpu-reference cifar10 imdb
 failed=()
-for id in "${run_ids[@]}"; do
-  nproc_knob=()
-  [[ "$id" == ch10-* ]] && nproc_knob=(NPROC=1)  # ch10 at 1 GPU here: torchrun with one process
-  measure "$GPU_OUT" "$id" "${nproc_knob[@]}" -- --device cuda
-done
+if [[ "$EXTRAS" == 1 ]]; then
+  "$PYTHON" ci/matmul-peak.py --out "$GPU_OUT/matmul-peak.json" || failed+=("matmul-peak")
+  # two workloads: a small CNN, where per-step costs show most, and the talk's ViT-B/16 at its batch size
+  "$PYTHON" ci/harness-overhead.py --device cuda --steps 200 --repeats 6 --results-dir "$GPU_OUT" \
+    || failed+=("harness-overhead cnn")
+  "$PYTHON" ci/harness-overhead.py --device cuda --model vit_b_16 --batch-size 16 --steps 60 --repeats 6 \
+    --results-dir "$GPU_OUT" || failed+=("harness-overhead vit_b_16")
+fi
 
+for id in "${run_ids[@]}"; do
+  knob="$(nproc_knob "$id")"
+  measure "$GPU_OUT" "$id" ${knob:+"$knob"} -- --device cuda
+done
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$GPU_OUT" --out "$GPU_OUT" --experiments "$only" \
   --note "GPU bench scale, $STEPS steps x $REPEATS repeats; published figures are the book's A100 runs"

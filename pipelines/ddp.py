@@ -116,7 +116,8 @@ class DataParallel(TrainingPipeline):
             return dataparallel_skip(cfg, opts, ctx)
         if opts.ranks and opts.ranks != ctx.world_size:
             return (f"variant {cfg.variant} needs {opts.ranks} processes but this run has {ctx.world_size}; "
-                    f"start it with NPROC={opts.ranks} (make cpu-ddp NPROC={opts.ranks})")
+                    f"start it with NPROC={opts.ranks} accel launch {cfg.experiment} --variant {cfg.variant}"
+                    + (" (one GPU per process)" if cfg.device == "cuda" else ""))
         return None
 
     def check(self, cfg, opts: Options, ctx) -> None:

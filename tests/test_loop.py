@@ -60,3 +60,56 @@ def test_evaluation_is_outside_training_time_and_restores_train_mode():
     result = loop.evaluate(trainable, loaders.test, cfg, loop.RunContext(torch.device("cpu")))
     assert metrics == before and model.training
     assert 0 <= result["test_accuracy_pct"] <= 100 and result["test_samples"] == len(loaders.test.dataset)
+
+
+class _HostEvent:
+    """Stands in for torch.cuda.Event on a CPU machine: record() notes the host time; no GPU here."""
+
+    def record(self):
+        self.at = time.perf_counter()
+
+    def elapsed_time(self, end):
+        return (end.at - self.at) * 1e3  # milliseconds, as CUDA events report
+
+
+def test_event_clock_reads_the_device_once_per_window_not_per_step(monkeypatch):
+    """The GPU path's bookkeeping, run on a CPU: an EventClock whose events are host stand-ins. Three
+    marks per step, but the clock waits for the device only when a window ends (warm-up end, epoch end,
+    the end): a per-step synchronization would serialize host and device on a real GPU."""
+    from pipelines.core import clocks
+
+    syncs = []
+    clock = clocks.EventClock(_HostEvent, lambda: syncs.append(1))
+    monkeypatch.setattr(clocks, "for_device", lambda device: clock)
+    cfg, model, loaders = _setup(steps=12, warmup=3)
+
+    def step(x, y):
+        time.sleep(0.02 if clock.settles == 0 else 0.004)  # warm-up slow; no window read before it ends
+        return torch.tensor(1.0)
+
+    metrics = loop.train(loop.Trainable(model, step, count_flops=False), loaders, cfg,
+                         loop.RunContext(torch.device("cpu")))
+    assert metrics["measured_steps"] == 12 and len(metrics["step_times_s"]) == 12
+    assert clock.settles == len(syncs) <= 3  # warm-up end, (an epoch end), the end: never once per step
+    assert metrics["warmup_s"] >= 3 * 0.02 and 4 <= metrics["step_time_ms_median"] < 20
+    assert sum(metrics["step_times_s"]) == pytest.approx(metrics["data_wait_s"] + metrics["compute_s"], abs=1e-5)
+    assert metrics["compute_s"] >= 12 * 0.004 and metrics["train_s"] >= sum(metrics["step_times_s"]) - 1e-3
+
+
+def test_event_clock_bounds_its_unread_events_on_long_epochs(monkeypatch):
+    from pipelines.core import clocks
+
+    clock = clocks.EventClock(_HostEvent, lambda: None)
+    monkeypatch.setattr(clocks, "for_device", lambda device: clock)
+    monkeypatch.setattr(loop, "SETTLE_EVERY", 4)
+    cfg, model, loaders = _setup(steps=16, warmup=0)
+    metrics = loop.train(loop.Trainable(model, lambda x, y: torch.tensor(1.0), count_flops=False), loaders,
+                         cfg, loop.RunContext(torch.device("cpu")))
+    assert metrics["measured_steps"] == 16 and clock.settles >= 4  # read every 4 steps, nothing lost
+
+
+def test_cpu_uses_the_host_clock_and_cuda_the_event_clock():
+    from pipelines.core import clocks
+
+    assert isinstance(clocks.for_device(torch.device("cpu")), clocks.HostClock)
+    assert isinstance(clocks.for_device(torch.device("cuda")), clocks.EventClock)  # built lazily: no GPU needed

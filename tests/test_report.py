@@ -447,7 +447,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     md = (out / "report.md").read_text()
     assert ["ch2-bs128", "bs128", "-", "0"] in [cells[:4] for cells in table_rows(md, "Results")]
     assert "not run" in md
-    assert "## Harness overhead" in md and "shared / hand-written throughput" in md
+    assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
     assert len(list(out.glob("ch2-*.jsonl"))) == 2 and (out / "report.html").is_file()
 
 
@@ -461,3 +461,40 @@ def test_harness_overhead_reports_a_ratio(tmp_path):
     recs = report_rows.load(tmp_path).records
     assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
     assert all(r["metrics"]["throughput_samples_per_s"] > 0 for r in recs)
+
+
+def test_harness_overhead_has_one_row_per_workload_with_an_interval():
+    """A small CNN and a ViT-B/16 never share a mean: each workload gets its own ratio and interval."""
+    from pipelines.core import report_tables
+
+    def record(model, batch, arm, value):
+        return {"experiment": "harness-overhead", "status": "ok", "variant": arm,
+                "config": {"model": model, "batch_size": batch, "device": "cuda"},
+                "metrics": {"throughput_samples_per_s": value}}
+
+    records = [record("cnn_cifar10", 64, arm, value) for arm, values in
+               (("shared-loop", (20000, 21000, 22000)), ("hand-loop", (21000, 21000, 21000))) for value in values]
+    records += [record("vit_b_16", 16, arm, value) for arm, values in
+                (("shared-loop", (212, 220, 205)), ("hand-loop", (250, 255, 252))) for value in values]
+    table = report_tables.harness(records)
+    assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda", "vit_b_16 / batch 16 / cuda"]
+    assert list(table["overhead %"]) == [0.0, 15.9]  # 1 - 212.3 / 252.3
+    low, high = (float(x) for x in table["95 % interval (repeats)"][1].strip("[]").split(", "))
+    assert low <= 0.84 <= high < 1
+
+
+def test_a_multi_gpu_entry_run_on_fewer_gpus_is_not_compared_with_its_published_ratio():
+    """vit-ddp-4gpu on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU
+    speed-up; vit-fsdp-4gpu-sched against vit-fsdp-4gpu (both at one GPU) keeps the published pair's ratio."""
+    from pipelines.core import experiments, report_compare
+
+    def recs(world_size):
+        return [{"dist": {"world_size": world_size}}]
+
+    ddp = experiments.get("vit-ddp-4gpu")
+    assert "published at 4 vs 1" in report_compare.process_count_difference(ddp, "vit-bf16-mixed", recs(1), recs(1))
+    assert report_compare.process_count_difference(ddp, "vit-bf16-mixed", recs(4), recs(1)) == ""
+    sched = experiments.get("vit-fsdp-4gpu-sched")
+    assert report_compare.process_count_difference(sched, "vit-fsdp-4gpu", recs(1), recs(1)) == ""
+    gloo = experiments.get("ch9-cpu-gloo")  # arms sized by ranks: the launch skips what does not fit
+    assert report_compare.process_count_difference(gloo, "ch9-cpu-threads", recs(2), recs(1)) == ""

@@ -137,10 +137,12 @@ def get(experiment_id: str) -> Experiment:
 
 
 def main() -> None:
-    """`python -m pipelines.core.experiments ids|ready`: id lists for the Makefile, without torch."""
+    """`python -m pipelines.core.experiments ids|ready|gpu`: id lists for the Makefile and the CI scripts,
+    without torch. `gpu`: the ready entries whose target image is cuda (ci/gpu-reference.sh runs them)."""
     which = sys.argv[1] if len(sys.argv) > 1 else "ids"
     for entry in all_experiments().values():
-        if which == "ids" or entry.status == which:
+        if which == "ids" or entry.status == which or (which == "gpu" and entry.status == "ready"
+                                                       and entry.target == "cuda"):
             print(entry.id)
 
 

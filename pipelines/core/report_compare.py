@@ -74,6 +74,32 @@ def baseline_arm(entry: experiments.Experiment, variant: str, records: Records,
     return (*declared, f"no {declared[0]} arm ran on the same total cores: {cores}")
 
 
+def _published_processes(experiment_id: str) -> int:
+    """The processes the catalog launches an entry with (its NPROC knob; 1 for a single process)."""
+    entry = experiments.all_experiments().get(experiment_id)
+    return int(entry.knobs.get("NPROC", 1)) if entry and entry.launcher == "torchrun" else 1
+
+
+def process_count_difference(entry: experiments.Experiment, base_id: str, records: Records,
+                             base_records: Records) -> str:
+    """'' when the measured pair ran at the published pair's process ratio, else what differs: vit-ddp-4gpu
+    on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU speed-up. Arms sized
+    by a `ranks` option are left out (a launch skips the arms that do not fit it), and so are arms of one
+    experiment (one launch, one process count)."""
+    if base_id == entry.id or any("ranks" in arm.options for arm in entry.variants):
+        return ""
+    ran, ran_base = _world_sizes(records), _world_sizes(base_records)
+    wanted, wanted_base = _published_processes(entry.id), _published_processes(base_id)
+    if len(ran) == len(ran_base) == 1 and ran[0] * wanted_base == ran_base[0] * wanted:
+        return ""
+    return (f"published at {wanted} vs {wanted_base} process(es), ran at {'/'.join(map(str, ran))} vs "
+            f"{'/'.join(map(str, ran_base))} (NPROC; one GPU per process)")
+
+
+def _world_sizes(records: Records) -> list[int]:
+    return sorted({int((r.get("dist") or {}).get("world_size") or 1) for r in records})
+
+
 def machine_difference(records: Records) -> str:
     """'' when every record ran on one machine/torch/image, else what differs."""
     keys = {machine_key(r["env"]) for r in records}

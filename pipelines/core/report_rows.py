@@ -214,7 +214,8 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.verdict = "not comparable"
         row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
         return
-    difference = compare.machine_difference(row.records + base_recs)
+    difference = (compare.machine_difference(row.records + base_recs)
+                  or compare.process_count_difference(entry, base[0], row.records, base_recs))
     if difference:
         row.verdict, row.why = "not comparable", f"no ratio: {difference}"
         return

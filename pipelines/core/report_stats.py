@@ -98,6 +98,12 @@ def repeat_of(record: dict[str, Any]) -> Repeat | None:
     return Repeat(float(per_step), steps) if per_step else None
 
 
+def whole_repeats(throughputs: Iterable[float]) -> list[Repeat]:
+    """Repeats known only by their throughput (no per-step times, e.g. a hand-written loop's): the
+    interval then resamples repeats alone."""
+    return [Repeat(float(value), np.ones(1)) for value in throughputs if value]
+
+
 def throughput(repeats: Sequence[Repeat]) -> float:
     """An arm's throughput: the mean over its repeats (each repeat weighs the same, whatever its steps)."""
     return statistics.fmean(r.throughput for r in repeats)

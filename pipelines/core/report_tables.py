@@ -88,15 +88,27 @@ def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-def harness(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """Shared loop vs hand-written loop throughput, from ci/harness-overhead.py's records."""
+def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """Shared loop vs hand-written loop throughput, from ci/harness-overhead.py's records: one row per
+    workload (model, batch size, device), since a small CNN and a ViT-B/16 must not share a mean."""
     recs = [r for r in records if r["experiment"] == report_rows.HARNESS_ID and r["status"] == "ok"]
-    arms = {name: stats.stat(r["metrics"].get("throughput_samples_per_s") for r in recs
-                             if r["variant"] == name) for name in ("shared-loop", "hand-loop")}
-    shared, hand = arms["shared-loop"], arms["hand-loop"]
-    if not shared.mean or not hand.mean:
-        return None
-    ratio = shared.mean / hand.mean
-    table = pd.DataFrame({"loop": ["shared loop (pipelines/core/loop.py)", "minimal hand-written loop"],
-                          "n": [shared.n, hand.n], "samples/s (mean ± sd)": [shared.text(), hand.text()]})
-    return {"table": table, "ratio": ratio, "overhead_pct": (1 - ratio) * 100}
+
+    def workload(record: dict[str, Any]) -> tuple[str, int, str]:
+        config = record["config"]
+        return config.get("model", "?"), int(config.get("batch_size") or 0), config.get("device", "?")
+
+    lines = []
+    for model, batch, device in sorted({workload(r) for r in recs}):
+        mine = [r for r in recs if workload(r) == (model, batch, device)]
+        values = {name: [r["metrics"].get("throughput_samples_per_s") for r in mine if r["variant"] == name]
+                  for name in ("shared-loop", "hand-loop")}
+        shared, hand = (stats.stat(values[name]) for name in ("shared-loop", "hand-loop"))
+        if not shared.mean or not hand.mean:
+            continue
+        ratio, interval = stats.ratio_interval(stats.whole_repeats(values["shared-loop"]),
+                                               stats.whole_repeats(values["hand-loop"]))
+        lines.append({"workload": f"{model} / batch {batch} / {device}", "n (each loop)": f"{shared.n}/{hand.n}",
+                      "shared loop samples/s": shared.text(), "hand-written samples/s": hand.text(),
+                      "shared / hand": stats.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
+                      "overhead %": round((1 - ratio) * 100, 1)})
+    return pd.DataFrame(lines) if lines else None
