@@ -227,7 +227,7 @@ Details: the header of launch/<launcher>.sh and launch/_container.sh.
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script (launch/<launcher>.sh), with the catalog's knobs.
 
-    ARGS go to `accel run` unchanged, e.g. `accel launch ch2-nobias --scale bench --repeats 5`.
+    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`.
     """
     entry = experiments.get(experiment_id)
     device_given = any(a == "--device" or a.startswith("--device=") for a in args)
@@ -327,8 +327,8 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
     passthrough = list(items[len(ids):])
     if len(ids) < 2:
-        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare ch2-baseline "
-                          "ch2-nobias --results-dir results/ladder)")
+        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare BASELINE-ID "
+                          "VARIANT-ID --results-dir results/ladder; `accel list` shows the ids)")
     for experiment_id in ids:
         experiments.get(experiment_id)
     if any(a == "--repeats" or a.startswith("--repeats=") or a == "--results-dir" for a in passthrough):

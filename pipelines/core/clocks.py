@@ -21,6 +21,17 @@ from typing import Any, Callable
 import torch
 
 
+def synchronize(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def now(device: torch.device) -> float:
+    """A host clock read after the device's queued work finished: a window's wall time."""
+    synchronize(device)
+    return time.perf_counter()
+
+
 class HostClock:
     """perf_counter after synchronizing the device (a no-op on CPU): exact where work is synchronous."""
 
@@ -28,9 +39,7 @@ class HostClock:
         self.device = device
 
     def mark(self) -> float:
-        if self.device.type == "cuda":
-            torch.cuda.synchronize(self.device)
-        return time.perf_counter()
+        return now(self.device)
 
     def settle(self) -> None:
         """Nothing to wait for: every mark was read when it was made."""

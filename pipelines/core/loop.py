@@ -36,6 +36,7 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from pipelines.core import clocks, memory
+from pipelines.core.clocks import now, synchronize  # noqa: F401  (re-exported: pipelines time windows with them)
 from pipelines.core.config import RunConfig
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
@@ -83,16 +84,6 @@ class RunContext:
     @property
     def is_main(self) -> bool:
         return self.rank == 0
-
-
-def synchronize(device: torch.device) -> None:
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-
-
-def now(device: torch.device) -> float:
-    synchronize(device)
-    return time.perf_counter()
 
 
 def percentile(values: Sequence[float], q: float) -> float:
