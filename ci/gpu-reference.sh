@@ -43,6 +43,9 @@ fi
 IDS="${IDS:-$("$PYTHON" -m pipelines.core.experiments gpu | tr '\n' ' ')}"
 echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
      "ENTRY_TIMEOUT=$ENTRY_TIMEOUT EXTRAS=$EXTRAS dry_run=$dry"
+for knob in ENTRY_TIMEOUT GPUS; do
+  [[ "${!knob}" =~ ^[0-9]+$ ]] || { echo "gpu-reference: error: $knob=${!knob} is not a whole number (e.g. $knob=2)" >&2; exit 2; }
+done
 # shellcheck source=ci/_timings.sh
 source ci/_timings.sh
 load_catalog

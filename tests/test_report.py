@@ -498,3 +498,9 @@ def test_a_multi_gpu_entry_run_on_fewer_gpus_is_not_compared_with_its_published_
     assert report_compare.process_count_difference(sched, "vit-fsdp-4gpu", recs(1), recs(1)) == ""
     gloo = experiments.get("ch9-cpu-gloo")  # arms sized by ranks: the launch skips what does not fit
     assert report_compare.process_count_difference(gloo, "ch9-cpu-threads", recs(2), recs(1)) == ""
+
+
+def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
+    bad = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"), env={"ENTRY_TIMEOUT": "10m"})
+    assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
+    assert not (tmp_path / "g").exists()
