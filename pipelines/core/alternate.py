@@ -8,16 +8,16 @@ every experiment runs one repeat per round, in ABBA order (the order reverses ev
 drift costs every arm the same), each through `accel launch` with `--repeats 1`; the report pools the
 rounds' records (one folder, one experiment id) exactly as it pools the repeats of one process.
 
-Stopping: a fixed number of rounds, or `auto`: after `MIN_ROUNDS`, stop once every measured ratio's
-95 % interval has a half-width of at most `halfwidth` (5 % by default) of the ratio, or before a round
-that would overrun the time budget. The summary file (alternation--<time>.json) says which rule stopped
+Stopping: a fixed number of rounds, or `auto`, core/stopping.py's rule (the one `accel run --repeats auto`
+applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95 % interval has a
+half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
+budget. The summary file (alternation--<time>.json) says which rule stopped
 it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round) in its env.vars.
 """
 
 from __future__ import annotations
 
 import json
-import math
 import os
 import subprocess
 import sys
@@ -26,13 +26,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-from pipelines.core import atomic, report_rows, results
-from pipelines.core.report_stats import MIN_REPEATS_FOR_VERDICT
+from pipelines.core import atomic, report_rows, results, stopping
 from pipelines.core.errors import ConfigError
+from pipelines.core.stopping import DEFAULT_HALFWIDTH, MIN_ROUNDS, order  # noqa: F401  (this module's rule)
 
-# Fewer rounds and the interval cannot see run-to-run noise (the report calls such a ratio inconclusive).
-MIN_ROUNDS = MIN_REPEATS_FOR_VERDICT
-DEFAULT_HALFWIDTH = 0.05
 EXIT_INTERRUPTED = 130
 
 
@@ -45,11 +42,8 @@ class StopRule:
     def __post_init__(self) -> None:
         if self.rounds is not None and self.rounds < 1:
             raise ConfigError(f"--rounds {self.rounds} must be at least 1 (or auto)")
-        if not (math.isfinite(self.budget_s) and self.budget_s > 0):
-            raise ConfigError(f"--budget-s {self.budget_s:g} must be a positive number of seconds "
-                              "(e.g. --budget-s 300)")
-        if not (math.isfinite(self.halfwidth) and 0 < self.halfwidth < 1):
-            raise ConfigError(f"--halfwidth {self.halfwidth:g} must be between 0 and 1 (e.g. 0.05 for 5 %)")
+        stopping.check_budget(self.budget_s)
+        stopping.check_halfwidth(self.halfwidth)
 
 
 def parse_rounds(text: str) -> int | None:
@@ -72,26 +66,9 @@ class Summary:
     rule: dict = field(default_factory=dict)
 
 
-def order(ids: Sequence[str], round_index: int) -> list[str]:
-    """ABBA: the given order in even rounds, reversed in odd ones."""
-    return list(ids) if round_index % 2 == 0 else list(reversed(ids))
-
-
 def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]:
-    """Relative 95 % half-width of every measured ratio of these experiments (None: no interval yet)."""
-    rows = report_rows.build(report_rows.load(results_dir), list(ids))
-    out: dict[str, float | None] = {}
-    for row in rows:
-        if row.experiment in ids and row.ratio is not None:
-            width = None
-            if row.ci_low is not None and row.ci_high is not None and row.ratio > 0:
-                width = (row.ci_high - row.ci_low) / 2 / row.ratio
-            out[f"{row.experiment} [{row.variant}]"] = width
-    return out
-
-
-def precise_enough(widths: dict[str, float | None], limit: float) -> bool:
-    return bool(widths) and all(w is not None and w <= limit for w in widths.values())
+    """Relative 95 % half-width of every measured arm of these experiments (None: no interval yet)."""
+    return report_rows.arm_halfwidths(report_rows.load(results_dir).records, list(ids))
 
 
 def launch_command(experiment_id: str, passthrough: Sequence[str], results_dir: Path) -> list[str]:
@@ -108,14 +85,19 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
     start = start or _subprocess
     group = results.new_run_id()
     summary = Summary(group, list(ids), rule=asdict(rule))
+    auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
     began, longest_round = clock(), 0.0
     try:
         while True:
-            if rule.rounds is not None and summary.rounds >= rule.rounds:
+            elapsed = clock() - began
+            if auto is not None:
+                if not auto.should_start(elapsed):
+                    summary.stopped_by = auto.stopped_by
+                    break
+            elif summary.rounds >= rule.rounds:
                 summary.stopped_by = "rounds"
                 break
-            elapsed = clock() - began
-            if summary.rounds and elapsed + longest_round > rule.budget_s:
+            elif summary.rounds and elapsed + longest_round > rule.budget_s:
                 summary.stopped_by = "budget"
                 break
             round_began = clock()
@@ -131,10 +113,8 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
             summary.rounds += 1
             longest_round = max(longest_round, clock() - round_began)
             summary.halfwidths = halfwidths(results_dir, ids)
-            if rule.rounds is None and summary.rounds >= MIN_ROUNDS and precise_enough(summary.halfwidths,
-                                                                                        rule.halfwidth):
-                summary.stopped_by = "precision"
-                break
+            if auto is not None:
+                auto.after_round(summary.halfwidths, clock() - round_began)
     finally:
         summary.elapsed_s = clock() - began
     _write(results_dir, summary)
@@ -149,8 +129,7 @@ class RoundFailed(Exception):
 
 
 def describe(summary: Summary) -> str:
-    widths = ", ".join(f"{k} ±{v * 100:.1f} %" if v is not None else f"{k} no interval"
-                       for k, v in summary.halfwidths.items()) or "no ratio measured"
+    widths = stopping.describe_widths(summary.halfwidths)
     return (f"alternation {summary.group}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
             f"{summary.elapsed_s:.0f} s, stopped by {summary.stopped_by}; 95 % half-widths: {widths}")
 

@@ -23,7 +23,7 @@ import click
 from click.shell_completion import CompletionItem
 
 from pipelines.core import experiments, version
-from pipelines.core.cli_args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, fail as _fail
+from pipelines.core.cli_args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, RepeatsArg, fail as _fail
 from pipelines.core.cli_data import data, doctor
 from pipelines.core.config import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
@@ -109,11 +109,15 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @cli.command()
 @experiment_argument
 @click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True,
-              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, 3 repeats; book: the book's "
-                   "epochs and settings, full test pass.")
+              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, repeats auto; book: the "
+                   "book's epochs and settings, full test pass.")
 @click.option("--variant", "variants", multiple=True, shell_complete=_complete_variant,
               help="Run only this variant (repeatable; `accel show ID` lists them).")
-@click.option("--repeats", type=int, help="Repeats of every variant, interleaved (default: the scale's).")
+@click.option("--repeats", type=RepeatsArg(),
+              help="Repeats of every variant, interleaved; auto (bench's default): rounds until every arm's 95 % "
+                   "interval is within 5 %, or --budget-s is spent (at least 3 rounds).")
+@click.option("--budget-s", type=float, help="With --repeats auto: seconds for the whole run; no round starts "
+                                             "that would overrun it (default: 300).")
 @click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs).")
 @click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
 @click.option("--warmup-steps", type=int, help="Steps timed apart before the measured ones (default: the scale's).")

@@ -1,5 +1,5 @@
-"""What every `accel` command shares: exit codes, the one-line failure and a path argument that refuses
-an empty value."""
+"""What every `accel` command shares: exit codes, the one-line failure, a path argument that refuses
+an empty value and the repeats argument (a count or `auto`)."""
 
 from __future__ import annotations
 
@@ -22,6 +22,22 @@ class PathArg(click.Path):
         if isinstance(value, str) and not value.strip():
             self.fail("is empty; pass a path (e.g. results, data)", param, ctx)
         return super().convert(value, param, ctx)
+
+
+class RepeatsArg(click.ParamType):
+    """A repeat count (its bounds are RunConfig's), or `auto` (core/stopping.py: until every arm is
+    precise enough, or the budget is spent)."""
+
+    name = "N|auto"
+
+    def convert(self, value, param, ctx):
+        if isinstance(value, int) or value == "auto":
+            return value
+        try:
+            return int(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a whole number or auto (e.g. --repeats 5, --repeats auto)",
+                      param, ctx)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:

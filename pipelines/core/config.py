@@ -20,6 +20,7 @@ DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
 DEVICES = ("cpu", "cuda")
 
 
+from pipelines.core import stopping
 from pipelines.core.errors import ConfigError  # noqa: F401  (re-exported: the historical home)
 from pipelines.core.options import NoOptions
 
@@ -30,15 +31,15 @@ class ScaleDefaults:
 
     steps: int | None
     warmup_steps: int
-    repeats: int
+    repeats: int | str  # a count, or "auto" (core/stopping.py: until precise, or the budget is spent)
     eval_batches: int | None  # None: the whole test set
 
 
-# smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated; book: the
-# book's epochs and settings, one run, full test pass.
+# smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated until every arm's
+# interval is narrow or the budget is spent; book: the book's epochs and settings, one run, full test pass.
 SCALE_DEFAULTS = {
     "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
-    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=3, eval_batches=20),
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=stopping.AUTO, eval_batches=20),
     "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
 }
 
@@ -64,7 +65,9 @@ class RunConfig:
     epochs: int = 1
     steps: int | None = None
     warmup_steps: int = 0
-    repeats: int = 1
+    repeats: int = 1  # with repeats_auto: the most repeats the rule may run
+    repeats_auto: bool = False  # --repeats auto: stop when every arm is precise enough, or at budget_s
+    budget_s: float | None = None  # --repeats auto's time budget for the whole run (seconds)
     eval_batches: int | None = None
     lr: float = 1e-5
     weight_decay: float = 0.005
@@ -96,6 +99,11 @@ class RunConfig:
                 flag = f"--{name.replace('_', '-')}"
                 raise ConfigError(f"{flag} must be {'0 or more' if low == 0 else f'at least {low}'}, got {value}"
                                   if value < low else f"{flag} must be at most {high:,}, got {value:,}")
+        if self.budget_s is not None:
+            stopping.check_budget(self.budget_s)
+            if not self.repeats_auto:
+                raise ConfigError(f"--budget-s {self.budget_s:g} applies to --repeats auto only; drop it, or "
+                                  "pass --repeats auto (bench scale's default)")
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
         if not math.isfinite(self.lr) or self.lr <= 0:
@@ -136,6 +144,10 @@ def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, A
     if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
         merged["steps"] = settings.get("steps")
     merged.update({k: v for k, v in overrides.items() if v is not None})
+    if merged["repeats"] == stopping.AUTO:
+        merged.update(repeats=stopping.MAX_AUTO_REPEATS, repeats_auto=True)
+        if merged.get("budget_s") is None:
+            merged["budget_s"] = stopping.DEFAULT_BUDGET_S
     known = {f.name for f in dataclasses.fields(RunConfig)}
     unknown = sorted(set(merged) - known)
     if unknown:

@@ -101,9 +101,10 @@ class RepeatProgress(Hooks):
 
 
 class RunProgress:
-    """The outer bar: one unit per record the run will write (variant x repeat, skipped ones too)."""
+    """The outer bar: one unit per record the run will write (variant x repeat, skipped ones too); `units`
+    None when the count is not known beforehand (--repeats auto): the bar then counts without an end."""
 
-    def __init__(self, label: str, units: int, settings: Settings):
+    def __init__(self, label: str, units: int | None, settings: Settings):
         self.settings = settings
         self.bar = _Bar(total=units, desc=label, unit="run", position=0, mininterval=MIN_INTERVAL_S,
                         dynamic_ncols=True, file=sys.stderr) if settings.bars else None

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from pipelines.core import experiments
+from pipelines.core import experiments, stopping
 from pipelines.core.report_stats import fmt
 
 FORMATS = ("md", "csv", "html")
@@ -80,6 +80,11 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
                    f"(p90 {fmt(m.get('step_time_ms_p90'), 1)}), "
                    f"{fmt(m.get('throughput_samples_per_s'), 1)} samples/s, "
                    f"acc {fmt(m.get('test_accuracy_pct'), 1)} % on {rec['config'].get('data_source')} data")
+    if records and (rule := records[-1].get("stopping")):
+        click.echo(f"repeats auto: {rule['rounds']} round(s) in {rule['elapsed_s']:.0f} s, stopped by "
+                   f"{rule['stopped_by']} (budget {rule['budget_s']:g} s, at most "
+                   f"±{rule['halfwidth'] * 100:g} % after {stopping.MIN_ROUNDS} rounds); 95 % half-widths: "
+                   f"{stopping.describe_widths(rule['widths'])}")
     if path:
         click.echo(f"wrote {path}")
 

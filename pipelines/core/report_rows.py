@@ -272,3 +272,27 @@ def book_accuracy(row: Row) -> bool:
     """Published accuracy is compared only with a book-scale run on the real data set."""
     return row.scale == "book" and bool(row.records) and all(
         r["config"].get("data_source") == "real" for r in row.records)
+
+
+def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, float | None]:
+    """"id [arm]" -> relative 95 % half-width of the arm's ratio (its baseline measured among `records`),
+    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times).
+    What `--repeats auto` and `accel compare --rounds auto` stop on (core/stopping.py)."""
+    out: dict[str, float | None] = {}
+    for row in build(Loaded(records, [], 1), ids):
+        if row.experiment not in ids or not row.n:
+            continue
+        key = f"{row.experiment} [{row.variant}]"
+        if row.ratio is not None and row.interval is not None:
+            out[key] = _relative(row.interval, row.ratio)
+            continue
+        repeats = [rep for rep in map(stats.repeat_of, row.records) if rep is not None]
+        if len(repeats) < 2 or len(repeats) != len(row.records):
+            out[key] = None
+            continue
+        out[key] = _relative(stats.throughput_interval(repeats), stats.throughput(repeats))
+    return out
+
+
+def _relative(interval: stats.Interval, value: float) -> float | None:
+    return (interval.high - interval.low) / 2 / value if value > 0 else None

@@ -138,6 +138,13 @@ def ratio_interval(variant: Sequence[Repeat], baseline: Sequence[Repeat]) -> tup
     return throughput(variant) / throughput(baseline), Interval(float(low), float(high))
 
 
+def throughput_interval(repeats: Sequence[Repeat]) -> Interval:
+    """95 % interval of one arm's throughput (the same two-level bootstrap as a ratio's)."""
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(_resampled_throughputs(repeats, np.random.default_rng(SEED)), [tail, 1 - tail])
+    return Interval(float(low), float(high))
+
+
 def band(published: float, tolerance: float) -> Interval:
     """Where a reproduction counts as 'reproduced': the published ratio x (1 ± tolerance)."""
     return Interval(published * (1 - tolerance), published * (1 + tolerance))

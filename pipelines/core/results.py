@@ -3,7 +3,8 @@
 A reader never sees a half-written file: records go to a temporary file in the same folder, which is
 renamed into place. The runner rewrites its file after every finished repeat, so what finished is kept.
 A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
-writes "interrupted" for the repeat in flight (how far it got), which a report never compares.
+writes "interrupted" for the repeat in flight (how far it got), which a report never compares. Optional
+keys: `error`, `artifacts`, `notes`, and `stopping` (a `--repeats auto` run: which rule stopped it).
 """
 
 from __future__ import annotations

@@ -3,7 +3,8 @@
 `plan` resolves one RunConfig per variant (typed options included). `run` decides, from the launcher's
 variables, whether this process is one rank of a distributed run (then `dist.Session` joins the group
 first) and runs every variant x repeat interleaved, so slow drift of the machine hits all variants
-alike. Per repeat it builds the loaders, then either trains (the pipeline's `setup`, its optional
+alike: a fixed count, or with `--repeats auto` rounds until core/stopping.py's rule stops them. Per
+repeat it builds the loaders, then either trains (the pipeline's `setup`, its optional
 `before_training`, the shared loop, evaluation on rank 0) or measures (a `Measurement`'s `measure`).
 Rank 0 writes one result file, rewritten atomically after every finished repeat, so a crash, Ctrl-C or
 SIGTERM loses at most the repeat in flight: a failure adds an `error` record, a signal an `interrupted`
@@ -15,16 +16,17 @@ from __future__ import annotations
 import importlib
 import os
 import random
+import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Callable, Iterator, Mapping
 
 import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
 import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
 from pipelines.core import (atomic, checkpoint, data, datafiles, dist, envinfo, experiments, loop, memory, models,
-                            options, progress, results)
+                            options, progress, report_rows, results, stopping)
 from pipelines.core.config import RunConfig, resolve
 from pipelines.core.errors import ConfigError, DistError, NotRunnable
 from pipelines.core.interrupt import Interrupted, as_interrupted
@@ -132,23 +134,56 @@ def seed_everything(seed: int | None) -> None:
     torch.manual_seed(seed)
 
 
-def _work(configs: list[RunConfig], skips: dict[str, str]) -> list[tuple[int, RunConfig]]:
-    """(repeat, config) in run order: every variant's repeat 0, then repeat 1, ... (a skipped variant once)."""
-    return [(repeat, cfg) for repeat in range(max(c.repeats for c in configs)) for cfg in configs
-            if (repeat == 0 if cfg.variant in skips else repeat < cfg.repeats)]
+def _work(configs: list[RunConfig], skips: dict[str, str], rule: stopping.AutoStop | None,
+          records: list[dict[str, Any]], agree: Callable[[bool], bool]) -> Iterator[tuple[int, RunConfig]]:
+    """(repeat, config) in run order; a skipped variant runs (is recorded) once, in round 0.
+
+    Fixed repeats: every variant's repeat 0, then repeat 1, ... (ABAB). `auto` (a rule): ABBA rounds until
+    the rule stops, judged on the records written so far; rank 0's decision is every rank's (`agree`)."""
+    if rule is None:
+        yield from [(repeat, cfg) for repeat in range(max(c.repeats for c in configs)) for cfg in configs
+                    if (repeat == 0 if cfg.variant in skips else repeat < cfg.repeats)]
+        return
+    experiment, began = configs[0].experiment, time.monotonic()
+    while agree(rule.should_start(time.monotonic() - began)):
+        round_began, index = time.monotonic(), rule.rounds
+        yield from [(index, cfg) for cfg in stopping.order(configs, index)
+                    if not (index and cfg.variant in skips)]
+        rule.after_round(report_rows.arm_halfwidths(records, [experiment]), time.monotonic() - round_began)
+
+
+def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
+    first = configs[0]
+    return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
+
+
+def _agreement(session) -> Callable[[bool], bool]:
+    """Rank 0's decision, on every rank (all ranks must run the same repeats, or a collective hangs)."""
+    return (lambda mine: mine) if session is None else (lambda mine: bool(dist.gather_objects(mine)[0]))
+
+
+def _with_stopping(records: list[dict[str, Any]], rule: stopping.AutoStop | None) -> list[dict[str, Any]]:
+    """Every record of an `auto` run says which rule stopped it, the rounds and the half-widths then."""
+    if rule is not None:
+        for record in records:
+            record["stopping"] = rule.summary()
+    return records
 
 
 def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None,
                   shown: progress.Settings = progress.OFF) -> Outcome:
-    """Every variant x repeat, interleaved (ABAB...), the result file rewritten after each; an error writes
-    an error record, a signal an interrupted record for the repeat in flight, then each re-raises."""
+    """Every variant x repeat, interleaved (ABAB..., or ABBA rounds with --repeats auto), the result file
+    rewritten after each; an error writes an error record, a signal an interrupted record for the repeat
+    in flight, then each re-raises."""
     configs = the_plan.configs
     skips = _skip_reasons(the_plan, ctx)
     run_id = results.new_run_id()
     path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)
-    work = _work(configs, skips)
-    bars = progress.RunProgress(the_plan.experiment.id, len(work), shown if ctx.is_main else progress.OFF)
     records: list[dict[str, Any]] = []
+    rule = _stop_rule(configs)
+    work = _work(configs, skips, rule, records, _agreement(session))
+    planned = None if rule else sum(1 if c.variant in skips else c.repeats for c in configs)
+    bars = progress.RunProgress(the_plan.experiment.id, planned, shown if ctx.is_main else progress.OFF)
     cfg, repeat, in_flight = configs[0], 0, None
     try:
         for repeat, cfg in work:
@@ -163,6 +198,8 @@ def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any
             if ctx.is_main:
                 results.write(path, records)  # each finished repeat is on disk before the next starts
             bars.finished(record)
+        if ctx.is_main and rule is not None:
+            results.write(path, _with_stopping(records, rule))
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
     except (Interrupted, KeyboardInterrupt) as exc:
@@ -170,7 +207,9 @@ def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any
         if in_flight is not None:
             in_flight.close()
             records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
-        kept = results.write(path, records) if ctx.is_main and records else None
+        if rule is not None:
+            rule.stopped_by = "interrupted"
+        kept = results.write(path, _with_stopping(records, rule)) if ctx.is_main and records else None
         raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
                           session is not None) from None
     except Exception as exc:

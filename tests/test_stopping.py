@@ -1,0 +1,101 @@
+"""`--repeats auto` (core/stopping.py, core/runner.py): the stop rule, the ABBA schedule inside one process,
+rank 0's decision on every rank, and a real run whose records say which rule stopped it."""
+
+from __future__ import annotations
+
+import pytest
+
+from conftest import accel, records
+from pipelines.core import config, runner, stopping
+from pipelines.core.config import resolve
+
+NARROW, WIDE = {"x [a]": 0.01}, {"x [a]": 0.30}
+
+
+def test_precision_stops_only_after_the_rounds_a_verdict_needs():
+    rule = stopping.AutoStop(budget_s=1000)
+    decisions = []
+    for _ in range(5):
+        decisions.append(rule.should_start(elapsed_s=0))
+        if not decisions[-1]:
+            break
+        rule.after_round(NARROW, round_s=1)
+    assert decisions == [True] * stopping.MIN_ROUNDS + [False]
+    assert rule.stopped_by == "precision" and rule.rounds == stopping.MIN_ROUNDS
+
+
+def test_the_budget_stops_before_a_round_that_would_overrun_it():
+    rule = stopping.AutoStop(budget_s=65)
+    elapsed = 0.0
+    while rule.should_start(elapsed):
+        rule.after_round(WIDE, round_s=20)
+        elapsed += 20
+    assert (rule.stopped_by, rule.rounds) == ("budget", 3)  # a fourth round would end at 80 s
+
+
+def test_a_missing_interval_is_never_precise_and_the_backstop_holds():
+    rule = stopping.AutoStop(budget_s=1e9, max_rounds=4)
+    while rule.should_start(0):
+        rule.after_round({"x [a]": None, "x [b]": 0.01}, round_s=1)
+    assert (rule.stopped_by, rule.rounds) == ("max_repeats", 4)
+    summary = rule.summary()
+    assert summary["rule"] == "auto" and summary["widths"] == {"x [a]": None, "x [b]": 0.01}
+
+
+def test_bench_scale_defaults_to_auto_with_a_budget_and_a_count_is_fixed():
+    settings = {"model": "cnn_fmnist", "dataset": "fashion_mnist"}
+    bench = resolve(settings, None, {}, scale="bench", experiment="x", pipeline="p", variant="v")
+    assert bench.repeats_auto and bench.budget_s == stopping.DEFAULT_BUDGET_S
+    assert bench.repeats == stopping.MAX_AUTO_REPEATS
+    fixed = resolve(settings, None, {"repeats": 3}, scale="bench", experiment="x", pipeline="p", variant="v")
+    assert (fixed.repeats_auto, fixed.repeats, fixed.budget_s) == (False, 3, None)
+    smoke = resolve(settings, None, {"repeats": "auto", "budget_s": 20}, scale="smoke", experiment="x",
+                    pipeline="p", variant="v")
+    assert smoke.repeats_auto and smoke.budget_s == 20
+    with pytest.raises(config.ConfigError, match="--budget-s 0 must be a positive"):
+        resolve(settings, None, {"repeats": "auto", "budget_s": 0}, scale="bench", experiment="x",
+                pipeline="p", variant="v")
+
+
+def _configs(*variants: str, **overrides):
+    return [resolve({"model": "cnn_fmnist", "dataset": "synthetic"}, None, {"repeats": "auto", **overrides},
+                    scale="smoke", experiment="x", pipeline="p", variant=v) for v in variants]
+
+
+def _schedule(configs, skips, widths, agree=lambda mine: mine, max_rounds=None):
+    """The (round, variant) order the runner would run, with `widths` as every round's half-widths."""
+    rule = stopping.AutoStop(budget_s=1e9, **({"max_rounds": max_rounds} if max_rounds else {}))
+    fed = iter(widths)
+    original = runner.report_rows.arm_halfwidths
+    runner.report_rows.arm_halfwidths = lambda records, ids: next(fed)
+    try:
+        return [(r, c.variant) for r, c in runner._work(configs, skips, rule, [], agree)], rule
+    finally:
+        runner.report_rows.arm_halfwidths = original
+
+
+def test_auto_rounds_run_every_arm_in_abba_order_and_a_skipped_arm_once():
+    order, rule = _schedule(_configs("a", "b", "gpu"), {"gpu": "needs a GPU"}, [NARROW] * 5)
+    assert order == [(0, "a"), (0, "b"), (0, "gpu"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
+    assert rule.stopped_by == "precision"
+
+
+def test_rank_zeros_decision_is_every_ranks():
+    """A rank whose own records are precise enough still runs the round rank 0 asked for (else the ranks'
+    collectives would not match and the run would hang until the timeout)."""
+    rank0_says = iter([True, True, True, True, False])  # rank 0 wants a fourth round
+    order, _ = _schedule(_configs("a"), {}, [NARROW] * 5, agree=lambda mine: next(rank0_says))
+    assert [r for r, _ in order] == [0, 1, 2, 3]
+
+
+def test_a_real_auto_run_records_which_rule_stopped_it(tmp_path):
+    out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
+                "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "20",
+                "--results-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    recs = records(tmp_path)
+    kept = [r["stopping"] for r in recs]
+    assert all(k == kept[0] for k in kept) and kept[0]["rule"] == "auto"
+    assert kept[0]["stopped_by"] in ("precision", "budget") and kept[0]["rounds"] == len(recs) >= 3
+    assert [r["repeat"] for r in recs] == list(range(len(recs)))
+    assert f"stopped by {kept[0]['stopped_by']}" in out.stdout
