@@ -1,4 +1,4 @@
-"""Chapters 8-11 and the talk's steps 04/05: data-parallel training, DDP or FSDP, over any backend.
+"""Chapters 8-11 and the talk's step 05 (DDP): data-parallel training, DDP or FSDP, over any backend.
 
 The chapter is not in this file: who starts the processes (torchrun, mpirun, srun) is the launcher,
 which collective library moves the gradients (gloo, ccl, nccl, mpi) is the `backend` option, and
@@ -50,6 +50,7 @@ class Options(DistOptions, CheckpointOptions):
     lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
     ranks: Annotated[int, click.IntRange(min=0)] = 0  # processes this variant needs (0: any); dp: its GPUs
     threads: Annotated[int, click.IntRange(min=0)] = 0  # Table 9.1: intra-op threads (0: the launcher's)
+    matmul_precision: Literal["highest", "high", "medium"] = "highest"  # the talk's scripts: medium
 
 
 def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
@@ -68,11 +69,16 @@ def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
 
 
 class StepLrEachEpoch(Hooks):
+    """The talk's step 07: the scheduler steps once per finished epoch; the record keeps the last rate."""
+
     def __init__(self, scheduler):
         self.scheduler = scheduler
 
     def epoch_end(self, epoch: int, last_loss: float) -> None:
         self.scheduler.step()
+
+    def train_end(self, trainable: Trainable, epoch: int) -> None:
+        trainable.metrics["lr_final"] = self.scheduler.get_last_lr()[0]
 
 
 class GatherFullCopy(Hooks):
@@ -128,6 +134,7 @@ class DataParallel(TrainingPipeline):
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
         if opts.threads:  # Table 9.1: intra-op threads of this one process
             torch.set_num_threads(opts.threads)
+        torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         fsdp = opts.strategy == "fsdp" and tdist.is_initialized()
         parallel = wrap(model, opts, ctx)

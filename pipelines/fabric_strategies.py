@@ -1,10 +1,12 @@
-"""The course's unit 9.3 (dlf-u9-multigpu): one training step, Lightning Fabric's strategy swapped.
+"""The course's unit 9.3 (dlf-u9-multigpu) and the talk's steps 06/07: Lightning Fabric's strategy swapped.
 
 The course trains the same model on 1 GPU and then on 4 with Lightning's `strategy=` flag: "ddp"
 (a full replica per process, gradients all-reduced), "fsdp" (parameters, gradients and optimizer state
 sharded) and DeepSpeed's ZeRO stages 2 and 3 (stage 2 also with the optimizer offloaded to the CPU).
 Here the step is the talk's Fabric step (`fabric.backward`, from vit_ladder.py) and only the strategy
-given to `Fabric(...)` changes. Processes come from the launcher (torchrun, mpirun, srun) and the
+given to `Fabric(...)` changes. The talk's steps 06 and 07 are this file too: `Fabric(strategy="fsdp",
+precision="bf16-mixed")` on 4 GPUs, step 07 adding ExponentialLR(0.9) per epoch (`lr_gamma`), both with
+`torch.set_float32_matmul_precision("medium")` (`matmul_precision`). Processes come from the launcher (torchrun, mpirun, srun) and the
 runner has joined the process group, so Fabric is handed the runner's ranks (`RunnerEnvironment`) and
 creates no processes itself. The same code uses Gloo on CPU processes and NCCL on GPUs.
 
@@ -38,7 +40,7 @@ from pipelines.core.options import DistOptions
 from pipelines.core.pipeline import TrainingPipeline
 from pipelines.core.sharding import RankBytes
 from pipelines.core.steps import book_optimizer
-from pipelines.ddp import GatherFullCopy
+from pipelines.ddp import GatherFullCopy, StepLrEachEpoch
 from pipelines.vit_ladder import fabric_step
 from pipelines.zero import GatherPartitioned, import_deepspeed
 
@@ -51,6 +53,8 @@ class Options(DistOptions):
     zero_stage: Annotated[int, click.IntRange(min=0, max=3)] = 2  # strategy=deepspeed: ZeRO stage
     offload: bool = False  # strategy=deepspeed: optimizer state in host memory
     precision: Literal["auto", "32-true", "16-mixed", "bf16-mixed"] = "auto"  # auto: the course's 16 on GPUs
+    matmul_precision: Literal["highest", "high", "medium"] = "highest"  # the talk's scripts: medium
+    lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
 
 
 def resolved_precision(opts: Options, device: torch.device) -> str:
@@ -90,8 +94,8 @@ class FabricStrategies(TrainingPipeline):
             return f"strategy {opts.strategy} needs 2 or more processes: make {cfg.experiment} NPROC=2"
         if opts.strategy == "fsdp" and ctx.device.type != "cuda":
             return ("Lightning's strategy='fsdp' is FSDP1, which needs an accelerator (Fabric refuses it on CPU, "
-                    "torch raises 'FSDP needs a non-CPU accelerator device'); the fsdp2 arm shards the same way "
-                    "on CPU")
+                    "torch raises 'FSDP needs a non-CPU accelerator device'); the arm with strategy fsdp2 "
+                    "(FSDP2 per block) shards the same way on CPU")
         if opts.strategy == "deepspeed" and ctx.device.type != "cuda":
             return ("Lightning's DeepSpeedStrategy runs on CUDA GPUs only; DeepSpeed's ZeRO on CPU processes "
                     "is s004-deepspeed")
@@ -103,6 +107,7 @@ class FabricStrategies(TrainingPipeline):
         return None
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
+        torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
         place = dist.placement()
         precision = resolved_precision(opts, ctx.device)
         deepspeed = import_deepspeed(ctx.device) if opts.strategy == "deepspeed" else None
@@ -122,6 +127,8 @@ class FabricStrategies(TrainingPipeline):
         else:
             held = model.parameters
         hooks: list[Hooks] = [RankBytes(held, model, optimizer, ctx)]
+        if opts.lr_gamma:
+            hooks.append(StepLrEachEpoch(torch.optim.lr_scheduler.ExponentialLR(optimizer, opts.lr_gamma)))
         if opts.strategy in ("fsdp", "fsdp2"):
             hooks.append(GatherFullCopy(fabric_model._forward_module, cfg, ctx))
         elif deepspeed is not None and opts.zero_stage == 3:

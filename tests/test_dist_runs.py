@@ -175,7 +175,6 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
 
 @pytest.mark.parametrize("experiment,extra", [
     ("vit-ddp-4gpu", ("--model", "vit_tiny")),
-    ("vit-fsdp-4gpu-sched", ("--model", "vit_tiny")),
     ("s004-fsdp", ()),
     ("ch10-gpu-nccl", ("--model", "cnn_cifar10")),  # the GPU entry's code path, over Gloo on CPU
 ])

@@ -337,9 +337,21 @@ def test_a_reference_from_another_machine_class_is_refused(tmp_path):
         report_drift.against(report_rows.build(loaded), loaded, ref)
     refused = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref))
     lines = refused.stderr.strip().splitlines()
-    assert refused.returncode == 2 and len(lines) == 1 and "other cpu (64 logical CPUs" in lines[0]
+    assert refused.returncode == 2 and len(lines) == 1 and "other cpu (" in lines[0]
+    assert "64 logical CPUs" in lines[0]
     flag = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--fail-on-reversal")
     assert flag.returncode == 2 and "--fail-on-reversal needs --against" in flag.stderr
+
+
+def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_refused(tmp_path):
+    """Cloud VMs may call two CPU generations "AMD EPYC": bf16 without avx512_bf16 is emulated (ch7's bf16
+    arm measured 0.84x on one such host and 0.07x on the other), so the vector units are part of the class."""
+    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_id="AuthenticAMD family 25 model 17",
+                           cpu_isa="avx2 avx512f avx512_vnni avx512_bf16")
+    loaded = report_rows.load(mine)
+    with pytest.raises(ConfigError, match="another machine class") as refused:
+        report_drift.against(report_rows.build(loaded), loaded, ref)
+    assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
 
 
 def test_the_committed_reference_renders_without_intervals_and_drifts_against_itself(tmp_path):

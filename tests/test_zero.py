@@ -14,7 +14,7 @@ import torch
 
 from conftest import REPO, accel, assert_refused, records
 from distutil import free_port
-from pipelines.core import sharding
+from pipelines.core import experiments, sharding
 
 SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -147,6 +147,27 @@ def test_fabric_strategies_on_two_cpu_processes(tmp_path):
     assert all(run[arm]["status"] == "skipped" for arm in reasons)
     assert "accel run dlf-u9-multigpu --variant single-gpu" in reasons["single-gpu"]
     assert "FSDP1" in reasons["fsdp"] and "CUDA GPUs only" in reasons["deepspeed-2"]
+
+
+@pytest.mark.slow
+def test_talk_fsdp_step_runs_fabric_fsdp_and_labels_the_per_block_arm_extra(tmp_path):
+    """The talk's step 07 as the talk ran it: Fabric's strategy="fsdp" (FSDP1: skipped on CPU, with the
+    reason) and the extra per-block FSDP2 arm, which shards every rank's bytes and steps ExponentialLR(0.9)
+    once per finished epoch; the published figures belong to the talk's arm only."""
+    run = launch_two_ranks(tmp_path, "vit-fsdp-4gpu-sched", "--device", "cpu", "-o", "backend=gloo",
+                           "--model", "vit_tiny", "--num-workers", "0")
+    talk, extra = run["fabric-fsdp"], run["fsdp2-per-block"]
+    assert talk["status"] == "skipped" and "FSDP1" in talk["notes"][0]
+    assert extra["status"] == "ok" and "ModelParallelStrategy" in extra["notes"][0]
+    options = extra["config"]["options"]
+    assert (options["precision"], options["matmul_precision"], extra["config"]["seed"]) == ("bf16-mixed", "medium",
+                                                                                            123)
+    whole_params = extra["metrics"]["parameters"] * 4  # fp32 bytes of one full copy
+    assert all(held <= 0.6 * whole_params for held in extra["metrics"]["bytes_per_rank"]["params_at_rest"])
+    epochs = extra["metrics"]["epochs_completed"]
+    assert epochs >= 1 and extra["metrics"]["lr_final"] == pytest.approx(extra["config"]["lr"] * 0.9 ** epochs)
+    entry = experiments.get("vit-fsdp-4gpu-sched")
+    assert {fig.variant for fig in entry.published} == {"fabric-fsdp"}
 
 
 @pytest.mark.slow

@@ -100,14 +100,36 @@ def thread_affinity() -> dict[str, str]:
     return {cores: f"{count} thread(s)" for cores, count in sorted(groups.items())}
 
 
-def cpu_model() -> str:
+def _cpuinfo() -> dict[str, str]:
+    """The first processor's fields of /proc/cpuinfo ({} where there is none)."""
+    fields: dict[str, str] = {}
     try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
+        text = Path("/proc/cpuinfo").read_text()
     except OSError:
-        pass
-    return platform.processor() or platform.machine()
+        return fields
+    for line in text.split("\n\n", 1)[0].splitlines():
+        key, _, value = line.partition(":")
+        fields.setdefault(key.strip(), value.strip())
+    return fields
+
+
+def cpu_model() -> str:
+    return _cpuinfo().get("model name") or platform.processor() or platform.machine()
+
+
+# Vector units a CPU kernel may be built for: two hosts whose model name is the same generic string
+# ("AMD EPYC" in a VM) can differ here, and bf16 on a CPU without avx512_bf16/AMX is emulated (10x slower).
+ISA_FLAGS = ("avx2", "avx512f", "avx512_vnni", "avx512_bf16", "amx_tile", "amx_bf16", "asimd", "sve")
+
+
+def cpu_class() -> dict[str, str | None]:
+    """`cpu_id` (vendor, family, model: the generation a VM's model name may hide) and `cpu_isa` (which of
+    ISA_FLAGS the CPU has): with the model name, what makes two CPUs' times comparable."""
+    info = _cpuinfo()
+    family, model = info.get("cpu family"), info.get("model")
+    flags = set((info.get("flags") or info.get("Features") or "").split())
+    return {"cpu_id": f"{info.get('vendor_id', '?')} family {family} model {model}" if family else None,
+            "cpu_isa": " ".join(flag for flag in ISA_FLAGS if flag in flags) if flags else None}
 
 
 def image_info() -> dict[str, Any] | None:
@@ -149,6 +171,7 @@ def fingerprint() -> dict[str, Any]:
         "torch_cuda": torch.version.cuda,
         "hostname": platform.node(),
         "cpu_model": cpu_model(),
+        **cpu_class(),
         "logical_cpus": os.cpu_count(),
         "usable_cpus": sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else None,
         "torch_threads": torch.get_num_threads(),
@@ -167,5 +190,5 @@ def fingerprint() -> dict[str, Any]:
 def machine_key(env: dict[str, Any]) -> tuple:
     """What must match for two runs' times to be compared (used by the report)."""
     image = env.get("image") or {}
-    return (env.get("cpu_model"), env.get("logical_cpus"), env.get("torch"),
+    return (env.get("cpu_model"), env.get("cpu_id"), env.get("cpu_isa"), env.get("logical_cpus"), env.get("torch"),
             image.get("target"), image.get("lock_sha256"), tuple(g["name"] for g in env.get("gpus") or ()))

@@ -16,7 +16,8 @@ from typing import Any, Mapping
 from pipelines.core import experiments
 from pipelines.core.envinfo import machine_key
 
-MACHINE_FIELDS = ("CPU model", "logical CPUs", "torch", "image target", "image lock", "GPUs")
+MACHINE_FIELDS = ("CPU model", "CPU family/model", "CPU vector units", "logical CPUs", "torch", "image target",
+                  "image lock", "GPUs")
 TIME_METRICS = {"train_time_s": 1.0, "train_time_min": 60.0, "fit_time_min": 60.0}  # metric -> s per unit
 
 Records = list[dict[str, Any]]
@@ -122,11 +123,14 @@ def run_class(records: Records) -> str:
 
 
 def machine_class(record: dict[str, Any]) -> tuple:
-    """What a committed reference must share with a run to be compared: CPU model, logical CPUs, GPUs."""
+    """What a committed reference must share with a run to be compared: CPU model, family/model and vector
+    units (a VM's generic model name can hide another generation), logical CPUs, GPUs."""
     env = record["env"]
-    return env.get("cpu_model"), env.get("logical_cpus"), tuple(g.get("name") for g in env.get("gpus") or ())
+    return (env.get("cpu_model"), env.get("cpu_id"), env.get("cpu_isa"), env.get("logical_cpus"),
+            tuple(g.get("name") for g in env.get("gpus") or ()))
 
 
 def class_text(key: tuple) -> str:
-    gpus = ", ".join(key[2]) or "no GPU"
-    return f"{key[0]} ({key[1]} logical CPUs, {gpus})"
+    model, cpu_id, isa, cpus, gpus = key
+    return f"{model} ({cpu_id or 'family/model not recorded'}, {isa or 'vector units not recorded'}; " \
+           f"{cpus} logical CPUs, {', '.join(gpus) or 'no GPU'})"
