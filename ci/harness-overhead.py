@@ -23,10 +23,13 @@ from pathlib import Path
 
 import torch
 
-from pipelines.core import data, envinfo, loop, models, results
-from pipelines.core.config import resolve
-from pipelines.core.options import NoOptions
-from pipelines.core.steps import book_optimizer, plain_step
+# This checkout's package, not whichever one the interpreter has installed (an editable install of another
+# clone would otherwise be measured, and its commit recorded).
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pipelines.core import data, envinfo, loop, models, results  # noqa: E402
+from pipelines.core.config import resolve  # noqa: E402
+from pipelines.core.options import NoOptions  # noqa: E402
+from pipelines.core.steps import book_optimizer, plain_step  # noqa: E402
 
 EXPERIMENT = "harness-overhead"
 ARMS = ("shared-loop", "hand-loop")

@@ -38,7 +38,7 @@ cores="$(nproc)"
 COMMITTED_REF="results/reference/cpu-${cores}core-bench"
 REF_OUT="${REF_OUT:-$COMMITTED_REF}"
 AGAINST="${AGAINST-$COMMITTED_REF}"
-[[ "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" || ! -d "$AGAINST" ]] && AGAINST=""
+[[ -z "$AGAINST" || ! -d "$AGAINST" || "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Thread and rank sweeps stop at this machine's cores;
 # ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).

@@ -354,15 +354,18 @@ def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_r
     assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
 
 
-def test_the_committed_reference_renders_without_intervals_and_drifts_against_itself(tmp_path):
-    """results/reference holds records of the older schema: every ratio there says 'no interval'."""
+def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path):
+    """results/reference/cpu-2core-bench was made from a clean commit: every measured ratio has its bootstrap
+    interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
+    assert all(r["env"]["git_dirty"] is False for r in report_rows.load(REFERENCE).records)
     written = report.write_report(REFERENCE, tmp_path, formats=("md",), against=REFERENCE)
     md = written.paths[0].read_text()
-    verdicts = defaultdict(set)
-    for cells in table_rows(md, "Results"):
-        verdicts[cells[9]].add(cells[10])
-    assert verdicts["no interval"]
-    assert verdicts["no interval"] <= {"inconclusive", "measured", "not comparable"}
+    rows = table_rows(md, "Results")
+    measured = [cells for cells in rows if cells[8] != "-"]
+    assert measured and all(cells[9].startswith("[") for cells in measured), "a measured ratio lacks its interval"
+    threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
+    assert threads2[5] == "1.65" and threads2[10] in (report_stats.REPRODUCED, report_stats.FASTER,
+                                                     report_stats.SLOWER, report_stats.INCONCLUSIVE)
     assert not written.drift.reversals and "No conclusive verdict reversed." in md
 
 
