@@ -314,7 +314,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
 @click.option("--rounds", default="auto", show_default=True,
-              help="Rounds of one repeat per experiment, or auto: until every ratio's 95 % interval is within "
+              help="Rounds of one repeat per experiment, or auto: until every arm's 95 % interval is within "
                    "--halfwidth, or the budget runs out.")
 @click.option("--budget-s", type=float, default=300, show_default=True,
               help="Time budget in seconds; no round starts that would overrun it.")
