@@ -62,29 +62,25 @@ def _configs(*variants: str, **overrides):
                     scale="smoke", experiment="x", pipeline="p", variant=v) for v in variants]
 
 
-def _schedule(configs, skips, widths, agree=lambda mine: mine, max_rounds=None):
+def _schedule(monkeypatch, configs, skips, widths, agree=lambda mine: mine):
     """The (round, variant) order the runner would run, with `widths` as every round's half-widths."""
-    rule = stopping.AutoStop(budget_s=1e9, **({"max_rounds": max_rounds} if max_rounds else {}))
+    rule = stopping.AutoStop(budget_s=1e9)
     fed = iter(widths)
-    original = runner.report_rows.arm_halfwidths
-    runner.report_rows.arm_halfwidths = lambda records, ids: next(fed)
-    try:
-        return [(r, c.variant) for r, c in runner._work(configs, skips, rule, [], agree)], rule
-    finally:
-        runner.report_rows.arm_halfwidths = original
+    monkeypatch.setattr(runner.report_rows, "arm_halfwidths", lambda records, ids: next(fed))
+    return [(r, c.variant) for r, c in runner._work(configs, skips, rule, [], agree)], rule
 
 
-def test_auto_rounds_run_every_arm_in_abba_order_and_a_skipped_arm_once():
-    order, rule = _schedule(_configs("a", "b", "gpu"), {"gpu": "needs a GPU"}, [NARROW] * 5)
+def test_auto_rounds_run_every_arm_in_abba_order_and_a_skipped_arm_once(monkeypatch):
+    order, rule = _schedule(monkeypatch, _configs("a", "b", "gpu"), {"gpu": "needs a GPU"}, [NARROW] * 5)
     assert order == [(0, "a"), (0, "b"), (0, "gpu"), (1, "b"), (1, "a"), (2, "a"), (2, "b")]
     assert rule.stopped_by == "precision"
 
 
-def test_rank_zeros_decision_is_every_ranks():
+def test_rank_zeros_decision_is_every_ranks(monkeypatch):
     """A rank whose own records are precise enough still runs the round rank 0 asked for (else the ranks'
     collectives would not match and the run would hang until the timeout)."""
     rank0_says = iter([True, True, True, True, False])  # rank 0 wants a fourth round
-    order, _ = _schedule(_configs("a"), {}, [NARROW] * 5, agree=lambda mine: next(rank0_says))
+    order, _ = _schedule(monkeypatch, _configs("a"), {}, [NARROW] * 5, agree=lambda mine: next(rank0_says))
     assert [r for r, _ in order] == [0, 1, 2, 3]
 
 
