@@ -92,6 +92,15 @@ def test_a_real_auto_run_records_which_rule_stopped_it(tmp_path):
     recs = records(tmp_path)
     kept = [r["stopping"] for r in recs]
     assert all(k == kept[0] for k in kept) and kept[0]["rule"] == "auto"
-    assert kept[0]["stopped_by"] in ("precision", "budget") and kept[0]["rounds"] == len(recs) >= 3
+    stop = kept[0]
+    assert stop["rounds"] == len(recs) >= 3
+    # Which part of the rule fires depends on the machine's noise and speed (a fast, noisy machine can reach
+    # the round cap before the budget): each reason must hold for what the record says.
+    if stop["stopped_by"] == "precision":
+        assert all(w is not None and w <= stop["halfwidth"] for w in stop["widths"].values())
+    elif stop["stopped_by"] == "budget":
+        assert stop["rounds"] < stop["max_rounds"]
+    else:
+        assert stop["stopped_by"] == "max_repeats" and stop["rounds"] == stop["max_rounds"]
     assert [r["repeat"] for r in recs] == list(range(len(recs)))
     assert f"stopped by {kept[0]['stopped_by']}" in out.stdout
