@@ -26,15 +26,18 @@ ensure_data() {
   done
 }
 
+# records_of OUT ID: how many record files ID has in OUT.
+records_of() { find "$1" -maxdepth 1 -name "$2--*.jsonl" | wc -l; }
+
 # measure OUT ID [KNOB=VALUE...] [-- ACCEL_ARGS...]: one bench-scale launch into OUT; a non-zero exit (a run
 # past ENTRY_TIMEOUT seconds, when that is set, too) or no new record appends to `failed`.
 measure() {
-  local out="$1" id="$2" knobs=() before after
+  local out="$1" id="$2" knobs=() before
   shift 2
   while [[ $# -gt 0 && "$1" != "--" ]]; do knobs+=("$1"); shift; done
   [[ "${1:-}" == "--" ]] && shift
   echo "== $id ${knobs[*]} $*"
-  before="$(find "$out" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
+  before="$(records_of "$out" "$id")"
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
   if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" --scale bench --steps "$STEPS" \
@@ -42,6 +45,35 @@ measure() {
     failed+=("$id (exit code)")
     return 0
   fi
-  after="$(find "$out" -maxdepth 1 -name "$id--*.jsonl" | wc -l)"
-  [[ "$after" -gt "$before" ]] || failed+=("$id (no record written)")
+  [[ "$(records_of "$out" "$id")" -gt "$before" ]] || failed+=("$id (no record written)")
+}
+
+# compare_argv OUT ID...: sets `argv` to the `accel compare` command that measures the IDs in alternation:
+# REPEATS rounds of one bench-scale launch per id (ABBA order). The rounds are the rule, as REPEATS is for
+# one launch, so the time budget is out of the way.
+compare_argv() {
+  local out="$1"
+  shift
+  argv=("$PYTHON" -m pipelines compare "$@" --rounds "$REPEATS" --budget-s 86400 --results-dir "$out"
+        --scale bench --steps "$STEPS" --data-root "$DATA")
+}
+
+# measure_alternating OUT ID...: the IDs as one comparison in alternation (see compare_argv); a non-zero
+# exit (or a run past ENTRY_TIMEOUT seconds per id) or an id left without a new record appends to `failed`.
+measure_alternating() {
+  local out="$1" id before=()
+  shift
+  echo "== in alternation: $*"
+  for id in "$@"; do before+=("$(records_of "$out" "$id")"); done
+  compare_argv "$out" "$@"
+  local limit=()
+  [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$((ENTRY_TIMEOUT * $#))")
+  if ! "${limit[@]}" "${argv[@]}"; then
+    failed+=("$* (exit code)")
+    return 0
+  fi
+  for id in "$@"; do
+    [[ "$(records_of "$out" "$id")" -gt "${before[0]}" ]] || failed+=("$id (no record written)")
+    before=("${before[@]:1}")
+  done
 }

@@ -40,13 +40,15 @@ REF_OUT="${REF_OUT:-$COMMITTED_REF}"
 AGAINST="${AGAINST-$COMMITTED_REF}"
 [[ -z "$AGAINST" || ! -d "$AGAINST" || "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
-# tokens are launcher knobs, the rest accel arguments. Thread and rank sweeps stop at this machine's cores;
+# tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison: they run in
+# alternation (accel compare: one process per id and round, ABBA order, REPEATS rounds), so drift of the
+# machine lands on every arm alike instead of on the ratio. Thread and rank sweeps stop at this machine's cores;
 # ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).
 threads_sweep="" ranks=2
 for t in 1 2 4 8 12 16; do if [[ $t -le $cores ]]; then threads_sweep+=":--variant=threads=$t"; fi; done
 for n in 4 8; do if [[ $n -le $cores ]]; then ranks=$n; fi; done
-DEFAULT_IDS="ch2-baseline ch2-nobias ch2-bs128 ch2-bs256 ch2-iomp ch2-both-layers ch3-compile-cnn-cpu
-ch4-gomp-default-cnn ch4-gomp-pinned-cnn ch4-iomp-cnn ch6-prune
+DEFAULT_IDS="ch2-baseline+ch2-nobias+ch2-bs128+ch2-bs256+ch2-iomp+ch2-both-layers ch3-compile-cnn-cpu
+ch4-gomp-default-cnn+ch4-gomp-pinned-cnn+ch4-iomp-cnn ch6-prune
 ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--variant=fp32:--variant=bf16 ch9-cpu-threads$threads_sweep
 ch9-cpu-gloo:NPROC=$ranks:--variant=ranks=$ranks"
 IDS="${IDS:-$DEFAULT_IDS}"
@@ -64,18 +66,29 @@ for id in $EXCLUDE; do  # a mistyped id would otherwise exclude nothing, silentl
     || { echo "reference-timings: error: EXCLUDE names unknown experiment id $id (see accel list)" >&2; exit 2; }
 done
 
-run_ids=() listed=()
-for spec in $IDS; do
-  id="${spec%%:*}"
+# keep SPEC: whether SPEC's id runs (excluded, unknown and planned ids are said and left out).
+keep() {
+  local id="${1%%:*}"
   # shellcheck disable=SC2086  # EXCLUDE is a space-separated list
   if is_in "$id" $EXCLUDE; then
-    echo "reference-timings: $id is excluded (EXCLUDE): reported as not run"; listed+=("$id")
+    echo "reference-timings: $id is excluded (EXCLUDE): reported as not run"; listed+=("$id"); return 1
   elif ! is_in "$id" "${KNOWN[@]}"; then
-    echo "reference-timings: $id is not in the catalog (yet); it is left out of the report"
-  elif is_in "$id" "${READY[@]}"; then
-    run_ids+=("$spec"); listed+=("$id")
-  else
-    echo "reference-timings: $id is planned, not ready: reported as not run"; listed+=("$id")
+    echo "reference-timings: $id is not in the catalog (yet); it is left out of the report"; return 1
+  elif ! is_in "$id" "${READY[@]}"; then
+    echo "reference-timings: $id is planned, not ready: reported as not run"; listed+=("$id"); return 1
+  fi
+  listed+=("$id")
+}
+
+run_ids=() listed=()
+for spec in $IDS; do
+  if [[ "$spec" == *+* && "$spec" != *:* ]]; then  # a comparison in alternation: its runnable members
+    kept=()
+    IFS=+ read -r -a members <<< "$spec"
+    for member in "${members[@]}"; do keep "$member" && kept+=("$member"); done
+    [[ ${#kept[@]} -gt 0 ]] && run_ids+=("$(IFS=+; echo "${kept[*]}")")
+  elif keep "$spec"; then
+    run_ids+=("$spec")
   fi
 done
 
@@ -92,6 +105,12 @@ split_spec() {
 
 if [[ $dry -eq 1 ]]; then
   for spec in "${run_ids[@]}"; do
+    if [[ "$spec" == *+* ]]; then
+      # shellcheck disable=SC2086  # the members, one word each
+      compare_argv "$REF_OUT" ${spec//+/ }
+      echo "${argv[*]}"
+      continue
+    fi
     split_spec "$spec"
     line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" --scale bench --steps "$STEPS"
           --repeats "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT")
@@ -104,9 +123,15 @@ ensure_data reference-timings fashion_mnist cifar10
 
 mkdir -p "$REF_OUT"
 # A fresh reference: earlier records, plots and reports in REF_OUT are replaced, not mixed in.
-find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name '*.png' -o -name 'report.*' \) -delete
+find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name 'alternation--*.json' -o -name '*.png' -o -name 'report.*' \) \
+  -delete
 failed=()
 for spec in "${run_ids[@]}"; do
+  if [[ "$spec" == *+* ]]; then
+    # shellcheck disable=SC2086  # the members, one word each
+    measure_alternating "$REF_OUT" ${spec//+/ }
+    continue
+  fi
   split_spec "$spec"
   measure "$REF_OUT" "${spec%%:*}" "${knobs[@]}" -- "${extra[@]}"
 done

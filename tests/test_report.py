@@ -452,18 +452,33 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
 
 
+def test_reference_timings_measures_a_plus_joined_comparison_in_alternation(tmp_path):
+    """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
+                                                               "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
+    assert result.returncode == 0, result.stderr
+    assert (f"compare ch2-baseline ch2-bs256 --rounds 3 --budget-s 86400 --results-dir {tmp_path / 'r'} "
+            f"--scale bench --steps 30") in result.stdout
+    assert "launch ch6-prune --scale bench" in result.stdout and "ch2-nobias is excluded" in result.stdout
+
+
 @pytest.mark.slow
 def test_reference_timings_end_to_end(tmp_path, data_root):
     out = tmp_path / "ref"
-    result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline ch2-nobias ch2-bs128",
-                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "1",
+    result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
+                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "2",
                                                   "DATA": str(data_root)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     md = (out / "report.md").read_text()
     assert ["ch2-bs128", "bs128", "-", "0"] in [cells[:4] for cells in table_rows(md, "Results")]
     assert "not run" in md
     assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
-    assert len(list(out.glob("ch2-*.jsonl"))) == 2 and (out / "report.html").is_file()
+    assert (out / "report.html").is_file()
+    # The two ids ran as one comparison in alternation: two rounds, one process per id and round, ABBA.
+    recs = [r for r in report_rows.load(out).records if r["experiment"].startswith("ch2-")]
+    rounds = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1], r["experiment"]) for r in recs)
+    assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
+    assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
 
 
 @pytest.mark.slow

@@ -33,6 +33,22 @@ def test_the_budget_stops_before_a_round_that_would_overrun_it():
     assert (rule.stopped_by, rule.rounds) == ("budget", 3)  # a fourth round would end at 80 s
 
 
+def test_a_slow_first_round_stands_for_the_next_only_until_a_second_round_ran():
+    """Chapter 3's first round compiles (25 s), the next ones take 4 s: after the second round the first's
+    one-time cost no longer predicts a round, so the budget admits the cheap rounds it has room for."""
+    rule = stopping.AutoStop(budget_s=60)
+    elapsed, durations = 0.0, iter([25.0] + [4.0] * 20)
+    while rule.should_start(elapsed):
+        took = next(durations)
+        rule.after_round(WIDE, round_s=took)
+        elapsed += took
+    assert (rule.stopped_by, rule.rounds) == ("budget", 9)  # 25 + 8 x 4 = 57 s; a tenth would end at 61 s
+    late = stopping.AutoStop(budget_s=45)
+    assert late.should_start(0.0)
+    late.after_round(WIDE, round_s=25.0)
+    assert not late.should_start(25.0) and late.stopped_by == "budget"  # 25 + 25 > 45: no second round
+
+
 def test_a_missing_interval_is_never_precise_and_the_backstop_holds():
     rule = stopping.AutoStop(budget_s=1e9, max_rounds=4)
     while rule.should_start(0):

@@ -3,7 +3,10 @@
 `--repeats auto` (the default at bench scale) runs rounds (every arm once, the order reversed every
 other round, ABBA, so a linear drift of the machine costs every arm the same) until, after at least
 `MIN_ROUNDS`, every arm's 95 % interval has a half-width of at most `halfwidth` (5 %) of its value, or
-until one more round would overrun the time budget, or `MAX_AUTO_REPEATS` rounds ran. An arm's interval
+until one more round would overrun the time budget, or `MAX_AUTO_REPEATS` rounds ran. The next round is
+expected to take as long as the longest round since the first: the first carries a process's one-time
+costs (torch.compile's compilation, cold caches; chapter 3's first round is 25 s, the next ones 4 s), so
+it stands for the next round only while it is the only one. An arm's interval
 is that of its ratio to its baseline when the baseline ran beside it, else that of its own throughput
 (report_rows.arm_halfwidths, the report's bootstrap). Fewer than `MIN_ROUNDS` rounds give no verdict
 (report_stats), so the precision rule never stops a run before the third round; the budget is the
@@ -64,7 +67,8 @@ class AutoStop:
     rounds: int = 0
     stopped_by: str = ""  # "precision" | "budget" | "max_repeats" (set when it stops)
     widths: dict[str, float | None] = field(default_factory=dict)
-    longest_round_s: float = 0.0
+    first_round_s: float = 0.0
+    longest_later_round_s: float = 0.0  # the longest after the first (0 until a second round ran)
     elapsed_s: float = 0.0  # at the last decision
 
     def __post_init__(self) -> None:
@@ -74,7 +78,14 @@ class AutoStop:
     def after_round(self, widths: dict[str, float | None], round_s: float) -> None:
         self.rounds += 1
         self.widths = widths
-        self.longest_round_s = max(self.longest_round_s, round_s)
+        if self.rounds == 1:
+            self.first_round_s = round_s
+        else:
+            self.longest_later_round_s = max(self.longest_later_round_s, round_s)
+
+    def next_round_s(self) -> float:
+        """How long the next round is expected to take (see the module docstring)."""
+        return self.longest_later_round_s if self.rounds > 1 else self.first_round_s
 
     def should_start(self, elapsed_s: float) -> bool:
         """Whether another round runs; when not, `stopped_by` says why."""
@@ -83,12 +94,13 @@ class AutoStop:
             self.stopped_by = "precision"
         elif self.rounds >= self.max_rounds:
             self.stopped_by = "max_repeats"
-        elif self.rounds and elapsed_s + self.longest_round_s > self.budget_s:
+        elif self.rounds and elapsed_s + self.next_round_s() > self.budget_s:
             self.stopped_by = "budget"
         return not self.stopped_by
 
     def summary(self) -> dict[str, Any]:
         """What a record keeps: the rule, which part of it stopped the run, and the half-widths then."""
         kept = asdict(self)
-        kept.pop("longest_round_s")
+        kept.pop("first_round_s")
+        kept.pop("longest_later_round_s")
         return {"rule": AUTO, **kept, "elapsed_s": round(self.elapsed_s, 3)}
