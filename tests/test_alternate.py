@@ -87,6 +87,8 @@ def test_bad_stop_rules_are_refused_naming_the_value(rounds, budget, halfwidth, 
     (["ch2-baseline", "ch2-nobias", "--budget-s", "0"], "--budget-s 0 must be a positive"),
     (["ch2-baseline", "nope", "--budget-s", "10"], "nope"),
     (["ch2-baseline", "ch2-nobias", "--repeats", "3"], "use --rounds instead"),
+    (["ch2-baseline", "ch2-baseline"], "names ch2-baseline more than once"),
+    (["ch2-baseline", "ch2-nobias", "--dataset", "synthetic", "--steps", "0"], "--steps must be at least 1, got 0"),
 ])
 def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
     out = accel("compare", *args, "--results-dir", str(tmp_path / "r"), timeout=60)
@@ -104,6 +106,15 @@ def test_two_experiments_alternate_in_real_processes_and_the_report_pools_them(t
     by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1], r["experiment"]) for r in recs)
     assert by_round == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
     assert all(r["status"] == "ok" for r in recs)
-    assert "stopped by rounds" in out.stdout
+    # the terminal gets one line per round; each process's own output (launcher lines, plans) goes to a log
+    rounds = [line for line in out.stderr.splitlines() if line.startswith("round ")]
+    assert [line.split(":")[0] for line in rounds] == ["round 1/2", "round 2/2"], out.stderr
+    assert "launch:" not in out.stderr and "stopped by rounds" in out.stderr
+    log = next(tmp_path.glob("alternation--*.log")).read_text()
+    assert log.count("$ ") == 4 and "ch2-nobias [nobias] repeat 0" in log
+    # the verdict is the last thing printed: a table of this comparison's arms, then the records line
+    lines = out.stdout.strip().splitlines()
+    assert lines[0] == "verdict:" and "ch2-nobias [nobias]" in out.stdout and lines[-1].startswith("records: ")
+    assert "full report: accel report --results-dir" in lines[-1]
     report = accel("report", "--results-dir", str(tmp_path), timeout=120)
     assert report.returncode == 0 and "ch2-nobias" in report.stdout

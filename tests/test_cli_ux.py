@@ -32,12 +32,21 @@ def test_version_names_package_and_commit():
         assert re.fullmatch(r"accel \S+\n", run.stdout), run.stdout
 
 
-def test_list_has_a_header_row_and_one_row_per_id():
-    run = accel("list")
+def test_list_has_a_header_row_and_one_row_per_id_within_100_columns():
+    run = accel("list", env={"COLUMNS": "100"})
     lines = run.stdout.splitlines()
-    assert run.returncode == 0 and lines[0].split()[:5] == ["id", "status", "target", "launcher", "reproduces"]
+    assert run.returncode == 0 and lines[0].split() == ["id", "target", "launcher", "published", "compares"]
     assert set(lines[1].replace(" ", "")) == {"-"}
     assert [line.split()[0] for line in lines[2:]] == list(ENTRIES)
+    assert max(map(len, lines)) <= 100, max(lines, key=len)
+    narrow = accel("list", env={"COLUMNS": "80"}).stdout.splitlines()  # a narrower terminal: narrower still
+    assert max(map(len, narrow)) <= 80
+
+
+def test_list_wide_keeps_every_column():
+    lines = accel("list", "--wide").stdout.splitlines()
+    assert lines[0].split()[:5] == ["id", "status", "target", "launcher", "reproduces"]
+    assert max(map(len, lines)) > 100  # the details `accel list` leaves to --wide and `accel show`
 
 
 def test_list_json_is_the_catalog():

@@ -253,14 +253,20 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
     assert "ch2-bs128" not in {c[0] for c in results}  # reference/ folders are not mixed in
 
 
-def test_missing_dir_is_one_line_exit_2_and_empty_dir_still_renders(tmp_path):
+def test_missing_or_empty_dir_is_one_line_exit_2_and_named_ids_still_render(tmp_path):
     missing = accel("report", "--results-dir", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
     assert missing.stderr.startswith("accel: error: results dir") and "Traceback" not in missing.stderr
     (tmp_path / "empty").mkdir()
-    empty = accel("report", "--results-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "o"))
-    assert empty.returncode == 0, empty.stderr
-    assert "No usable records" in (tmp_path / "o" / "report.md").read_text()
+    for out in ([], ["--out", str(tmp_path / "o")]):  # a folder without records: a wrong path, not a report
+        empty = accel("report", "--results-dir", str(tmp_path / "empty"), *out)
+        assert empty.returncode == 2 and empty.stderr.count("\n") == 1, empty.stderr
+        assert "no result records (*.jsonl) under" in empty.stderr and "Traceback" not in empty.stderr
+    assert not (tmp_path / "o").exists()
+    named = accel("report", "--results-dir", str(tmp_path / "empty"), "--out", str(tmp_path / "o"),
+                  "--experiments", "ch2-nobias")  # ids named to list as not run (reference-timings)
+    assert named.returncode == 0, named.stderr
+    assert "0 record(s)" in (tmp_path / "o" / "report.md").read_text()
 
 
 def test_outputs_markdown_csv_html_and_plots(tmp_path):

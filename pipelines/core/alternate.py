@@ -13,6 +13,10 @@ applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
 budget. The summary file (alternation--<time>.json) says which rule stopped
 it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round) in its env.vars.
+
+What the terminal shows: one line per round (each process's time, the budget spent and left); every
+process's own output (launcher lines, its plan, its per-repeat lines) goes to alternation--<time>.log
+beside the records, and a failing process's `accel: error:` line is repeated on the terminal.
 """
 
 from __future__ import annotations
@@ -72,8 +76,28 @@ def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]
 
 
 def launch_command(experiment_id: str, passthrough: Sequence[str], results_dir: Path) -> list[str]:
+    """One round's process: one repeat, into the comparison's folder, never bringing a baseline of its own."""
     return [sys.executable, "-m", "pipelines", "launch", experiment_id, *passthrough, "--repeats", "1",
-            "--results-dir", str(results_dir)]
+            "--results-dir", str(results_dir), "--no-baseline"]
+
+
+def log_path(results_dir: Path, group: str) -> Path:
+    return Path(results_dir) / f"alternation--{group}.log"
+
+
+def group_records(results_dir: Path, group: str) -> tuple[list[dict], list[Path]]:
+    """The records (and their files) this comparison wrote: ACCEL_ALTERNATION starts with its group, so
+    older runs in the same folder never enter its verdict."""
+    records, paths = [], set()
+    for path in sorted(Path(results_dir).glob("*.jsonl")):
+        for item in results.read_tolerant(path):
+            if isinstance(item, results.Skipped):
+                continue
+            mark = str(((item.get("env") or {}).get("vars") or {}).get("ACCEL_ALTERNATION", ""))
+            if mark.startswith(f"{group}:"):
+                records.append(item)
+                paths.add(path)
+    return records, sorted(paths)
 
 
 def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule: StopRule,
@@ -82,8 +106,9 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
     """Rounds of one repeat per experiment until the rule stops; returns (and writes) the summary.
 
     `start(argv, extra_env) -> exit code` runs one process (a real subprocess by default)."""
-    start = start or _subprocess
     group = results.new_run_id()
+    log = log_path(results_dir, group)
+    start = start or (lambda argv, env: _subprocess(argv, env, log))
     summary = Summary(group, list(ids), rule=asdict(rule))
     auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
     began, longest_round = clock(), 0.0
@@ -100,21 +125,23 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
             elif summary.rounds and elapsed + longest_round > rule.budget_s:
                 summary.stopped_by = "budget"
                 break
-            round_began = clock()
+            round_began, took = clock(), []
             for experiment_id in order(ids, summary.rounds):
-                echo(f"== round {summary.rounds + 1}: {experiment_id}")
-                env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}"}
+                env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}", "ACCEL_PLAN_SHOWN": "1"}
+                began_one = clock()
                 code = start(launch_command(experiment_id, passthrough, results_dir), env)
+                took.append(f"{experiment_id} {clock() - began_one:.0f} s")
                 if code != 0:
                     summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
                     summary.elapsed_s = clock() - began
                     _write(results_dir, summary)
-                    raise RoundFailed(experiment_id, code, summary)
+                    raise RoundFailed(experiment_id, code, summary, _error_lines(log))
             summary.rounds += 1
             longest_round = max(longest_round, clock() - round_began)
             summary.halfwidths = halfwidths(results_dir, ids)
             if auto is not None:
                 auto.after_round(summary.halfwidths, clock() - round_began)
+            echo(round_line(summary, rule, took, clock() - began))
     finally:
         summary.elapsed_s = clock() - began
     _write(results_dir, summary)
@@ -122,10 +149,30 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
 
 
 class RoundFailed(Exception):
-    def __init__(self, experiment_id: str, code: int, summary: Summary):
-        super().__init__(f"{experiment_id} exited with code {code} in round {summary.rounds + 1}; the finished "
-                         f"rounds' records are kept")
+    def __init__(self, experiment_id: str, code: int, summary: Summary, said: str = ""):
+        because = f": {said}" if said else ""
+        super().__init__(f"{experiment_id} exited with code {code} in round {summary.rounds + 1}{because}; the "
+                         f"finished rounds' records are kept")
         self.code, self.summary = code, summary
+
+
+def round_line(summary: Summary, rule: StopRule, took: list[str], elapsed_s: float) -> str:
+    """One line per round: which round of how many, each process's time, the budget spent and left."""
+    most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {stopping.MAX_AUTO_REPEATS})"
+    budget = (f"{elapsed_s:.0f} s of {rule.budget_s:g} s budget spent, {max(0.0, rule.budget_s - elapsed_s):.0f} s "
+              "left" if rule.rounds is None else f"{elapsed_s:.0f} s")
+    widths = stopping.describe_widths(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"
+    return f"round {summary.rounds}{most}: {', '.join(took)}; {budget}; {widths}"
+
+
+def _error_lines(log: Path) -> str:
+    """What a failing process said to the user: its `accel: error:` lines (else its last line), from its log."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    said = [line.removeprefix("accel: error: ") for line in lines if line.startswith("accel: error:")]
+    return "; ".join(dict.fromkeys(said)) if said else (lines[-1][:300] if lines else "")
 
 
 def describe(summary: Summary) -> str:
@@ -141,5 +188,11 @@ def _write(results_dir: Path, summary: Summary) -> Path:
     return path
 
 
-def _subprocess(argv: list[str], extra_env: dict) -> int:
-    return subprocess.run(argv, env={**os.environ, **extra_env}).returncode
+def _subprocess(argv: list[str], extra_env: dict, log: Path) -> int:
+    """One process, its output appended to the comparison's log (the terminal gets one line per round)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        return subprocess.run(argv, env={**os.environ, **extra_env}, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL).returncode

@@ -75,12 +75,19 @@ def catalog_row(e: experiments.Experiment) -> dict[str, str]:
             "reproduces": e.reproduces, "published_ratio": published_ratio_text(e), "compares": e.compares}
 
 
+LIST_WIDTH = 100  # `accel list` fits this many columns (or the terminal, when narrower)
+
+
 @cli.command("list")
 @click.option("--status", type=click.Choice(experiments.STATUSES), help="Only ready or only planned entries.")
-@click.option("--markdown", is_flag=True, help="The README's map table.")
+@click.option("--markdown", is_flag=True, help="The map table of docs/experiments.md.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON array of objects, for scripts.")
-def list_cmd(status: str | None, markdown: bool, as_json: bool) -> None:
-    """Every experiment id: status, container target, launcher, published ratio, source, what it compares."""
+@click.option("--wide", is_flag=True, help="Every column (status, source), however wide.")
+def list_cmd(status: str | None, markdown: bool, as_json: bool, wide: bool) -> None:
+    """Every experiment id: container target, launcher, published ratio, what it compares (`accel show ID`
+    and `--wide` for the rest)."""
+    import shutil
+
     from tabulate import tabulate
 
     from pipelines.core.report import map_markdown
@@ -92,8 +99,22 @@ def list_cmd(status: str | None, markdown: bool, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(rows, indent=1))
         return
-    headers = {key: key.replace("_", " ") for key in rows[0]} if rows else "keys"
-    click.echo(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+    if wide:
+        headers = {key: key.replace("_", " ") for key in rows[0]} if rows else "keys"
+        click.echo(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+        return
+    width = min(LIST_WIDTH, shutil.get_terminal_size((LIST_WIDTH, 24)).columns)
+    narrow = [{"id": r["id"], "target": r["target"], "launcher": r["launcher"],
+               "published": _clip(r["published_ratio"], 14), "compares": r["compares"]} for r in rows]
+    fixed = max(map(len, tabulate([{k: v for k, v in r.items() if k != "compares"} for r in narrow],
+                                   headers="keys", tablefmt="simple", disable_numparse=True).splitlines())) + 2
+    for row in narrow:
+        row["compares"] = _clip(row["compares"], max(12, width - fixed))
+    click.echo(tabulate(narrow, headers="keys", tablefmt="simple", disable_numparse=True))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
 
 
 def _key_values(values: tuple[str, ...]) -> dict[str, str]:
@@ -108,9 +129,9 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 
 @cli.command()
 @experiment_argument
-@click.option("--scale", type=click.Choice(SCALES), default="book", show_default=True,
-              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, repeats auto; book: the "
-                   "book's epochs and settings, full test pass.")
+@click.option("--scale", type=click.Choice(SCALES), default="bench", show_default=True,
+              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, repeats auto (minutes); "
+                   "book: the book's epochs and settings, full test pass (tens of minutes to hours).")
 @click.option("--variant", "variants", multiple=True, shell_complete=_complete_variant,
               help="Run only this variant (repeatable; `accel show ID` lists them).")
 @click.option("--repeats", type=RepeatsArg(),
@@ -142,16 +163,160 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("-q", "--quiet", is_flag=True, help="No progress bars (they are off anyway without a terminal or "
                                                    "under CI).")
 @click.option("-v", "--verbose", is_flag=True, help="One line per finished epoch with its loss.")
+@click.option("--no-baseline", is_flag=True,
+              help="Measure this entry alone, even when its baseline is another entry (no ratio then).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (arms, baseline, scale, repeats, processes, "
+                                              "estimate) and exit 0; nothing runs, nothing is written.")
+@click.option("--json", "as_json", is_flag=True,
+              help="End with the verdict as one JSON object on stdout (plan and progress on stderr).")
 def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
-        quiet: bool, verbose: bool, **overrides) -> None:
-    """Run one experiment by id; writes results/<id>--<run id>.jsonl after every finished repeat."""
-    from pipelines.core import progress, runner  # torch and the pipelines: only for commands that run one
+        quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, **overrides) -> None:
+    """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
+    after every finished repeat. When the entry's baseline is another entry that runs the same way, both
+    are measured in alternation (as `accel compare BASELINE ID`); --no-baseline measures the entry alone."""
+    from pipelines.core import dist, preview, progress, runner  # torch: only for commands that run one
     from pipelines.core.report import print_run_summary
 
     plan = _plan(experiment_id, scale, variants, option_items, overrides)
-    outcome = runner.run(plan, progress.settings(quiet, verbose))
+    first = plan.configs[0]
+    launched = dist.placement().launched  # one rank of a launcher's run: the launcher showed the plan
+    choice = preview.baseline_choice(plan.experiment, variants, first.scale, first.results_dir,
+                                     refused=no_baseline or launched)
+    if choice.bring:
+        _alternation([choice.bring, experiment_id], _passthrough(click.get_current_context()),
+                     first.results_dir, None if first.repeats_auto else first.repeats,
+                     first.budget_s or NO_BUDGET_S, dry_run=dry_run, as_json=as_json,
+                     title=f"{experiment_id} with its baseline {choice.bring}")
+        return
+    text = _single_plan_text(plan, choice, launcher=None)
+    if dry_run:
+        click.echo(text)
+        return
+    show_plan = not launched and not os.environ.get("ACCEL_PLAN_SHOWN")
+    _quiet_foreign_warnings(first.device)
+    outcome = runner.run(plan, progress.settings(quiet or as_json, verbose),
+                         announce=(lambda: click.echo(text, err=True)) if show_plan else None)
     if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
-        print_run_summary(outcome.records, outcome.path)
+        from pipelines.core import verdict
+
+        paths = [outcome.path] if outcome.path else []
+        if as_json:
+            click.echo(verdict.as_json(outcome.records, [experiment_id], paths, first.results_dir))
+            return
+        print_run_summary(outcome.records, None)
+        click.echo(verdict.text(outcome.records, [experiment_id], paths, first.results_dir))
+
+
+NO_BUDGET_S = 86400.0  # fixed rounds: the count is the rule, the budget out of the way
+NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
+                 "quiet", "verbose"}
+
+
+def _passthrough(ctx: click.Context) -> list[str]:
+    """The run options the user gave, as arguments again, for the processes of an alternation (repeats,
+    results folder and budget become the alternation's own rule)."""
+    argv = []
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in NOT_PASSED_ON:
+            continue
+        if ctx.get_parameter_source(param.name) not in (click.core.ParameterSource.COMMANDLINE,
+                                                        click.core.ParameterSource.ENVIRONMENT):
+            continue
+        value, flag = ctx.params[param.name], param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
+        if param.is_flag:
+            argv += [flag] if value else []
+        elif param.multiple:
+            for item in value:
+                argv += [flag, str(item)]
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _quiet_foreign_warnings(device: str) -> None:
+    """On a machine without CUDA, torch.compile's import of cpp_extension warns "No CUDA runtime is found"
+    once per process, in the middle of the progress bars; the plan already says the run uses the CPU."""
+    import logging
+
+    import torch
+
+    if device == "cpu" and not torch.cuda.is_available():
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
+def _device_note(configs) -> str:
+    import torch
+
+    if all(c.device == "cpu" for c in configs) and not torch.cuda.is_available():
+        return "cpu (no CUDA GPU visible here)"
+    return ", ".join(sorted({c.device for c in configs}))
+
+
+def _single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
+    """The plan of one entry run by one command (this process, or the launcher it is about to start)."""
+    import torch
+
+    from pipelines.core import preview
+
+    entry, first = plan.experiment, plan.configs[0]
+    layouts = [preview.layout(entry, cfg, launcher, env, in_process_threads=torch.get_num_threads())
+               for cfg in plan.configs]
+    rounds = None if first.repeats_auto else first.repeats
+    how = f"{entry.id} under launch/{launcher}.sh" if launcher and launcher != "local" else entry.id
+    return preview.block(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
+                         preview.repeat_rule(first), preview.estimate(plan.configs, first.results_dir, rounds,
+                                                                      first.budget_s if rounds is None else None,
+                                                                      layouts[0].ranks * layouts[0].nodes),
+                         first.results_dir, [choice.note], _device_note(plan.configs))
+
+
+def _plan_from_args(experiment_id: str, args: list[str]):
+    """A runner plan from `accel run` arguments (what an alternation's processes will receive)."""
+    ctx = run.make_context("run", [experiment_id, *args])
+    params = dict(ctx.params)
+    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
+        params.pop(shown)
+    return _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                 params.pop("option_items"), params)
+
+
+def _alternation(ids: list[str], passthrough: list[str], results_dir: Path, rounds: int | None, budget_s: float,
+                 halfwidth: float | None = None, *, dry_run: bool, as_json: bool, title: str) -> None:
+    """Experiments measured in alternation (one process per id and round), after the plan, ending with the
+    verdict of this comparison's records: what `accel compare`, and `accel run` / `launch` with a
+    baseline entry, do."""
+    from pipelines.core import alternate, preview, results, runner, stopping, verdict
+
+    plans = [_plan_from_args(experiment_id, [*passthrough, "--results-dir", str(results_dir)])
+             for experiment_id in ids]
+    rule = alternate.StopRule(rounds, budget_s, halfwidth or stopping.DEFAULT_HALFWIDTH)
+    arms = [(cfg, preview.against_text(p.experiment, cfg.variant)) for p in plans for cfg in p.configs]
+    layouts = [preview.layout(p.experiment, cfg, p.experiment.launcher) for p in plans for cfg in p.configs]
+    configs = [cfg for p in plans for cfg in p.configs]
+    first = configs[0]
+    first_rule = dataclasses.replace(first, repeats_auto=rounds is None, budget_s=budget_s) if rounds is None \
+        else first
+    text = preview.block(f"{title}, in alternation (one process per id and round)", arms, layouts,
+                         preview.repeat_rule(first_rule, rounds, alternation=True),
+                         preview.estimate(configs, results_dir, rounds, budget_s if rounds is None else None,
+                                          layouts[0].ranks, processes_per_round=len(ids)),
+                         results_dir, [f"each process's output: {results_dir}/alternation--<time>.log"],
+                         _device_note(configs))
+    if dry_run:
+        click.echo(text)
+        return
+    for p in plans:  # user mistakes (missing data, bad options) in one line before round 1
+        runner.preflight(p, 1, 0, capabilities=False)
+    results.check_writable(results_dir)
+    click.echo(text, err=True)
+    try:
+        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
+    except alternate.RoundFailed as failed:
+        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
+    click.echo(alternate.describe(summary), err=True)
+    records, paths = alternate.group_records(results_dir, summary.group)
+    click.echo(verdict.as_json(records, ids, paths, results_dir) if as_json else
+               verdict.text(records, ids, paths, results_dir))
 
 
 def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
@@ -183,7 +348,7 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
     from pipelines.core import runner
 
-    for shown in ("quiet", "verbose"):
+    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
         params.pop(shown)
     plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                  params.pop("option_items"), params)
@@ -254,12 +419,40 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     script = REPO / "launch" / f"{entry.launcher}.sh"
     if not script.is_file():
         _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
+    python = os.environ.get("PYTHON")
+    if python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        _fail(f"PYTHON={python} is not an executable file; unset PYTHON (the launchers then use "
+              ".venv/bin/python) or point it at a Python with this package installed", EXIT_USAGE)
+    if {"-h", "--help"} & set(args):
+        os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
     knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
-    argv = [str(script), "run", experiment_id, *args]
+    ctx = run.make_context("run", [experiment_id, *args])
+    options = ctx.params
+    if not os.environ.get("ACCEL_PLAN_SHOWN"):  # an alternation's process: its parent showed the plan
+        from pipelines.core import preview
+
+        plan = _plan_from_args(experiment_id, list(args))
+        first = plan.configs[0]
+        choice = preview.baseline_choice(entry, options["variants"], first.scale, first.results_dir,
+                                         refused=options["no_baseline"])
+        if choice.bring:
+            _alternation([choice.bring, experiment_id], _passthrough(ctx), first.results_dir,
+                         None if first.repeats_auto else first.repeats, first.budget_s or NO_BUDGET_S,
+                         dry_run=options["dry_run"], as_json=options["as_json"],
+                         title=f"{experiment_id} with its baseline {choice.bring}")
+            return
+        text = _single_plan_text(plan, choice, entry.launcher, {**os.environ, **knobs})
+        click.echo(text, err=not options["dry_run"])
+        if options["dry_run"]:
+            return
+    # the launched `accel run` never brings a baseline itself, and does not show the plan again
+    run_args = [*args, *([] if options["no_baseline"] else ["--no-baseline"])]
+    argv = [str(script), "run", experiment_id, *run_args]
     shown = " ".join([*(f"{k}={v}" for k, v in knobs.items()), *argv])
     click.echo(f"+ {shown}", err=True)
     sys.stdout.flush()
-    os.execve(str(script), argv, {**os.environ, **knobs})
+    sys.stderr.flush()
+    os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PLAN_SHOWN": "1"})
 
 
 @cli.command()
@@ -289,6 +482,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     if out_dir is None and (formats or against or experiment_ids or note):
         raise ConfigError("--format, --against, --experiments and --note need --out DIR "
                           "(where report.md goes)")
+    _refuse_empty(results_dir, experiment_ids)
     if out_dir is None:
         click.echo(summary_table(results_dir))
         return
@@ -311,6 +505,13 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
         _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
 
 
+def _refuse_empty(results_dir: Path, experiment_ids: str) -> None:
+    """A folder with no result file at all is a wrong path or a run not made yet, not an empty report."""
+    if results_dir.is_dir() and not experiment_ids.strip() and not any(results_dir.glob("**/*.jsonl")):
+        raise ConfigError(f"no result records (*.jsonl) under {results_dir}; run an experiment first "
+                          "(e.g. accel run ch2-nobias) or pass --results-dir with a folder that has them")
+
+
 @cli.command(context_settings={"ignore_unknown_options": True})
 @click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
 @click.option("--rounds", default="auto", show_default=True,
@@ -320,13 +521,17 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
               help="Time budget in seconds; no round starts that would overrun it.")
 @click.option("--halfwidth", type=float, default=0.05, show_default=True,
               help="With --rounds auto: the relative interval half-width that is precise enough.")
-@click.option("--results-dir", type=PathArg(), required=True,
-              help="Folder for every round's records (one comparison per folder).")
-def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path) -> None:
-    """Experiments measured in alternation (ABBA rounds, one process each), e.g. a baseline and its variants.
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Folder for every round's records; the verdict counts this comparison's records only.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and exit 0; nothing runs, nothing is written.")
+@click.option("--json", "as_json", is_flag=True, help="End with the verdict as one JSON object on stdout.")
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path,
+            dry_run: bool, as_json: bool) -> None:
+    """Experiments measured in alternation (ABBA rounds, one process each), e.g. a baseline and its variants,
+    after a plan, ending with the verdict.
 
     Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
-    from pipelines.core import alternate, results
+    from pipelines.core import alternate
 
     ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
     passthrough = list(items[len(ids):])
@@ -335,15 +540,14 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
                           "VARIANT-ID --results-dir results/ladder; `accel list` shows the ids)")
     for experiment_id in ids:
         experiments.get(experiment_id)
-    if any(a == "--repeats" or a.startswith("--repeats=") or a == "--results-dir" for a in passthrough):
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ConfigError(f"compare names {', '.join(twice)} more than once; an experiment compared with itself "
+                          "measures nothing (e.g. accel compare ch2-baseline ch2-nobias)")
+    if any(a in ("--repeats", "--results-dir", "--no-baseline") or a.startswith(("--repeats=", "--results-dir="))
+           for a in passthrough):
         raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
-    rule = alternate.StopRule(alternate.parse_rounds(rounds), budget_s, halfwidth)
-    results.check_writable(results_dir)
-    try:
-        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
-    except alternate.RoundFailed as failed:
-        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
-    click.echo(alternate.describe(summary))
+    _alternation(ids, passthrough, results_dir, alternate.parse_rounds(rounds), budget_s, halfwidth,
+                 dry_run=dry_run, as_json=as_json, title=" vs ".join(ids))
 
 
 cli.add_command(data)

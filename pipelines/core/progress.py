@@ -101,21 +101,42 @@ class RepeatProgress(Hooks):
 
 
 class RunProgress:
-    """The outer bar: one unit per record the run will write (variant x repeat, skipped ones too); `units`
-    None when the count is not known beforehand (--repeats auto): the bar then counts without an end."""
+    """The outer bar: one unit per record the run will write (variant x repeat, skipped ones too).
 
-    def __init__(self, label: str, units: int | None, settings: Settings):
-        self.settings = settings
-        self.bar = _Bar(total=units, desc=label, unit="run", position=0, mininterval=MIN_INTERVAL_S,
-                        dynamic_ncols=True, file=sys.stderr) if settings.bars else None
+    With `--repeats auto` (a `rule`, core/stopping.AutoStop) the number of rounds is not known beforehand,
+    so the bar counts the time budget instead: its total is the budget in seconds, its position the time
+    spent, its label the round and the most rounds allowed; tqdm's ETA is then the budget left, which the
+    rule never overruns (it may stop earlier, when every interval is narrow enough)."""
+
+    def __init__(self, label: str, units: int | None, settings: Settings, rule: Any = None):
+        self.settings, self.label, self.rule = settings, label, rule
+        self.began = time.monotonic()
+        if not settings.bars:
+            self.bar = None
+        elif rule is not None:
+            self.bar = _Bar(total=round(rule.budget_s), desc=self._round_label(), unit="s", position=0,
+                            mininterval=MIN_INTERVAL_S, dynamic_ncols=True, file=sys.stderr,
+                            bar_format="{desc}: {percentage:3.0f}%|{bar}| {n:.0f}/{total:.0f} s budget "
+                                       "[{elapsed}<{remaining}{postfix}]")
+        else:
+            self.bar = _Bar(total=units, desc=label, unit="run", position=0, mininterval=MIN_INTERVAL_S,
+                            dynamic_ncols=True, file=sys.stderr)
+
+    def _round_label(self) -> str:
+        return f"{self.label} round {self.rule.rounds + 1} (at most {self.rule.max_rounds})"
 
     def repeat(self, label: str, epochs: int, steps: int | None) -> RepeatProgress:
         return RepeatProgress(label, epochs, steps, self.settings)
 
     def finished(self, record: Mapping[str, Any]) -> None:
-        if self.bar is not None:
-            self.bar.set_postfix_str(f"{record['variant']} #{record['repeat']} {record['status']}", refresh=False)
+        if self.bar is None:
+            return
+        self.bar.set_postfix_str(f"{record['variant']} #{record['repeat']} {record['status']}", refresh=False)
+        if self.rule is None:
             self.bar.update(1)
+            return
+        self.bar.set_description_str(self._round_label(), refresh=False)
+        self.bar.update(min(self.bar.total, time.monotonic() - self.began) - self.bar.n)
 
     def close(self) -> None:
         if self.bar is not None:

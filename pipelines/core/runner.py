@@ -94,14 +94,18 @@ def dist_options(cfg: RunConfig) -> options.DistOptions:
     return cfg.options if isinstance(cfg.options, options.DistOptions) else options.DistOptions()
 
 
-def run(the_plan: Plan, shown: progress.Settings = progress.OFF) -> Outcome:
+def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Callable[[], None] | None = None) -> Outcome:
     """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes).
-    `shown`: progress bars and per-epoch lines (rank 0 only; the CLI's --quiet / --verbose)."""
+    `shown`: progress bars and per-epoch lines (rank 0 only; the CLI's --quiet / --verbose). `announce`:
+    called on rank 0 once every refusal has passed and before any work (the CLI prints its plan there, so
+    a refused run stays one line)."""
     first = the_plan.configs[0]
     place = dist.placement()
     device = torch.device(first.device)
     for cfg in the_plan.configs:
         _refuse_before_work(the_plan, cfg, loop.RunContext(device, place.rank, place.world_size))
+    if announce is not None and place.rank == 0:
+        announce()
     if not place.launched:
         return _run_variants(the_plan, loop.RunContext(device), dist.SINGLE_PROCESS, shown=shown)
     settings = dist_options(first)
@@ -183,7 +187,8 @@ def _run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any
     rule = _stop_rule(configs)
     work = _work(configs, skips, rule, records, _agreement(session))
     planned = None if rule else sum(1 if c.variant in skips else c.repeats for c in configs)
-    bars = progress.RunProgress(the_plan.experiment.id, planned, shown if ctx.is_main else progress.OFF)
+    bars = progress.RunProgress(the_plan.experiment.id, planned, shown if ctx.is_main else progress.OFF,
+                                rule=rule)
     cfg, repeat, in_flight = configs[0], 0, None
     try:
         for repeat, cfg in work:

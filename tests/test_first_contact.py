@@ -1,0 +1,107 @@
+"""First contact: bench scale by default, a plan before any work (`--dry-run`: only the plan), the baseline
+entry measured beside the entry, and the verdict as the last thing every experiment command prints."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+
+from conftest import accel, records
+from pipelines.core import experiments, preview
+from pipelines.core.config import SCALE_DEFAULTS, RunConfig
+
+
+def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_writes_nothing(tmp_path):
+    out = accel("run", "ch2-nobias", "--dry-run", "--results-dir", str(tmp_path / "r"), timeout=120)
+    assert out.returncode == 0, out.stderr
+    plan = out.stdout
+    assert plan.startswith("plan: ch2-nobias with its baseline ch2-baseline")
+    assert "bench scale: 5 warm-up + 40 timed steps" in plan  # bench is the default scale
+    assert "ch2-baseline [baseline]  baseline arm" in plan and "ch2-nobias [nobias]      vs ch2-baseline" in plan
+    assert "estimate:" in plan and "repeats:   auto" in plan and "usable core" in plan
+    assert not (tmp_path / "r").exists()
+
+
+def test_no_baseline_and_smoke_scale_measure_the_entry_alone_and_say_so(tmp_path):
+    alone = accel("run", "ch2-nobias", "--dry-run", "--no-baseline", timeout=120).stdout
+    assert alone.startswith("plan: ch2-nobias\n") and "--no-baseline: ch2-baseline is not measured" in alone
+    smoke = accel("run", "ch2-nobias", "--dry-run", "--scale", "smoke", timeout=120).stdout
+    assert "smoke scale proves the code path only" in smoke
+
+
+def test_a_baseline_another_launcher_runs_is_named_with_the_command_that_gives_the_verdict():
+    out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=4", "--dry-run", env={"NPROC": "4", "THREADS": "1"},
+                timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert "plan: ch9-cpu-gloo under launch/torchrun.sh" in out.stdout
+    assert "4 ranks x 1 thread on" in out.stdout
+    assert "is not run by this command (it is one arm of another entry)" in out.stdout
+    assert "accel launch ch9-cpu-threads --variant threads=<ranks x threads>" in out.stdout
+    if len(os.sched_getaffinity(0)) < 4:
+        assert "WARNING: oversubscribed (4 threads >" in out.stdout
+
+
+def _cfg(**fields) -> RunConfig:
+    base = dict(experiment="ch2-nobias", pipeline="ch02_layers", variant="nobias", model="cnn_fmnist",
+                dataset="synthetic", scale="bench", steps=40, warmup_steps=5, batch_size=64)
+    return RunConfig(**{**base, **fields})
+
+
+def test_oversubscription_is_ranks_times_threads_above_the_usable_cores():
+    entry = experiments.get("ch9-cpu-gloo")
+    usable = preview.usable_cores()
+    fits = preview.layout(entry, _cfg(), "torchrun", {"NPROC": "1", "THREADS": str(usable)})
+    assert (fits.ranks, fits.threads, fits.oversubscribed) == (1, usable, False)
+    over = preview.layout(entry, _cfg(), "torchrun", {"NPROC": str(usable), "THREADS": "2"})
+    assert over.oversubscribed and "WARNING: oversubscribed" in over.text()
+    default = preview.layout(entry, _cfg(), "torchrun", {"NPROC": "1"})  # the script's default: cores / ranks
+    assert default.threads == usable
+
+
+def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tmp_path):
+    cfg = _cfg()
+    unknown = preview.estimate([cfg], tmp_path, None, 300, reference_dir=tmp_path)
+    assert unknown.startswith("unknown: no recorded step time for ch2-nobias [nobias]") and "300 s" in unknown
+    record = {"status": "ok", "experiment": "ch2-nobias", "variant": "nobias", "env": {"cpu_model": "elsewhere"},
+              "config": {"batch_size": 32, "train_samples": 54000}, "metrics": {"step_time_ms_median": 50.0}}
+    (tmp_path / "x.jsonl").write_text(json.dumps(record) + "\n")
+    # 45 steps x 50 ms x (64 / 32): 4.5 s a repeat; three repeats
+    fixed = preview.estimate([cfg], tmp_path, 3, None, reference_dir=tmp_path / "none")
+    assert fixed.startswith("about 14 s: 3 x 4 s a round") and "another machine" in fixed
+    book = preview.estimate([_cfg(steps=None, warmup_steps=0, epochs=2)], tmp_path, 1, None,
+                            reference_dir=tmp_path / "none")  # 2 epochs x 844 steps x 0.1 s
+    assert book.startswith("about 169 s")
+
+
+def test_bench_is_the_default_scale_of_every_experiment_command():
+    from pipelines.core.cli import cli
+
+    assert SCALE_DEFAULTS["bench"].repeats == "auto"
+    run_scale = next(p for p in cli.commands["run"].params if p.name == "scale")
+    assert run_scale.default == "bench"
+
+
+def test_python_that_does_not_exist_is_one_line_before_any_launcher(tmp_path):
+    out = accel("launch", "ch2-baseline", "--scale", "smoke", env={"PYTHON": "/nonexistent/python"}, timeout=60)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1, out.stderr
+    assert "PYTHON=/nonexistent/python is not an executable file" in out.stderr
+
+
+@pytest.mark.slow
+def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_path):
+    out = accel("run", "ch2-nobias", "--dataset", "synthetic", "--steps", "3", "--warmup-steps", "1",
+                "--repeats", "2", "--results-dir", str(tmp_path), "--json", timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert out.stderr.startswith("plan: ch2-nobias with its baseline ch2-baseline")
+    recs = records(tmp_path)
+    assert sorted((r["experiment"], r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1]) for r in recs) == [
+        ("ch2-baseline", "0"), ("ch2-baseline", "1"), ("ch2-nobias", "0"), ("ch2-nobias", "1")]
+    result = json.loads(out.stdout)  # --json: stdout is the verdict alone
+    arms = {(a["experiment"], a["variant"]): a for a in result["arms"]}
+    nobias = arms[("ch2-nobias", "nobias")]
+    assert nobias["baseline"].startswith("ch2-baseline [baseline]") and nobias["ratio"] > 0
+    assert nobias["published_ratio"] == 1.18 and nobias["published_source"] == "book:ch2"
+    assert nobias["verdict"] == "inconclusive" and "2 repeat(s)" in nobias["why"]  # 2 < 3 rounds: no verdict
+    assert len(result["records"]) == 4 and result["report"].startswith("accel report --results-dir")
