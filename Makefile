@@ -18,7 +18,7 @@ DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targ
 .PHONY: help venv demo test test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
-	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale bench']"
+	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
 	@echo "(make list shows the ids, accel run --help the ARGS, accel launch --help the launchers' knobs)"
 	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 

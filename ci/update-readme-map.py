@@ -1,4 +1,8 @@
-"""Rewrite the README's experiment map from the catalog (tests/test_readme.py checks it is in sync)."""
+"""Rewrite the experiment map in docs/experiments.md from the catalog (`accel list --markdown`).
+
+The README links the map; it no longer holds it. tests/test_readme.py checks the block is in sync and
+appears exactly once. Run: .venv/bin/python ci/update-readme-map.py
+"""
 
 import re
 import sys
@@ -7,9 +11,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipelines.core.report import map_markdown  # noqa: E402
 
-readme = Path(__file__).resolve().parents[1] / "README.md"
-text = readme.read_text()
+page = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
+text = page.read_text()
 pattern = re.compile(r"(<!-- map:begin[^\n]*-->\n).*?(\n<!-- map:end -->)", re.S)
-if not pattern.search(text):
-    sys.exit("README.md lacks the map markers")
-readme.write_text(pattern.sub(lambda m: m.group(1) + map_markdown() + m.group(2), text))
+if len(pattern.findall(text)) != 1:
+    sys.exit(f"{page.relative_to(page.parents[1])} must hold the map markers exactly once")
+page.write_text(pattern.sub(lambda m: m.group(1) + map_markdown() + m.group(2), text))

@@ -105,3 +105,29 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
     assert nobias["published_ratio"] == 1.18 and nobias["published_source"] == "book:ch2"
     assert nobias["verdict"] == "inconclusive" and "2 repeat(s)" in nobias["why"]  # 2 < 3 rounds: no verdict
     assert len(result["records"]) == 4 and result["report"].startswith("accel report --results-dir")
+
+
+def test_an_auto_run_bar_counts_the_budget_and_names_the_round(capsys):
+    from pipelines.core import progress, stopping
+
+    rule = stopping.AutoStop(budget_s=120)
+    bars = progress.RunProgress("ch3-compile-cnn-cpu", None, progress.Settings(bars=True), rule=rule)
+    rule.after_round({}, 1.0)
+    bars.finished({"variant": "eager", "repeat": 0, "status": "ok"})
+    bars.close()
+    err = capsys.readouterr().err
+    assert "ch3-compile-cnn-cpu round 2 (at most 50)" in err and "/120 s budget" in err
+
+
+def test_cpu_only_runs_silence_torchs_no_cuda_warning_that_would_land_in_the_bars():
+    import logging
+
+    import torch
+
+    from pipelines.core.cli import _device_note, _quiet_foreign_warnings
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is visible: the warning is not raised here")
+    _quiet_foreign_warnings("cpu")
+    assert logging.getLogger("torch.utils.cpp_extension").getEffectiveLevel() >= logging.ERROR
+    assert _device_note([_cfg()]) == "cpu (no CUDA GPU visible here)"
