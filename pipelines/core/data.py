@@ -29,7 +29,16 @@ from pipelines.core.config import RunConfig
 from pipelines.core.errors import ConfigError
 
 BOOK_FMNIST_SPLIT_SEED = 42  # the book's numpy permutation that keeps 90 % of the train images
-BOOK_FMNIST_TRAIN_FRACTION = 0.9
+BOOK_FMNIST_VALID_FRACTION = 0.1  # its build_data_loader's valid_size: the permutation's FIRST 10 % (never used)
+
+
+def book_fmnist_train_indices(train_images: int) -> list[int]:
+    """The training images of the book's build_data_loader: np.random.seed(42), shuffle the indices, keep
+    `indices[split:]` with split = floor(0.1 * n), the LAST 90 % (54,000 of 60,000); the first 10 % is the
+    validation split it never evaluates. Taking the first 90 % instead would train on 6,000 of the book's
+    validation images and leave out 6,000 of its training ones."""
+    order = np.random.RandomState(BOOK_FMNIST_SPLIT_SEED).permutation(train_images)
+    return order[int(np.floor(BOOK_FMNIST_VALID_FRACTION * train_images)):].tolist()
 
 
 @dataclass
@@ -179,8 +188,7 @@ def _train_sampling(cfg: RunConfig, train_set: Dataset, rank: int, world_size: i
     generator = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
     indices = None
     if cfg.dataset == "fashion_mnist":
-        order = np.random.RandomState(BOOK_FMNIST_SPLIT_SEED).permutation(len(train_set))
-        indices = order[: int(len(train_set) * BOOK_FMNIST_TRAIN_FRACTION)].tolist()
+        indices = book_fmnist_train_indices(len(train_set))
     if world_size > 1:
         from torch.utils.data.distributed import DistributedSampler
 
