@@ -104,6 +104,7 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Calla
     device = torch.device(first.device)
     for cfg in the_plan.configs:
         _refuse_before_work(the_plan, cfg, loop.RunContext(device, place.rank, place.world_size))
+    _skip_reasons(the_plan, loop.RunContext(device, place.rank, place.world_size))  # nothing runnable: refused now
     if announce is not None and place.rank == 0:
         announce()
     if not place.launched:
