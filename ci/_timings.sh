@@ -30,7 +30,8 @@ ensure_data() {
 records_of() { find "$1" -maxdepth 1 -name "$2--*.jsonl" | wc -l; }
 
 # measure OUT ID [KNOB=VALUE...] [-- ACCEL_ARGS...]: one bench-scale launch into OUT; a non-zero exit (a run
-# past ENTRY_TIMEOUT seconds, when that is set, too) or no new record appends to `failed`.
+# past ENTRY_TIMEOUT seconds, when that is set, too) or no new record appends to `failed`. --no-baseline:
+# the list names every baseline itself (a baseline brought along would be measured twice).
 measure() {
   local out="$1" id="$2" knobs=() before
   shift 2
@@ -41,7 +42,7 @@ measure() {
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
   if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" --scale bench --steps "$STEPS" \
-       --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out"; then
+       --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")
     return 0
   fi

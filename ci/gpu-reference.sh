@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # GPU reference timings: every GPU entry of the catalog at bench scale (--device cuda), the GPU's measured
 # matmul peak, the harness overhead on the GPU, then the report beside the book's and the talk's numbers.
-# First run for real on an NVIDIA H100 80GB HBM3 (results/reference/h100-bench/, README: GPU reference).
+# First run for real on an NVIDIA H100 80GB HBM3 (results/reference/h100-bench/, docs/timing.md: GPU reference).
 #
 # Usage: [KNOB=value ...] ci/gpu-reference.sh [--dry-run] [OUT_DIR]
 #   ci/gpu-reference.sh --dry-run                 # check the ids exist, print the exact commands
@@ -68,7 +68,7 @@ print(x.knobs.get("NPROC", "") if x.launcher == "torchrun" else "")' "$1")"
 if [[ $dry -eq 1 ]]; then
   for id in "${run_ids[@]}"; do
     knob="$(nproc_knob "$id")"
-    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --repeats $REPEATS --data-root $DATA --results-dir $GPU_OUT"
+    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --repeats $REPEATS --data-root $DATA --results-dir $GPU_OUT --no-baseline"
   done
   exit 0
 fi

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipelines.core.errors import first_line
-from pipelines.core.rendezvous import Budget, reach
+from pipelines.core.rendezvous import Budget, reach, without_torch_figure
 
 EXIT_FAILED = 1
 RANK_PREFIX = "[rank${rank}]: "  # torchrun's template macro: the global rank
@@ -109,6 +109,14 @@ def summary(failures: dict[int, Any], said: dict[int, list[str]]) -> tuple[str, 
     return line, failure.exitcode if failure.exitcode in (2, 3) else EXIT_FAILED
 
 
+def not_formed(node: int, endpoint: str, timeout_s: float, exc: BaseException) -> str:
+    """The line for a rendezvous that failed before any rank ran: the user's timeout_s, torch's reason
+    without torch's own (rounded-up) wait figure (`rendezvous.without_torch_figure`)."""
+    return (f"node {node} could not form the group at {endpoint} within {timeout_s:g} s "
+            f"({exc.__class__.__name__}: {without_torch_figure(first_line(exc))}); start every node with the "
+            "same NNODES, MASTER_ADDR and MASTER_PORT")
+
+
 def _where(args: argparse.Namespace) -> tuple[int, str]:
     """(this node's rank, the rendezvous endpoint) as torchrun was told."""
     if args.rdzv_backend == "static":
@@ -154,10 +162,7 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + int(exc.sigval)
     except Exception as exc:  # before any rank ran: the rendezvous (static store, c10d) failed or timed out
         logging.exception("torchrun failed before its ranks ran")
-        node, endpoint = _where(args)
-        return fail(f"node {node} could not form the group at {endpoint} within {ours.timeout_s:g} s "
-                    f"({exc.__class__.__name__}: {first_line(exc)}); start every node with the same NNODES, "
-                    "MASTER_ADDR and MASTER_PORT")
+        return fail(not_formed(*_where(args), ours.timeout_s, exc))
     shutil.rmtree(ours.log_dir, ignore_errors=True)
     return 0
 

@@ -174,6 +174,9 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
     after every finished repeat. When the entry's baseline is another entry that runs the same way, both
     are measured in alternation (as `accel compare BASELINE ID`); --no-baseline measures the entry alone."""
+    from pipelines.core.config import check_environment
+
+    check_environment()  # before torch loads: libgomp would print its own warning line first
     from pipelines.core import dist, preview, progress, runner  # torch: only for commands that run one
     from pipelines.core.report import print_run_summary
 
@@ -346,6 +349,7 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
         return
     params = run.make_context("run", list(args[1:])).params
     experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
+    config.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
     from pipelines.core import runner
 
     for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
@@ -398,7 +402,10 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 
     ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`.
     """
+    from pipelines.core.config import check_environment
+
     entry = experiments.get(experiment_id)
+    check_environment()  # before torch loads: libgomp would print its own warning line first
     device_given = any(a == "--device" or a.startswith("--device=") for a in args)
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
         _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
@@ -501,7 +508,9 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
         from pipelines.core.report_drift import terminal_table
 
         click.echo(terminal_table(written.drift))
-    if fail_on_reversal and written.drift.reversals:
+    if written.drift_skipped:  # another machine class: the full report, no drift table, and why
+        click.echo(f"accel report: drift check skipped: {written.drift_skipped}")
+    if fail_on_reversal and written.drift is not None and written.drift.reversals:
         _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
 
 
@@ -531,6 +540,9 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     after a plan, ending with the verdict.
 
     Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
+    from pipelines.core.config import check_environment
+
+    check_environment()  # before torch loads (alternate imports it): libgomp would warn first
     from pipelines.core import alternate
 
     ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
@@ -133,9 +134,31 @@ def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
         raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
 
 
+def check_environment(env: Mapping[str, str] | None = None) -> None:
+    """Refuse an environment the run's libraries would silently misread, before any work.
+
+    OMP_NUM_THREADS: libgomp prints "Invalid value for environment variable OMP_NUM_THREADS" for anything
+    but a positive whole number (or a comma list of them, one per nesting level, e.g. "4,2") and then
+    runs with its default, and torch's own parse falls back the same way. The run then finishes "ok" with
+    a thread count the user did not ask for, recorded as if chosen. So the value is checked as libgomp's
+    grammar (digits only: torch ignores a padded " 4"), and a bad one is a ConfigError naming it.
+    Called by `resolve`, so `accel run`, every launcher's preflight and every rank refuse it; a command
+    should also call it before importing torch, or libgomp's own warning line comes first.
+    """
+    env = os.environ if env is None else env
+    value = env.get("OMP_NUM_THREADS")
+    if value is None:
+        return
+    if not all(item.isdigit() and item.isascii() and int(item) > 0 for item in value.split(",")):
+        raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a positive whole number (or a comma list of "
+                          "them, one per nesting level); unset it or set e.g. OMP_NUM_THREADS=2")
+
+
 def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, Any],
             *, experiment: str, pipeline: str, variant: str, scale: str) -> RunConfig:
-    """Merge scale defaults < catalog entry < user overrides into one frozen RunConfig."""
+    """Merge scale defaults < catalog entry < user overrides into one frozen RunConfig (after
+    `check_environment`: the environment is part of what a run is configured by)."""
+    check_environment()
     _choice("scale", scale, SCALES)
     defaults = SCALE_DEFAULTS[scale]
     merged: dict[str, Any] = dict(settings)

@@ -25,6 +25,7 @@ import fcntl
 import gzip
 import hashlib
 import json
+import os
 import re
 import shutil
 import tarfile
@@ -255,24 +256,75 @@ def _verify_real_imdb(folder: Path, name: str, root: Path) -> list[str]:
 
 # ----- writers: one dataset folder at a time, swapped into place ------------------------------------
 
+def _missing_folders(root: Path) -> list[Path]:
+    """The folders `root.mkdir(parents=True)` would create, deepest first."""
+    missing, folder = [], Path(root).absolute()
+    while not folder.exists() and folder != folder.parent:
+        missing.append(folder)
+        folder = folder.parent
+    return missing
+
+
+def _locked(path: Path):
+    """`path` opened and exclusively flock-ed, as the file that is at `path` now.
+
+    A refused writer removes a lock file it created (`_exclusive`), so a waiter can wake holding the lock
+    of a file no longer there while a newcomer locks a fresh file of the same name: both would write.
+    Checking, once locked, that the path still names the locked file (same device and inode), and
+    retrying when it does not, keeps one writer per dataset whoever removes the file (or its folder, which
+    a refused writer that created it removes too: made again here)."""
+    while True:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        lock = open(path, "a")
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        try:
+            now, held = os.stat(path), os.fstat(lock.fileno())
+        except FileNotFoundError:
+            now = None
+        if now is not None and (now.st_dev, now.st_ino) == (held.st_dev, held.st_ino):
+            return lock
+        lock.close()
+
+
 @contextlib.contextmanager
 def _exclusive(root: Path, name: str) -> Iterator[None]:
-    """One writer per dataset at a time, across ranks and processes on this host."""
+    """One writer per dataset at a time, across ranks and processes on this host.
+
+    A refused or failed call (disk full, permission, damaged download) leaves nothing new behind: the
+    lock file and any folders of `root` this call created are removed again, so `accel data generate`
+    on a full disk does not leave a zero-byte `.<name>.lock` (and an empty root) for the user to find.
+    A lock file that was there before stays: another writer may be waiting on it."""
     root = Path(root)
     if root.exists() and not root.is_dir():
         raise DataError(f"data root {root} is a file, not a folder; pass a folder with --root")
+    created = _missing_folders(root)
+    path = root / f".{name}.lock"
     try:
         root.mkdir(parents=True, exist_ok=True)
-        lock = open(root / f".{name}.lock", "w")
+        fresh = not path.exists()
+        lock = _locked(path)
     except OSError as exc:
+        _remove_new(created)
         raise DataError(f"cannot write datasets under {root} ({exc.strerror or exc}); "
                         "pass a folder you can write with --root") from None
     with lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
         try:
             yield
-        finally:
+        except BaseException:
+            if fresh:  # unlinked while still held: a waiter sees the path changed and locks anew
+                with contextlib.suppress(OSError):
+                    path.unlink()
             fcntl.flock(lock, fcntl.LOCK_UN)
+            _remove_new(created)
+            raise
+        fcntl.flock(lock, fcntl.LOCK_UN)
+
+
+def _remove_new(folders: list[Path]) -> None:
+    """Remove the folders a refused call created (deepest first), each only if it is empty."""
+    for folder in folders:
+        with contextlib.suppress(OSError):
+            folder.rmdir()
 
 
 @contextlib.contextmanager

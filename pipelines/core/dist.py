@@ -34,7 +34,7 @@ import torch.distributed as tdist
 
 from pipelines.core import affinity
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, first_line
-from pipelines.core.rendezvous import Budget, reach
+from pipelines.core.rendezvous import Budget, reach, without_torch_figure
 from pipelines.core.loop import RunContext
 
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")
@@ -178,7 +178,6 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
         torch.cuda.set_device(place.local_rank)
         kwargs["device_id"] = torch.device("cuda", place.local_rank)
     timeout, budget = datetime.timedelta(seconds=timeout_s), Budget(timeout_s)
-    where = f"{place.master_addr}:{place.master_port}"
     try:
         if backend == "mpi":  # MPI takes rank and size from its own launcher
             tdist.init_process_group("mpi", timeout=timeout)
@@ -190,10 +189,16 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
     except DistError:
         raise
     except (RuntimeError, ValueError) as exc:
-        raise DistError(f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
-                        f"{where} within {timeout_s:g} s ({first_line(exc)}); "
-                        "are all ranks started and is the address reachable?") from exc
+        raise DistError(not_joined(place, backend, timeout_s, exc)) from exc
     return timeout
+
+
+def not_joined(place: Placement, backend: str, timeout_s: float, exc: BaseException) -> str:
+    """The line for a rank that could not join its group: the user's timeout_s, torch's reason without
+    torch's own (rounded-up) wait figure (`rendezvous.without_torch_figure`)."""
+    return (f"rank {place.rank} of {place.world_size} could not join the {backend} group at "
+            f"{place.master_addr}:{place.master_port} within {timeout_s:g} s "
+            f"({without_torch_figure(first_line(exc))}); are all ranks started and is the address reachable?")
 
 
 def _store(place: Placement, budget: Budget):

@@ -19,15 +19,52 @@ LAUNCHERS = ("local", "torchrun", "mpirun", "srun")
 STATUSES = ("ready", "planned")
 
 
+# What a published figure measures, so that a verdict compares like with like (a measured throughput ratio is
+# judged against a same-work figure, or against a time-to-result one converted to the same work).
+BASES = ("same-work throughput", "time-to-result", "end-to-end", "memory", "accuracy", "profile share")
+
+
 @dataclass(frozen=True)
 class Published:
-    """One published figure. `metric` ends in its unit (train_time_s, test_accuracy_pct, ratio)."""
+    """One published figure. `metric` ends in its unit (train_time_s, test_accuracy_pct, ratio).
+
+    `basis`: one of BASES; empty means the metric's usual one (a ratio: same-work throughput). A
+    time-to-result ratio compares runs that did different work (the talk's 10 scratch epochs against 3
+    fine-tuning ones); `work_ratio` is the baseline's work over the arm's (10/3 there), so the figure's
+    same-work equivalent, the one a throughput measurement can be judged against, is value / work_ratio."""
 
     metric: str
     value: float
     source: str  # "book:ch2", "talk-slides", "repo-output:rasbt/cvpr2023", ...
     note: str = ""
     variant: str | None = None  # which variant of the experiment the figure belongs to
+    basis: str = ""
+    work_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.basis and self.basis not in BASES:
+            raise ValueError(f"basis {self.basis!r} is not one of {', '.join(BASES)}")
+        if self.work_ratio != 1.0 and self.basis != "time-to-result":
+            raise ValueError("work_ratio applies to a time-to-result figure only")
+
+    @property
+    def basis_name(self) -> str:
+        if self.basis:
+            return self.basis
+        if self.metric == "ratio":
+            return "same-work throughput"
+        if self.metric.endswith("_pct") and "accuracy" in self.metric:
+            return "accuracy"
+        if "memory" in self.metric or self.metric.endswith(("_gb", "_mib", "_bytes")):
+            return "memory"
+        if self.metric.startswith(("self_cpu", "self_cuda")) or "share" in self.metric:
+            return "profile share"
+        return "end-to-end" if "time" in self.metric else "same-work throughput"
+
+    @property
+    def same_work_value(self) -> float:
+        """The figure on the same-work basis (a time-to-result ratio divided by the work it did more)."""
+        return self.value / self.work_ratio
 
 
 @dataclass(frozen=True)
@@ -126,10 +163,33 @@ def all_experiments() -> dict[str, Experiment]:
     return _ENTRIES
 
 
+def _nearest_ids(typed: str, ids, limit: int = 6) -> list[str]:
+    """The catalog ids nearest to a mistyped one, nearest first, at most `limit`.
+
+    Ranked by difflib's similarity ratio (2*matches/total length), so a one-letter slip (`ch2-nobais`)
+    puts `ch2-nobias` first instead of whichever `ch2-*` id the catalog lists first. Two nudges of
+    0.15 each, about what one typo costs in the ratio of an id this long: an id of the same source
+    token (`ch3`, `s004`: the user most likely named the chapter right) and an id the typed text
+    begins (`ch3-compile` -> `ch3-compile-*`). Ids of the same token are always candidates so a bare
+    `ch4` lists the ch4 ids; others need a ratio of 0.5 (half their characters in common) to appear.
+    """
+    import difflib
+
+    token = typed.split("-")[0]
+    scored = []
+    for entry in ids:
+        ratio = difflib.SequenceMatcher(None, typed, entry).ratio()
+        same_token = entry.split("-")[0] == token
+        if same_token or ratio >= 0.5:
+            scored.append((ratio + 0.15 * same_token + 0.15 * entry.startswith(typed), entry))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [entry for _, entry in scored[:limit]]
+
+
 def get(experiment_id: str) -> Experiment:
     entries = all_experiments()
     if experiment_id not in entries:
-        close = [e for e in entries if e.split("-")[0] == experiment_id.split("-")[0]][:6]
+        close = _nearest_ids(experiment_id, entries)
         hint = f" (did you mean: {', '.join(close)}?)" if close else ""
         raise UnknownExperiment(f"unknown experiment id {experiment_id!r}{hint}; "
                                 "`accel list` shows every id")

@@ -5,7 +5,7 @@ Timing rules (why each one exists):
   CUDA events recorded on the stream and read once per window (warm-up end, epoch end, every
   SETTLE_EVERY steps, the end). Synchronizing at every step would serialize host and device and remove
   the overlap (the next batch's loading and copy during this step's kernels) that a real loop has;
-  on an H100 that cost the ViT-B/16 step 16 % (the harness-overhead measurement, README).
+  on an H100 that cost the ViT-B/16 step 16 % (the harness-overhead measurement, docs/timing.md).
 - The measured window's wall time (train_s, the throughput) is a host clock read after synchronizing,
   once when warm-up ends and once at the end.
 - Warm-up steps (compilation, allocator growth, cache fills) are timed, but reported apart.

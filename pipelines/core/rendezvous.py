@@ -13,6 +13,7 @@ Standard library only: the torchrun agent (`core/agent.py`) probes before it pay
 from __future__ import annotations
 
 import math
+import re
 import socket
 import time
 
@@ -33,6 +34,23 @@ class Budget:
     def left_whole_s(self) -> int:
         """For torch options that take whole seconds (torchrun's rendezvous configuration)."""
         return math.ceil(self.left())
+
+
+# torch's own figure in a timeout message: "Timed out after 11 seconds waiting for clients", "has timed out
+# after 10000ms while trying to connect", "wait timeout after 30000ms".
+_TORCH_FIGURE = re.compile(
+    r"\b(timed out|timeout) after \d+(?:\.\d+)?\s*(?:ms|milliseconds?|s|secs?|seconds?)\b", re.IGNORECASE)
+
+
+def without_torch_figure(reason: str) -> str:
+    """torch's reason with its own wait figure taken out ("Timed out after 11 seconds waiting for clients"
+    -> "Timed out waiting for clients").
+
+    The one-line error states the user's `-o timeout_s`; torch's figure is the stage's share of it,
+    rounded up to whole seconds (`Budget.left_whole_s`, at least MIN_LEFT_S once the deadline passed,
+    or a fractional timeout rounded up), so it could read "within 10 s (... Timed out after 11 seconds
+    ...)": two numbers for one wait. The rest of torch's reason (who joined, which address) stays."""
+    return _TORCH_FIGURE.sub(lambda match: match[1], reason)
 
 
 def reach(host: str, port: int, budget: Budget) -> str | None:

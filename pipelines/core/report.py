@@ -28,7 +28,7 @@ def published_ratio_text(entry: experiments.Experiment) -> str:
 
 
 def map_markdown() -> str:
-    """The README map: id -> what it compares -> what it reproduces -> pipeline -> target -> launcher -> make
+    """The experiment map (docs/experiments.md): id -> what it compares -> what it reproduces -> pipeline -> target -> launcher -> make
     -> published."""
     lines = ["| id | compares | reproduces | pipeline | container | launcher | make target | published ratio "
              "| status |",
@@ -92,7 +92,8 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
 def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS, only=None,
                  against: Path | None = None, note: str = ""):
     """report.md (+ PNG plots), report.csv, report.html; returns report_doc.Written(paths, loaded, drift).
-    With `against`, a drift table against that reference (ConfigError for another machine class)."""
+    With `against`, a drift table against that reference; a reference of another machine class gives none,
+    and `drift_skipped` says why (only a reference without usable records raises ConfigError)."""
     from pipelines.core import report_doc  # pandas + matplotlib: ~1.5 s of imports `accel list` never needs
 
     return report_doc.write(results_dir, out_dir, formats, only, against, note)

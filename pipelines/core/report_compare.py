@@ -28,9 +28,14 @@ def applies(entry: experiments.Experiment, fig: experiments.Published, variant: 
     return fig.variant == variant or (fig.variant is None and not entry.has_variants)
 
 
+def published_figure(entry: experiments.Experiment, metric: str, variant: str) -> experiments.Published | None:
+    return next((fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant)), None)
+
+
 def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
-    figures = (fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant))
-    return next((fig.value for fig in figures), None)
+    """The figure's value on the basis a throughput measurement has: same work (see Published.same_work_value)."""
+    fig = published_figure(entry, metric, variant)
+    return None if fig is None else fig.same_work_value
 
 
 def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[str, float]]:

@@ -4,8 +4,11 @@ both intervals and the difference, and whether any conclusive verdict reversed.
 Why only reversals fail: timings on shared machines drift by tens of percent, so a CI job that asserted
 ratios would fail on noise. A verdict that the intervals made conclusive and that flips (faster than
 published <-> slower than published) is not noise; everything else is a drift table to read. Ratios
-are comparable only on one machine class (CPU model, logical CPU count, GPUs), so a reference from
-another class is refused with a one-line reason rather than shown beside this run.
+are comparable only on one machine class (CPU model, family/model, vector units, logical CPU count,
+GPUs), so a reference from another class is never shown beside this run: `against` refuses it
+(OtherMachineClass), and `accel report --against` then writes the full report without a drift table,
+saying in one line (on the terminal and in report.md) that the drift check was skipped and why, the two
+classes side by side. With nothing compared nothing can reverse, so --fail-on-reversal passes.
 """
 
 from __future__ import annotations
@@ -39,21 +42,36 @@ def machine_classes(records: list[dict[str, Any]]) -> set[tuple]:
     return {compare.machine_class(r) for r in records if r["status"] == "ok"}
 
 
+SAME_CLASS = "CPU model, family/model, vector units, logical CPUs and GPUs"
+
+
+class OtherMachineClass(ConfigError):
+    """The reference was measured on another machine class than this run. `reason` is the one line a
+    report prints when it skips the drift check instead (the two classes side by side)."""
+
+    def __init__(self, reference: Path, ours: set[tuple], refs: set[tuple]) -> None:
+        theirs_text = "; ".join(sorted(map(compare.class_text, refs)))
+        ours_text = "; ".join(sorted(map(compare.class_text, ours)))
+        self.reason = (f"{reference} is from another machine class: reference {theirs_text} vs this run "
+                       f"{ours_text}; ratios drift only against a reference with the same {SAME_CLASS}")
+        super().__init__(f"--against {reference} is from another machine class ({theirs_text}) than this run "
+                         f"({ours_text}); ratios drift only against a reference with the same {SAME_CLASS}")
+
+
 def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], reference: Path) -> None:
-    """ConfigError unless every machine class of the reference is one this run has."""
+    """ConfigError unless the reference has usable records (a wrong path: exit 2); OtherMachineClass
+    unless every machine class of the reference is one this run has."""
     ours, refs = machine_classes(mine), machine_classes(theirs)
     if not refs:
         raise ConfigError(f"--against {reference} holds no usable records; pass a results folder such as "
                           "results/reference/<run>")
     if ours and not refs <= ours:
-        raise ConfigError(f"--against {reference} is from another machine class "
-                          f"({'; '.join(sorted(map(compare.class_text, refs)))}) than this run "
-                          f"({'; '.join(sorted(map(compare.class_text, ours)))}); ratios drift only "
-                          "against a reference of the same CPU model and logical CPU count")
+        raise OtherMachineClass(reference, ours, refs)
 
 
 def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | None = None) -> Drift:
-    """Compare `rows` (this run) with the reference run in `reference`; refuse another machine class."""
+    """Compare `rows` (this run) with the reference run in `reference`; refuse another machine class
+    (OtherMachineClass, a ConfigError: the report turns it into a skipped drift check)."""
     ref_loaded = report_rows.load(reference)
     check_same_class(loaded.records, ref_loaded.records, reference)
     ref_rows = {row.key: row for row in report_rows.build(ref_loaded, only)}

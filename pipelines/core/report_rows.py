@@ -66,7 +66,8 @@ class Row:
     baseline: str = "-"  # "id [arm]" this arm is compared with, and why that arm
     published_time: str = "-"
     published_time_s: float | None = None
-    published_ratio: float | None = None
+    published_ratio: float | None = None  # on the same-work basis the measured ratio has
+    published_basis: str = "-"  # what the source's figure measured, and how it became published_ratio
     band_low: float | None = None
     band_high: float | None = None
     throughput_mean: float | None = None
@@ -78,6 +79,16 @@ class Row:
     ci_high: float | None = None
     verdict: str = "not run"
     why: str = ""
+    judged: str = "-"  # which measured ratio the verdict judged: steady state, or end-to-end
+    e2e_ratio: float | None = None  # the same arms' whole repeats, warm-up and compilation included
+    e2e_ci_low: float | None = None
+    e2e_ci_high: float | None = None
+    memory_metric: str = "-"
+    memory_ratio: float | None = None  # baseline peak / this arm's peak: 2 = half the memory
+    memory_ci_low: float | None = None
+    memory_ci_high: float | None = None
+    published_memory_ratio: float | None = None
+    memory_verdict: str = "-"
     data_source: str = "-"
     samples_seen: int | None = None
     accuracy_mean: float | None = None
@@ -192,6 +203,11 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
     row.published_time_s = times[0][1] if times else None
     row.published_accuracy = compare.published(entry, "test_accuracy_pct", row.variant)
     row.published_ratio = compare.published(entry, "ratio", row.variant)
+    fig = compare.published_figure(entry, "ratio", row.variant)
+    if fig is not None:
+        row.published_basis = fig.basis_name if fig.work_ratio == 1.0 else (
+            f"{fig.basis_name} {fig.value:g} over {fig.work_ratio:.3g}x the work: {fig.same_work_value:.2f} "
+            "on the same work")
     if row.published_ratio is not None:
         expected = stats.band(row.published_ratio, entry.tolerance)
         row.band_low, row.band_high = expected.low, expected.high
@@ -220,7 +236,23 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.verdict, row.why = "not comparable", f"no ratio: {difference}"
         return
     _ratio(row, base_recs)
+    _end_to_end(row, base_recs)
+    _memory(row, entry, base_recs)
     interval = row.interval
+    row.judged = "steady state"
+    figure = compare.published_figure(entry, "ratio", row.variant)
+    if figure is not None and figure.basis_name == "end-to-end" and compare.hardware_class(entry) == \
+            compare.run_class(row.records):
+        if row.scale != "book":
+            row.verdict = "not comparable"
+            row.why = (f"the published {figure.value:g} is end-to-end: compilation and warm-up inside the source's "
+                       f"whole run; {row.scale} scale times a few steps, where compilation weighs far more "
+                       f"(steady state {stats.fmt(row.ratio)}, end-to-end {stats.fmt(row.e2e_ratio)} here): "
+                       "run --scale book for this verdict")
+            return
+        row.judged = "end-to-end"
+        interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
+        row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
     if compare.hardware_class(entry) != compare.run_class(row.records):
         row.verdict = "not comparable"
         row.why = (f"different hardware class: published on {compare.hardware_class(entry).upper()} "
@@ -251,6 +283,52 @@ def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
         return
     base_mean = stats.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
     row.ratio = row.throughput_mean / base_mean
+
+
+def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
+    """Ratio of whole repeats (warm-up + timed steps: compilation included) over the same work: what a source
+    that timed its whole run, compilation inside its first epoch, measured."""
+    total = lambda r: (r["metrics"].get("warmup_s") or 0.0) + (r["metrics"].get("train_s") or 0.0)  # noqa: E731
+    mine, theirs = [total(r) for r in row.records], [total(r) for r in base_recs]
+    if not all(mine) or not all(theirs) or {samples_seen(r) for r in row.records} != \
+            {samples_seen(r) for r in base_recs}:
+        return
+    if len(mine) >= 2 and len(theirs) >= 2:
+        row.e2e_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.e2e_ci_low, row.e2e_ci_high = interval.low, interval.high
+    else:
+        row.e2e_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
+
+
+# Which per-repeat memory a memory ratio compares: what autograd keeps for backward where the technique
+# trades exactly that (activation checkpointing), else the training's peak (CUDA allocator, CPU peak RSS).
+MEMORY_METRICS = ("saved_for_backward_mib", "variant_peak_mib")
+
+
+def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, Any]]) -> None:
+    """The memory saving factor (baseline peak / this arm's), its interval, and a verdict when the source
+    published one."""
+    for name in MEMORY_METRICS:
+        mine = [r["metrics"].get(name) for r in row.records]
+        theirs = [r["metrics"].get(name) for r in base_recs]
+        if all(isinstance(v, (int, float)) and v > 0 for v in (*mine, *theirs)):
+            break
+    else:
+        return
+    row.memory_metric = name
+    if len(mine) >= 2 and len(theirs) >= 2:
+        row.memory_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.memory_ci_low, row.memory_ci_high = interval.low, interval.high
+    else:
+        row.memory_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
+    row.published_memory_ratio = compare.published(entry, "memory_ratio", row.variant)
+    if row.published_memory_ratio is None:
+        row.memory_verdict = "measured"
+    elif row.memory_ci_low is None or min(len(mine), len(theirs)) < stats.MIN_REPEATS_FOR_VERDICT:
+        row.memory_verdict = stats.INCONCLUSIVE
+    else:
+        row.memory_verdict = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high),
+                                           row.published_memory_ratio, entry.tolerance)
 
 
 def accuracy_delta(row: Row, by_key: dict[tuple[str, str, str], Row]) -> tuple[float | None, str]:

@@ -145,6 +145,19 @@ def throughput_interval(repeats: Sequence[Repeat]) -> Interval:
     return Interval(float(low), float(high))
 
 
+def mean_ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> tuple[float, Interval]:
+    """(mean(numerator) / mean(denominator), its 95 % bootstrap interval), resampling whole repeats of
+    each side: for quantities measured once per repeat (a peak memory, a total time with compilation),
+    where no per-step times exist to resample."""
+    top, bottom = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    rng = np.random.default_rng(SEED)
+    ratios = (rng.choice(top, (RESAMPLES, top.size)).mean(axis=1) /
+              rng.choice(bottom, (RESAMPLES, bottom.size)).mean(axis=1))
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail])
+    return float(top.mean() / bottom.mean()), Interval(float(low), float(high))
+
+
 def band(published: float, tolerance: float) -> Interval:
     """Where a reproduction counts as 'reproduced': the published ratio x (1 ± tolerance)."""
     return Interval(published * (1 - tolerance), published * (1 + tolerance))

@@ -38,10 +38,12 @@ def _measured(row: rows_of.Row) -> str:
 
 
 def _published(row: rows_of.Row) -> str:
+    """The published ratio, its source, and its basis when that is not plain same-work throughput."""
     if row.published_ratio is None:
         return "-"
     source = published_source(row.entry, row.variant)
-    return f"{stats.fmt(row.published_ratio)} ({source})" if source else stats.fmt(row.published_ratio)
+    basis = "" if row.published_basis in ("-", "same-work throughput") else f"; {row.published_basis}"
+    return f"{stats.fmt(row.published_ratio)} ({source}{basis})" if source else stats.fmt(row.published_ratio)
 
 
 def _accuracy(row: rows_of.Row) -> str:
@@ -63,6 +65,7 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, An
                     "repeats": row.n, "baseline": row.baseline, "ratio": row.ratio, "ci_low": row.ci_low,
                     "ci_high": row.ci_high, "published_ratio": row.published_ratio,
                     "published_source": published_source(row.entry, row.variant) or None,
+                    "published_basis": row.published_basis,
                     "verdict": row.verdict, "why": row.why,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
