@@ -132,7 +132,9 @@ def test_records_without_step_times_render_no_interval(tmp_path):
     assert row.verdict == "inconclusive" and row.why.startswith("no interval")
     written = report.write_report(tmp_path, tmp_path / "out", formats=("md",))
     cells = {(c[0], c[1]): c for c in table_rows(written.paths[0].read_text(), "Results")}
-    assert cells[("ch2-nobias", "nobias")][8:11] == ["1.18", "no interval", "inconclusive"]
+    nobias = cells[("ch2-nobias", "nobias")]  # columns: ... published ratio, basis, band, samples/s, ratio, interval
+    assert nobias[5:7] == ["1.18", "same-work throughput"] and nobias[9:11] == ["1.18", "no interval"]
+    assert nobias[11] == "steady state" and nobias[13] == "inconclusive"
 
 
 def test_a_baseline_without_step_times_gives_no_interval_either(tmp_path):
@@ -285,7 +287,8 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert "**Note:** test note" in md and "## Accuracy" in md
     assert "![ch2: published vs reproduced" in md and f"decision: {experiments.get('ch2-nobias').decisions[0]}" in md
     bs256 = next(c for c in table_rows(md, "Results") if c[0] == "ch2-bs256")
-    assert bs256[4:11] == ["76 s", "1.95", "1.66-2.24", "2100.0 ± 0.0", "2.10", "[2.09, 2.11]", "reproduced"]
+    assert bs256[4:14] == ["76 s", "1.95", "same-work throughput", "1.66-2.24", "2100.0 ± 0.0", "2.10",
+                           "[2.09, 2.11]", "steady state", "1.00 [1.00, 1.00]", "reproduced"]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "report.csv").read_text())))
     assert list(rows[0]) == report_rows.Row.columns()  # the CSV's columns are the Row's fields
     by = {(r["experiment"], r["variant"]): r for r in rows}
@@ -369,10 +372,10 @@ def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_agai
     written = report.write_report(REFERENCE, tmp_path, formats=("md",), against=REFERENCE)
     md = written.paths[0].read_text()
     rows = table_rows(md, "Results")
-    measured = [cells for cells in rows if cells[8] != "-"]
-    assert measured and all(cells[9].startswith("[") for cells in measured), "a measured ratio lacks its interval"
+    measured = [cells for cells in rows if cells[9] != "-"]
+    assert measured and all(cells[10].startswith("[") for cells in measured), "a measured ratio lacks its interval"
     threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
-    assert threads2[5] == "1.65" and threads2[10] in (report_stats.REPRODUCED, report_stats.FASTER,
+    assert threads2[5] == "1.65" and threads2[13] in (report_stats.REPRODUCED, report_stats.FASTER,
                                                      report_stats.SLOWER, report_stats.INCONCLUSIVE)
     assert not written.drift.reversals and "No conclusive verdict reversed." in md
 
@@ -542,3 +545,12 @@ def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
     bad = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"), env={"ENTRY_TIMEOUT": "10m"})
     assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
     assert not (tmp_path / "g").exists()
+
+
+def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
+    """Committed references outlive renamed arms: their records stay visible, marked, never silently lost."""
+    write(tmp_path, "old", [record("ch2-nobias", "renamed-arm", 1000.0, repeat=i) for i in range(2)])
+    rows = {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(tmp_path))}
+    old = rows[("ch2-nobias", "renamed-arm")]
+    assert old.n == 2 and old.verdict == "not in catalog" and "no arm renamed-arm" in old.why
+    assert rows[("ch2-nobias", "nobias")].verdict == "not run"

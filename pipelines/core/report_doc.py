@@ -130,6 +130,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
         doc.add("table", tables.results_view(tables.frame(rows)))
     else:
         doc.add("p", f"No usable records under `{results_dir}`: nothing to compare yet.")
+    _memory(doc, rows)
     _accuracy(doc, rows)
     if drift is not None:
         _drift(doc, drift)
@@ -149,6 +150,18 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
         doc.add("h", "Errors and skipped input")
         doc.add("list", problems + [f"skipped: {s}" for s in skipped])
     return doc
+
+
+def _memory(doc: Doc, rows: list[Row]) -> None:
+    saving = tables.memory_view(tables.frame(rows)) if rows else None
+    if saving is None or saving.empty:
+        return
+    doc.add("h", "Memory")
+    doc.add("p", "Saving factor = the baseline arm's peak / this arm's (2 = half the memory), with a 95 % bootstrap "
+                 "interval over repeats. Peak: what autograd keeps for backward where the technique trades exactly "
+                 "that (activation checkpointing), else the training's peak (CUDA allocator; on a CPU the "
+                 "process's resident-set high-water mark, which includes torch itself and so dilutes any saving).")
+    doc.add("table", saving)
 
 
 def _accuracy(doc: Doc, rows: list[Row]) -> None:

@@ -156,17 +156,21 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
     rows = []
     for exp in wanted:
         entry = entries.get(exp)
-        arms = [a.name for a in entry.variants] if entry else sorted({k[1] for k in ran if k[0] == exp})
+        recorded = sorted({k[1] for k in ran if k[0] == exp})
+        arms = [a.name for a in entry.variants] if entry else recorded
+        arms += [arm for arm in recorded if arm not in arms]  # an arm the catalog has since renamed or dropped
         for variant in arms:
             for scale in sorted({k[2] for k in ran if k[:2] == (exp, variant)}) or ["-"]:
                 row = Row(exp, variant, scale, entry=entry, records=ran.get((exp, variant, scale), []),
                           errors=errors.get((exp, variant), []), interrupted=stopped.get((exp, variant), []))
                 _measured(row)
-                if entry is not None:
+                if entry is not None and variant in {a.name for a in entry.variants}:
                     _published(row, entry)
                     _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
                 elif row.records:
-                    row.verdict, row.why = "not in catalog", "no published figures"
+                    row.verdict = "not in catalog"
+                    row.why = ("no published figures" if entry is None else
+                               f"{exp} has no arm {variant} now (the records are older than the catalog)")
                 _left_out(row)
                 rows.append(row)
     return rows

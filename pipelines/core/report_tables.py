@@ -39,11 +39,26 @@ def results_view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant, "scale": data.scale, "n": data.n,
         "published time": data.published_time, "published ratio": data.published_ratio.map(stats.fmt),
+        "basis": data.published_basis,
         "band": _pair(data.band_low, data.band_high, "{}-{}"),
         "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
         "measured ratio": data.ratio.map(stats.fmt),
         "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
+        "judged": data.judged,
+        "end-to-end ratio": [f"{stats.fmt(r)} {interval}" if interval != "-" else "-" for r, interval in
+                             zip(data.e2e_ratio, interval_text(data.e2e_ratio, data.e2e_ci_low, data.e2e_ci_high))],
         "verdict": data.verdict, "compared with": data.baseline, "why": data.why})
+
+
+def memory_view(data: pd.DataFrame) -> pd.DataFrame:
+    """Arms with a memory saving factor (baseline peak / arm peak), its interval, and its verdict."""
+    has = data[data.memory_ratio.notna()]
+    return pd.DataFrame({
+        "experiment": has.experiment, "variant": has.variant, "scale": has.scale, "n": has.n,
+        "memory measured": has.memory_metric, "compared with": has.baseline,
+        "saving factor": has.memory_ratio.map(stats.fmt),
+        "95 % interval": interval_text(has.memory_ratio, has.memory_ci_low, has.memory_ci_high),
+        "published": has.published_memory_ratio.map(stats.fmt), "verdict": has.memory_verdict})
 
 
 def summary_view(data: pd.DataFrame) -> pd.DataFrame:

@@ -1,0 +1,87 @@
+"""Verdicts compare like with like: each published figure on its basis (same work, time to result, end to
+end with compilation, memory), with both the steady-state and the end-to-end ratio shown."""
+
+import pytest
+
+from pipelines.core import experiments, report_rows, report_stats
+from pipelines.core.experiments import Experiment, Published as P, Variant
+
+ENTRY = Experiment(
+    id="x-compile", compares="eager -> compiled", pipeline="ch03_compile", settings={},
+    variants=(Variant("eager"), Variant("compiled")),
+    published=(P("ratio", 0.84, "book:ch3", "118/140 s, compilation inside epoch 1", "compiled", basis="end-to-end"),
+               P("memory_ratio", 2.0, "lecture", "stated", "compiled", basis="memory")))
+
+
+@pytest.fixture
+def catalog(monkeypatch):
+    entries = dict(experiments.all_experiments())
+    entries[ENTRY.id] = ENTRY
+    monkeypatch.setattr(experiments, "_ENTRIES", entries)
+
+
+def record(variant: str, scale: str, repeat: int, step_s: float, warmup_s: float, peak_mib: float) -> dict:
+    steps = [step_s * (1 + 0.01 * ((repeat + i) % 3 - 1)) for i in range(20)]
+    return {"schema": "accel.result/1", "status": "ok", "experiment": ENTRY.id, "variant": variant, "scale": scale,
+            "repeat": repeat, "run_id": "r", "notes": [], "dist": {"world_size": 1},
+            "env": {"cpu_model": "cpu", "logical_cpus": 2, "torch": "2.14.1", "gpus": []},
+            "config": {"experiment": ENTRY.id, "variant": variant, "batch_size": 64, "steps": 20, "device": "cpu",
+                       "data_source": "synthetic"},
+            "metrics": {"step_times_s": steps, "samples_per_step": 64, "measured_steps": 20, "warmup_steps": 5,
+                        "throughput_samples_per_s": 64 / (sum(steps) / 20), "train_s": sum(steps),
+                        "warmup_s": warmup_s, "variant_peak_mib": peak_mib}}
+
+
+def rows(records):
+    return {(r.experiment, r.variant): r for r in report_rows.build(report_rows.Loaded(records, [], 1))}
+
+
+def arms(scale: str, compile_s: float):
+    """Eager 20 ms steps; compiled 16 ms steps (1.25x steady state) after `compile_s` of compilation."""
+    return [rec for i in range(4) for rec in (record("eager", scale, i, 0.020, 0.1, 800.0 + i),
+                                              record("compiled", scale, i, 0.016, compile_s, 400.0 + i))]
+
+
+def test_an_end_to_end_figure_is_not_judged_by_a_few_bench_steps(catalog):
+    row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")]
+    assert row.ratio == pytest.approx(1.25, rel=0.02)  # steady state, shown
+    assert row.e2e_ratio < 0.1 and row.e2e_ci_low is not None  # compilation dominates 20 steps, shown too
+    assert row.verdict == "not comparable" and "end-to-end" in row.why and "--scale book" in row.why
+
+
+def test_at_book_scale_the_end_to_end_ratio_is_the_one_judged(catalog):
+    row = rows(arms("book", compile_s=0.13))[(ENTRY.id, "compiled")]
+    # (0.1 + 0.4) / (0.13 + 0.32) s: the end-to-end ratio and its interval are what the verdict judges
+    assert row.judged == "end-to-end" and row.ratio == pytest.approx(row.e2e_ratio)
+    assert row.ratio == pytest.approx(0.5 / 0.45, rel=0.02)
+    assert row.verdict == report_stats.verdict(row.interval, 0.84, ENTRY.tolerance)
+
+
+def test_memory_saving_factor_has_an_interval_and_a_verdict(catalog):
+    row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")]
+    assert row.memory_metric == "variant_peak_mib" and row.memory_ratio == pytest.approx(801.5 / 401.5)
+    assert row.memory_ci_low <= row.memory_ratio <= row.memory_ci_high
+    assert row.published_memory_ratio == 2.0 and row.memory_verdict == report_stats.REPRODUCED
+    from pipelines.core import report_tables
+
+    built = report_rows.build(report_rows.Loaded(arms("bench", compile_s=20.0), [], 1), [ENTRY.id])
+    table = report_tables.memory_view(report_tables.frame(built))  # the report's Memory section
+    assert list(table.variant) == ["compiled"] and list(table["published"]) == ["2.00"]
+    assert list(table.verdict) == [report_stats.REPRODUCED]
+
+
+def test_a_time_to_result_figure_is_judged_on_its_same_work_equivalent():
+    fig = experiments.get("vit-finetune").published
+    ratio = next(f for f in fig if f.metric == "ratio")
+    assert (ratio.value, ratio.basis_name) == (3.29, "time-to-result")
+    assert ratio.same_work_value == pytest.approx(0.99, abs=0.005)  # (61.48/10) / (18.70/3)
+    from pipelines.core import report_compare
+
+    assert report_compare.published(experiments.get("vit-finetune"), "ratio", "finetune") == pytest.approx(0.987)
+
+
+def test_a_basis_outside_the_list_is_refused():
+    with pytest.raises(ValueError, match="basis"):
+        P("ratio", 1.0, "book:ch2", basis="vibes")
+    with pytest.raises(ValueError, match="work_ratio"):
+        P("ratio", 1.0, "book:ch2", work_ratio=2.0)
