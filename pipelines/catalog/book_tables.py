@@ -3,10 +3,18 @@
 Entries build their published figures from these tables, and every ratio from two printed times with
 `ratio`, so a ratio cannot drift from the times or from the arm it is compared with
 (tests/test_catalog.py recomputes each catalog ratio from the catalog's times and declared baselines).
-Times are the book's wall-clock seconds, truncated to integers as printed. This module defines no
-experiments.
+Times are the book's wall-clock seconds, truncated to integers as printed; profile tables are the book's
+per-op shares of self CPU time. This module defines no experiments.
 """
 
+from pipelines.core.experiments import Published
+
+# Tables 3.1 and 3.2 (DenseNet121, 50 epochs, A100): arm -> (overall s, first epoch s, median epoch s,
+# accuracy %). The median is over the remaining epochs (2-50); compilation falls in the first epoch, so the
+# overall time is end-to-end and the median is the steady state.
+TABLE_3_1 = {"eager": (2264, 47, 45, 74.26), "compiled": (1443, 146, 26, 74.38)}
+TABLE_3_2 = {"aot_ts_nvfuser": (2474, 142, 46, 74.68), "cudagraphs": (2290, 86, 44, 77.57),
+             "inductor": (1407, 140, 25, 79.90)}  # every backend against Table 3.1's eager run
 TABLE_6_1 = {10: (118, 47.26), 20: (113, 45.84), 30: (107, 44.66), 40: (100, 45.18), 50: (89, 42.71),
              60: (84, 41.90), 70: (81, 40.84), 80: (76, 38.87)}  # sparsity % -> (train s, accuracy %)
 TABLE_6_1_UNPRUNED = (122, 47.10)
@@ -22,3 +30,49 @@ CH11_TWO_NODES = (64, 63.73)  # 2 nodes x 8 GPUs -> (train s, accuracy %)
 def ratio(baseline_s: float, variant_s: float) -> float:
     """Published speed-up as the catalog carries it: baseline time / variant time, two decimals."""
     return round(baseline_s / variant_s, 2)
+
+
+# Profiler tables as printed: op -> % of self CPU time. Figures keep the ops at SHARE_FLOOR_PCT or more
+# (`shares`); the rest are wrapper and bookkeeping ops (pipelines/catalog/not_carried.py says why).
+SHARE_FLOOR_PCT = 1.0
+PROFILE_CH1 = {  # ch1: one forward pass of the FMNIST CNN (a batch of 64)
+    "aten::mkldnn_convolution": 44.01, "aten::max_pool2d_with_indices": 30.01, "aten::addmm": 13.68,
+    "aten::clamp_min": 6.96, "aten::convolution": 1.18, "aten::copy_": 0.70, "aten::relu": 0.59,
+    "aten::_convolution": 0.49, "aten::empty": 0.35, "aten::_reshape_alias": 0.31, "aten::t": 0.31,
+    "aten::conv2d": 0.24, "aten::as_strided_": 0.24, "aten::reshape": 0.21, "aten::linear": 0.21,
+    "aten::max_pool2d": 0.17, "aten::expand": 0.14, "aten::transpose": 0.10, "aten::as_strided": 0.07,
+    "aten::resolve_conj": 0.00}
+PROFILE_CH3_EAGER = {  # ch3: one forward pass of the eager CNN
+    "aten::mkldnn_convolution": 38.87, "aten::max_pool2d_with_indices": 27.31, "aten::addmm": 17.89,
+    "aten::clamp_min": 6.63, "aten::convolution": 1.88, "aten::relu": 0.87, "aten::conv2d": 0.83,
+    "aten::reshape": 0.57, "aten::empty": 0.52, "aten::max_pool2d": 0.52, "aten::linear": 0.44,
+    "aten::t": 0.44, "aten::transpose": 0.31, "aten::expand": 0.26, "aten::as_strided": 0.13,
+    "aten::resolve_conj": 0.00}
+PROFILE_CH3_COMPILED = {  # ch3: one forward pass of torch.compile(model), nine ops fused in CompiledFunction
+    "CompiledFunction": 55.50, "aten::mkldnn_convolution": 30.36, "aten::addmm": 8.25,
+    "aten::convolution": 1.06, "aten::as_strided": 0.63, "aten::empty_strided": 0.59, "aten::empty": 0.43,
+    "aten::expand": 0.27, "aten::resolve_conj": 0.20, "detach": 0.20, "aten::detach": 0.16}
+PROFILE_CH4_BASELINE = {  # ch4: top 10 of a DenseNet121 training profile, Intel OpenMP baseline
+    "aten::convolution_backward": 27.01, "aten::mkldnn_convolution": 12.44,
+    "aten::native_batch_norm_backward": 8.85, "aten::native_batch_norm": 7.06,
+    "Optimizer.step#Adam.step": 6.80, "aten::add_": 3.75, "aten::threshold_backward": 3.21, "aten::add": 2.75,
+    "aten::mul_": 2.45, "aten::div": 2.19}
+PROFILE_CH4_IPEX = {  # ch4: top 10 of the same profile after ipex.optimize (fp32)
+    "torch_ipex::convolution_backward": 32.76, "torch_ipex::convolution_forward_impl": 13.22,
+    "aten::native_batch_norm": 7.98, "aten::native_batch_norm_backward": 7.08,
+    "aten::threshold_backward": 4.40, "aten::add_": 3.92, "torch_ipex::adam_fused_step": 3.14,
+    "torch_ipex::cat_out_cpu": 2.39, "aten::empty": 2.18, "aten::clamp_min_": 1.48}
+
+
+def share_metric(op: str) -> str:
+    """`aten::addmm` -> share_addmm_pct (the name ch01_profile records); torch_ipex ops keep an ipex_ prefix,
+    the profiler's `Optimizer.step#Adam.step` becomes share_Adam_step_pct."""
+    namespace, _, name = op.rpartition("::")
+    name = name.replace("Optimizer.step#", "").replace(".", "_")
+    return f"share_{'ipex_' if namespace == 'torch_ipex' else ''}{name}_pct"
+
+
+def shares(table: dict[str, float], source: str, note: str, variant: str | None = None) -> tuple:
+    """Published figures for a profile table's ops at SHARE_FLOOR_PCT or more, each noting its op."""
+    return tuple(Published(share_metric(op), pct, source, f"{op}: {note}", variant, basis="profile share")
+                 for op, pct in table.items() if pct >= SHARE_FLOOR_PCT)

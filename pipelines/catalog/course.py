@@ -26,6 +26,11 @@ FABRIC = {"fabric": True}
 # unit 9.3 notes.txt: fit time of 3 epochs (min) per Lightning strategy, 1 GPU or 4 GPUs
 MULTIGPU_MIN = {"single-gpu": 5.55, "ddp": 2.33, "fsdp": 1.9, "deepspeed-2": 1.74,
                 "deepspeed-2-offload": 5.34, "deepspeed-3": 1.72}
+# unit 9.3 notes.txt: GPU memory (MiB) and test accuracy (torchmetrics' fraction, as %) per strategy
+MULTIGPU_MIB = {"single-gpu": 19656, "ddp": 19186, "fsdp": 13818, "deepspeed-2": 15218,
+                "deepspeed-2-offload": 15018, "deepspeed-3": 15002}
+MULTIGPU_ACCURACY = {"fsdp": 92.68, "deepspeed-2": 93.22, "deepspeed-2-offload": 93.20}
+TEST_ACCURACY = "test accuracy of the best checkpoint (torchmetrics' fraction as a percentage)"
 NOTE_TITLE = "scale note (seed 004)"
 # What each entry reproduces (the map's column): one table here, applied by core/experiments.py to the
 # entries below that do not set `reproduces` themselves.
@@ -84,7 +89,9 @@ EXPERIMENTS = (
                           P("fit_time_min", 7.62, "repo-output", "DistilBERT bf16-mixed", variant="bf16-mixed"),
                           P("ratio", 2.99, "repo-output", "derived 21.64/7.24 (DistilBERT)", variant="16-mixed"),
                           P("ratio", 2.84, "repo-output", "derived 21.64/7.62 (DistilBERT)",
-                            variant="bf16-mixed")),
+                            variant="bf16-mixed"),
+                          *(P("test_accuracy_pct", acc, "repo-output", TEST_ACCURACY, variant=name)
+                            for name, acc in (("32-true", 92.23), ("16-mixed", 92.67), ("bf16-mixed", 91.98)))),
                hardware=A100, expect="Another GPU changes the size; expect 16-mixed and bf16-mixed well ahead of "
                                      "32-true on Tensor Core GPUs, little gain on CPU.",
                decisions=(COURSE_DECISION, SPLIT_DECISION,
@@ -98,7 +105,14 @@ EXPERIMENTS = (
                             for name, t in MULTIGPU_MIN.items()),
                           *(P("ratio", round(MULTIGPU_MIN["single-gpu"] / t, 2), "repo-output",
                               f"derived {MULTIGPU_MIN['single-gpu']}/{t}", variant=name)
-                            for name, t in MULTIGPU_MIN.items() if name != "single-gpu")),
+                            for name, t in MULTIGPU_MIN.items() if name != "single-gpu"),
+                          *(P("gpu_memory_mib", mib, "repo-output", f"strategy {name}", variant=name)
+                            for name, mib in MULTIGPU_MIB.items()),
+                          P("gpu_memory_mib", 14752, "repo-output", "strategy deepspeed_stage_3_offload: no arm here "
+                            "(the course gives no time for it)"),
+                          *(P("test_accuracy_pct", acc, "repo-output", "test accuracy as notes.txt records it "
+                              "(torchmetrics' fraction as a percentage)", variant=name)
+                            for name, acc in MULTIGPU_ACCURACY.items())),
                hardware="A100 (count 4)",
                expect="On CPU processes (make dlf-u9-multigpu NPROC=2) ddp and fsdp2 run, the GPU-only strategies "
                       "are skipped with the reason, and single-gpu runs alone (accel run dlf-u9-multigpu --variant "
@@ -135,7 +149,8 @@ EXPERIMENTS = (
                pipeline="batch_size_finder", settings={**COURSE, "num_workers": 0},
                published=(P("chosen_batch_size", 128, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
                           P("first_failed_batch_size", 256, "repo-output", "DistilBERT 16-mixed on an A100-40GB"),
-                          P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128")),
+                          P("fit_time_min", 4.92, "repo-output", "3 epochs at bs 128"),
+                          P("test_accuracy_pct", 93.22, "repo-output", TEST_ACCURACY)),
                hardware=A100, expect="The chosen size depends on the model, precision and memory: not comparable.",
                decisions=(COURSE_DECISION,
                           "Each size trains a few steps (forward, loss, backward, Adam step) on real batches of the "
@@ -166,7 +181,8 @@ EXPERIMENTS = (
                options={"optimizer": "adamw", "cudnn_benchmark": False},
                variants=(Variant("fp32"), Variant("bf16", options={"precision": "bf16"}),
                          Variant("fp16", options={"precision": "fp16"})),
-               published=(P("stated_speed_factor_x", 2, NOTE, "rule of thumb, not measured"),),
+               published=(P("stated_speed_factor_x", 2, NOTE, "rule of thumb, not measured"),
+                          P("stated_memory_factor_x", 2, NOTE, "recipe table; rule of thumb, not measured")),
                expect="The note's 2x is a GPU rule of thumb; on CPU bf16 gains only with native bf16 units (AMX).",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "EfficientNet-B0 (a CNN, the "
                                                 "note's exercise 1)"),
@@ -185,7 +201,9 @@ EXPERIMENTS = (
     Experiment(id="s004-ckpt", compares="plain -> activation checkpointing per block (claim: ~0.7x speed)",
                pipeline="activation_ckpt", settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
                variants=(Variant("plain", options={"checkpoint": False}), Variant("checkpointed")),
-               published=(P("stated_speed_factor_x", 0.7, NOTE, "rule of thumb, not measured"),),
+               published=(P("stated_speed_factor_x", 0.7, NOTE, "rule of thumb, not measured"),
+                          P("stated_memory_factor_x", 4, NOTE, "recipe table, with mixed precision; rule of thumb, "
+                            "not measured")),
                expect="Expect a lower speed and a much lower saved_for_backward_mib for the checkpointed arm.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "ViT-B/16 (its 12 encoder "
                                                 "blocks are the block list)"),
@@ -196,6 +214,8 @@ EXPERIMENTS = (
                settings={**NOTE_SETUP, "model": "cnn_cifar10"},
                variants=(Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
                          Variant("ddp", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 2})),
+               published=(P("stated_memory_factor_x", 1, NOTE, "recipe table: DDP keeps the whole model on every "
+                            "GPU; rule of thumb, not measured", variant="ddp"),),
                expect="DataParallel is one process and one Python thread per GPU: it scatters the batch, copies the "
                       "model to every GPU each step and gathers the outputs on GPU 0, so DDP (one process per GPU, "
                       "gradients all-reduced during backward) is expected to be faster. On CPU only the DDP arm "
