@@ -368,7 +368,13 @@ def show(experiment_id: str, as_json: bool) -> None:
     from pipelines.core.report import describe
 
     entry = experiments.get(experiment_id)
-    click.echo(json.dumps(dataclasses.asdict(entry), indent=1, default=dict) if as_json else describe(entry))
+    if not as_json:
+        click.echo(describe(entry))
+        return
+    whole = dataclasses.asdict(entry)
+    for fig, shown in zip(entry.published, whole["published"]):
+        shown["basis"] = fig.basis_name  # the derived basis too, not an empty string
+    click.echo(json.dumps(whole, indent=1, default=dict))
 
 
 # `accel launch --help`: the launchers' environment knobs (each script's header has the details).

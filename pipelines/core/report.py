@@ -56,7 +56,9 @@ def describe(entry: experiments.Experiment) -> str:
         lines.append("  variants: " + ", ".join(v.name for v in entry.variants))
     for fig in entry.published:
         where = f" [{fig.variant}]" if fig.variant else ""
-        lines.append(f"  published{where}: {fig.metric} = {fig.value:g} ({fig.source}{'; ' + fig.note if fig.note else ''})")
+        value = f"{fig.value:,}" if isinstance(fig.value, int) or fig.value >= 1e5 else f"{fig.value:g}"
+        lines.append(f"  published{where}: {fig.metric} = {value}, basis {fig.basis_name} "
+                     f"({fig.source}{'; ' + fig.note if fig.note else ''})")
     if entry.hardware:
         lines.append(f"  published hardware: {entry.hardware}")
     if entry.expect:
