@@ -85,3 +85,20 @@ def test_a_basis_outside_the_list_is_refused():
         P("ratio", 1.0, "book:ch2", basis="vibes")
     with pytest.raises(ValueError, match="work_ratio"):
         P("ratio", 1.0, "book:ch2", work_ratio=2.0)
+
+
+@pytest.mark.slow
+def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_path):
+    """s004-ckpt on CPU: autograd's saved activations per arm, 3 repeats, judged against the note's 4x."""
+    from conftest import accel
+
+    out = accel("run", "s004-ckpt", "--scale", "smoke", "--dataset", "synthetic", "--repeats", "3",
+                "--results-dir", str(tmp_path), timeout=600)
+    assert out.returncode == 0, out.stderr[-2000:]
+    built = {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(tmp_path))}
+    ckpt = built[("s004-ckpt", "checkpointed")]
+    assert ckpt.memory_metric == "saved_for_backward_mib" and ckpt.memory_ratio > 1  # it saves memory
+    assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 4
+    assert ckpt.memory_verdict in (report_stats.REPRODUCED, report_stats.INCONCLUSIVE, *report_rows.MEMORY_WORDS.values())
+    report = accel("report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "o"), timeout=300)
+    assert report.returncode == 0 and "## Memory" in (tmp_path / "o" / "report.md").read_text()

@@ -60,6 +60,12 @@ def peak_mib(device: torch.device) -> float:
     return int(found.group(1)) / 1024 if found else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def peak_reserved_mib(device: torch.device) -> float | None:
+    """CUDA only: the caching allocator's reserved peak, what the talk printed (max_memory_reserved / 1e9 as
+    "GB"); the allocated peak (peak_mib) is what tensors held. None on a CPU, which has no such pool."""
+    return torch.cuda.max_memory_reserved(device) / 2**20 if device.type == "cuda" else None
+
+
 def process_peaks(device: torch.device) -> dict[str, float]:
     """Peak resident memory of this process so far, and the GPU allocator's peak when on CUDA."""
     out = {"peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}

@@ -210,7 +210,7 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
     row.published_ratio = compare.published(entry, metric, row.variant)
     fig = compare.published_figure(entry, metric, row.variant)
     if fig is not None:
-        row.published_basis = f"{fig.basis_name} (stated rule of thumb)" if metric == STATED_SPEED else \
+        row.published_basis = "stated rule of thumb" if metric == STATED_SPEED else \
             fig.basis_name if fig.work_ratio == 1.0 else (
             f"{fig.basis_name} {fig.value:g} over {fig.work_ratio:.3g}x the work: {fig.same_work_value:.2f} "
             "on the same work")
@@ -310,6 +310,9 @@ def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
 # when an arm has no published ratio of its own, and labelled as rules of thumb.
 STATED_SPEED, STATED_MEMORY = "stated_speed_factor_x", "stated_memory_factor_x"
 
+# A saving factor above the band saves more memory than published (not "faster").
+MEMORY_WORDS = {stats.FASTER: "saves more than published", stats.SLOWER: "saves less than published"}
+
 # Which per-repeat memory a memory ratio compares: what autograd keeps for backward where the technique
 # trades exactly that (activation checkpointing), else the training's peak (CUDA allocator, CPU peak RSS).
 MEMORY_METRICS = ("saved_for_backward_mib", "variant_peak_mib")
@@ -338,8 +341,9 @@ def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, A
     elif row.memory_ci_low is None or min(len(mine), len(theirs)) < stats.MIN_REPEATS_FOR_VERDICT:
         row.memory_verdict = stats.INCONCLUSIVE
     else:
-        row.memory_verdict = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high),
-                                           row.published_memory_ratio, entry.tolerance)
+        judged = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
+                               entry.tolerance)
+        row.memory_verdict = MEMORY_WORDS.get(judged, judged)
 
 
 def accuracy_delta(row: Row, by_key: dict[tuple[str, str, str], Row]) -> tuple[float | None, str]:

@@ -343,6 +343,8 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     memory.reset_peak(ctx.device)
     metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*_runner_hooks(cfg, ctx), counter])
     metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
+    if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
+        metrics["variant_peak_reserved_mib"] = reserved  # the talk's figure: the allocator's reserved peak
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
     metrics["parameters"] = models.parameter_count(trainable.model)

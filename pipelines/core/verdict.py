@@ -20,13 +20,15 @@ from pipelines.core import report_stats as stats
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
 
 
-def published_source(entry: experiments.Experiment | None, variant: str, metric: str = "ratio") -> str:
+def published_source(entry: experiments.Experiment | None, variant: str,
+                     metrics: Sequence[str] = ("ratio", rows_of.STATED_SPEED)) -> str:
     """Where the published figure of this arm comes from (book:ch2, talk-slides, ...), or ''."""
     if entry is None:
         return ""
-    for fig in entry.published:
-        if fig.metric == metric and fig.variant in (variant, None):
-            return fig.source
+    for metric in metrics:
+        for fig in entry.published:
+            if fig.metric == metric and fig.variant in (variant, None):
+                return fig.source
     return ""
 
 
@@ -66,7 +68,10 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, An
                     "ci_high": row.ci_high, "published_ratio": row.published_ratio,
                     "published_source": published_source(row.entry, row.variant) or None,
                     "published_basis": row.published_basis,
-                    "verdict": row.verdict, "why": row.why,
+                    "verdict": row.verdict, "why": row.why, "memory_metric": row.memory_metric,
+                    "memory_ratio": row.memory_ratio, "memory_ci_low": row.memory_ci_low,
+                    "memory_ci_high": row.memory_ci_high, "published_memory_ratio": row.published_memory_ratio,
+                    "memory_verdict": row.memory_verdict,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
                     "_row": row})
@@ -95,7 +100,24 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
                    if line["why"] and line["verdict"] not in ("baseline",)]
         if reasons:
             body += "\n" + "\n".join(reasons)
+        body += _memory_table(lines)
     return f"{body}\n{closing_line(paths, results_dir)}"
+
+
+def _memory_table(lines: list[dict[str, Any]]) -> str:
+    """Memory saving factors (baseline peak / arm peak) with their intervals and verdicts, when measured."""
+    from tabulate import tabulate
+
+    measured = [line["_row"] for line in lines if line["_row"].memory_ratio is not None]
+    if not measured:
+        return ""
+    table = [[f"{row.experiment} [{row.variant}]", row.memory_metric,
+              f"{stats.fmt(row.memory_ratio)}" + (f" [{stats.fmt(row.memory_ci_low)}, {stats.fmt(row.memory_ci_high)}]"
+                                                  if row.memory_ci_low is not None else ""),
+              stats.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
+    return "\nmemory (saving factor = baseline peak / arm peak):\n" + tabulate(
+        table, headers=["arm", "memory", "measured [95 %]", "published", "verdict"], tablefmt="simple",
+        disable_numparse=True)
 
 
 def closing_line(paths: Sequence[Path], results_dir: Path) -> str:
