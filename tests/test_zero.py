@@ -19,7 +19,7 @@ from pipelines.core import experiments, sharding
 SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
 ZERO_ARMS = ("ddp", "deepspeed-1", "deepspeed-2", "deepspeed-3", "deepspeed-3-offload", "torch-zero-1",
-             "fsdp2-zero-2", "fsdp2-zero-3", "fsdp2-zero-3-offload")
+             "fsdp2-zero-2", "fsdp2-zero-3", "fsdp2-zero-3-offload")  # the bytes study; deepspeed-note: its own test
 LOSS_RTOL = 1e-4  # same data, same AdamW update; only the order of float reductions may differ
 
 
@@ -114,6 +114,91 @@ def test_without_deepspeed_its_arms_are_skipped_with_the_reason(zero_run):
     for arm in ZERO_ARMS:
         if arm.startswith("deepspeed"):
             assert zero_run[arm]["status"] == "skipped" and "pip install" in zero_run[arm]["notes"][0]
+
+
+def note_config(scale: str, device: str, world_size: int = 2) -> dict:
+    """The DeepSpeed config deepspeed-note builds for `world_size` ranks on `device`, at `scale`."""
+    from pipelines import zero
+    from pipelines.core import runner
+
+    cfg, = runner.plan(experiments.get("s004-deepspeed"), scale, {"dataset": "synthetic"}, {},
+                       ("deepspeed-note",)).configs
+    return zero.deepspeed_config(cfg, cfg.options, world_size, torch.device(device))
+
+
+def test_note_arm_is_the_notes_deepspeed_config():
+    """The lecture note's snippet: ZeRO-3, parameters and optimizer offloaded to the CPU, train_batch_size 256,
+    gradient_accumulation_steps 4, fp16; the micro-batch it leaves unsaid is 256 / (4 x 2 ranks) = 32."""
+    config = note_config("bench", "cuda")
+    assert (config["train_batch_size"], config["gradient_accumulation_steps"]) == (256, 4)
+    assert config["train_micro_batch_size_per_gpu"] * 4 * 2 == 256
+    assert config["fp16"] == {"enabled": True}
+    zero = config["zero_optimization"]
+    assert zero["stage"] == 3 and zero["offload_param"] == zero["offload_optimizer"] == {"device": "cpu"}
+    assert note_config("book", "cuda") == config
+
+
+def test_note_arm_runs_fp32_on_cpu_and_a_consistent_batch_at_smoke_scale():
+    """fp16 only on CUDA (precision=auto); smoke scale keeps the accumulation, with its tiny micro-batch."""
+    assert note_config("bench", "cpu")["fp16"] == {"enabled": False}
+    smoke = note_config("smoke", "cpu")
+    micro, accum = smoke["train_micro_batch_size_per_gpu"], smoke["gradient_accumulation_steps"]
+    assert accum == 4 and micro <= 8 and smoke["train_batch_size"] == micro * accum * 2
+
+
+@pytest.mark.parametrize("ranks, needle", [
+    (4, "needs a micro-batch of 16 per rank, but --batch-size is 32: pass --batch-size 16"),
+    (3, "train_batch=256 is not divisible by accum_steps 4 x 3 ranks = 12"),
+])
+def test_note_arm_with_a_batch_deepspeed_cannot_split_is_refused(results_dir, data_root, ranks, needle):
+    """train_batch = micro-batch x accum_steps x ranks: run alone, the arm is refused before any rank starts
+    (the launchers' preflight, with the world they are about to start), naming the fix."""
+    assert_refused(["preflight", "--world-size", str(ranks), "run", "s004-deepspeed", "--variant", "deepspeed-note",
+                    "--scale", "bench", "--dataset", "synthetic"], 3, needle, results_dir, data_root)
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="DeepSpeed is not installed (pip install -e '.[zero]')")
+def test_with_every_arm_a_rank_count_the_note_arm_cannot_split_skips_only_that_arm(results_dir, data_root):
+    """`make s004-deepspeed NPROC=4` keeps running the other arms; the note arm says why it did not run."""
+    from conftest import accel
+
+    ok = accel("preflight", "--world-size", "4", "run", "s004-deepspeed", "--scale", "bench", "--dataset", "synthetic",
+               "--results-dir", str(results_dir))
+    assert ok.returncode == 0, ok.stderr
+
+
+def test_accumulation_and_precision_on_a_torch_arm_are_refused(results_dir, data_root):
+    assert_refused(["run", "s004-deepspeed", "--variant", "ddp", "-o", "accum_steps=4", *SMOKE], 2,
+                   "need impl=deepspeed", results_dir, data_root)
+
+
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="DeepSpeed is not installed (pip install -e '.[zero]')")
+@pytest.mark.skipif(torch.ops.mkldnn._is_mkldnn_fp16_supported(), reason="this CPU has oneDNN fp16")
+def test_fp16_on_a_cpu_without_it_is_skipped_with_the_reason(results_dir, data_root):
+    assert_refused(["preflight", "--world-size", "2", "run", "s004-deepspeed", "--variant", "deepspeed-note",
+                    "-o", "precision=fp16", *SMOKE], 3, "DeepSpeed's CPU accelerator has no fp16 on this CPU",
+                   results_dir, data_root)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not HAS_DEEPSPEED, reason="DeepSpeed is not installed (pip install -e '.[zero]')")
+def test_note_arm_accumulates_in_the_engine_on_two_ranks(tmp_path):
+    """8 micro-batches (loop steps) per rank with gradient_accumulation_steps 4: the engine stepped the
+    optimizer twice; on CPU in fp32, with the record saying why fp16 did not run."""
+    record = launch_two_ranks(tmp_path, "s004-deepspeed", "--variant", "deepspeed-note", "--warmup-steps", "1",
+                              "--steps", "7")["deepspeed-note"]
+    assert record["status"] == "ok", record.get("error")
+    metrics = record["metrics"]
+    assert (metrics["micro_steps"], metrics["optimizer_steps"], metrics["skipped_steps"]) == (8, 2, 0)
+    assert (metrics["gradient_accumulation_steps"], metrics["train_batch_size"]) == (4, 4 * 4 * 2)
+    config = record["artifacts"]["deepspeed_config"]
+    assert config["fp16"] == {"enabled": False} and config["zero_optimization"]["stage"] == 3
+    assert config["zero_optimization"]["offload_param"] == config["zero_optimization"]["offload_optimizer"]
+    assert any("fp16 is not run here" in note for note in record["notes"])
+    assert any("stands in for train_batch 256" in note for note in record["notes"])
+    held = metrics["bytes_per_rank"]  # ZeRO-3: each rank holds half of the fp32 parameters
+    assert halved(held["params_at_rest"], [4 * metrics["parameters"]] * 2)
+    assert metrics["final_loss"] is not None and metrics["test_accuracy_pct"] is not None
 
 
 def test_zero_stage_outside_0_to_3_is_refused(results_dir, data_root):

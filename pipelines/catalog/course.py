@@ -53,10 +53,14 @@ REPRODUCES = {
 }
 
 
-# s004-deepspeed: the reference (DDP), DeepSpeed's stages, then torch's own equivalents
+# s004-deepspeed: the reference (DDP), DeepSpeed's stages, the note's own config, then torch's own equivalents.
+# deepspeed-note is the note's snippet: ZeRO-3, parameters and optimizer offloaded to the CPU, global batch 256
+# = micro-batch 32 per rank x 4 accumulation steps x 2 ranks (NPROC=2), fp16 on CUDA (precision=auto).
 ZERO_ARMS = (Variant("ddp", options={"impl": "torch", "stage": 0}),
              *(Variant(f"deepspeed-{stage}", options={"stage": stage}) for stage in range(4)),
              Variant("deepspeed-3-offload", options={"stage": 3, "offload": True}),
+             Variant("deepspeed-note", settings={"batch_size": 32},  # 256 / (4 x 2 ranks)
+                     options={"stage": 3, "offload": True, "train_batch": 256, "accum_steps": 4, "precision": "auto"}),
              Variant("torch-zero-1", options={"impl": "torch", "stage": 1}),
              Variant("fsdp2-zero-2", options={"impl": "torch", "stage": 2}),
              Variant("fsdp2-zero-3", options={"impl": "torch", "stage": 3}),
@@ -283,7 +287,10 @@ EXPERIMENTS = (
                       "during backward; the transient this saves is not measured here). FSDP2 "
                       "reshards after backward in both of its arms: fsdp2-zero-2 differs from fsdp2-zero-3 in "
                       "params_in_forward. Time: sharding adds communication, so on CPU over Gloo expect the ZeRO "
-                      "arms slower than ddp and offload slowest; losses equal ddp's within float tolerance.",
+                      "arms slower than ddp and offload slowest; losses equal ddp's within float tolerance. "
+                      "deepspeed-note is the note's config, not a bytes comparison: a 4x larger batch per "
+                      "rank and an optimizer step every 4th loop step (metrics.optimizer_steps = loop steps / 4), "
+                      "so its losses and times do not compare with the other arms'; fp16 only with --device cuda.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "ViT-B/16 at 224 (its encoder "
                                                 "blocks are FSDP2's units), bs 8 per rank").replace(
                                                     "AdamW lr 1e-4 as", "AdamW lr 1e-4 in every arm, as"),
@@ -301,7 +308,27 @@ EXPERIMENTS = (
                           "(bucket_elements, 4M) and "
                           "stage3_param_persistence_threshold=0, so every parameter is partitioned and the arms "
                           "differ only in sharding; DeepSpeed's defaults would keep small parameters whole and "
-                          "allocate 5e8-element buffers.")),
+                          "allocate 5e8-element buffers.",
+                          "deepspeed-note follows the note's config: ZeRO stage 3, offload_param and "
+                          "offload_optimizer to the CPU, train_batch_size 256, gradient_accumulation_steps 4, fp16, "
+                          "and the engine's own loop (engine(x), engine.backward(loss), engine.step() per "
+                          "micro-batch; DeepSpeed divides the loss by 4 and steps the optimizer on every 4th). The "
+                          "note leaves the micro-batch unsaid: DeepSpeed needs train_batch_size = micro-batch x "
+                          "accumulation x ranks, so it is 256 / (4 x 2) = 32 per rank at NPROC=2 (--batch-size "
+                          "32; another NPROC is refused with the --batch-size it needs, e.g. 16 at NPROC=4, and a "
+                          "rank count that does not divide 64 is refused). Its other keys are the stage arms' "
+                          "(torch AdamW, no clipping, bounded buckets).",
+                          "fp16 is not run on CPU: DeepSpeed 0.19.8's CPU accelerator reports fp16 only where "
+                          "oneDNN has fp16 kernels (is_fp16_supported() is "
+                          "torch.ops.mkldnn._is_mkldnn_fp16_supported(): False on the AMD EPYC this was checked "
+                          "on) and the engine refuses fp16 otherwise ('Type fp16 is not supported on your "
+                          "device.'). The arm sets precision=auto: fp16 on CUDA as the note, fp32 "
+                          "on CPU, and the record says so in its notes. fp32, not bf16, on CPU: bf16 is neither the "
+                          "note's format nor that of the fp32 arms beside it, and without AMX it is no faster on "
+                          "a CPU; -o precision=fp16 on a CPU is skipped with this reason.",
+                          "Smoke scale runs every arm at the pipeline's tiny batch (4 per rank): deepspeed-note then "
+                          "keeps accumulation 4 and DeepSpeed's train_batch_size follows the batch (4 x 4 x 2 = 32, "
+                          "said in the record); bench and book scale run the note's 256.")),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
                pipeline="ch02_layers", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),
