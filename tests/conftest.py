@@ -43,10 +43,16 @@ def results_dir(tmp_path) -> Path:
     return tmp_path / "results"
 
 
+def without_plan(stderr: str) -> list[str]:
+    """stderr's lines after the plan block a run prints before work (`plan: ...` and its indented lines): a
+    mistake found only while working (a hostile checkpoint at resume, a batch that does not fit) follows it."""
+    return [line for line in stderr.strip().splitlines() if not line.startswith(("plan: ", "  "))]
+
+
 def assert_refused(args, code: int, needle: str, results_dir: Path, data_root: Path) -> None:
     """A refused run: the exit code, one `accel: error:` line naming the problem, no traceback, no result."""
     run = accel(*args, "--data-root", str(data_root), "--results-dir", str(results_dir))
-    lines = run.stderr.strip().splitlines()
+    lines = without_plan(run.stderr)
     assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
     assert needle in lines[0] and "Traceback" not in run.stderr
     assert not results_dir.exists() or not list(results_dir.iterdir())

@@ -191,11 +191,12 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
                      first.budget_s or NO_BUDGET_S, dry_run=dry_run, as_json=as_json,
                      title=f"{experiment_id} with its baseline {choice.bring}")
         return
-    text = _single_plan_text(plan, choice, launcher=None)
+    given = os.environ.get(PLAN_ENV)  # the plan `accel launch` made, with its launcher's ranks and threads
+    text = given or _single_plan_text(plan, choice, launcher=None)
     if dry_run:
         click.echo(text)
         return
-    show_plan = not launched and not os.environ.get("ACCEL_PLAN_SHOWN")
+    show_plan = not os.environ.get("ACCEL_PLAN_SHOWN") and bool(given or not launched)
     _quiet_foreign_warnings(first.device)
     outcome = runner.run(plan, progress.settings(quiet or as_json, verbose),
                          announce=(lambda: click.echo(text, err=True)) if show_plan else None)
@@ -210,6 +211,9 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
         click.echo(verdict.text(outcome.records, [experiment_id], paths, first.results_dir))
 
 
+# `accel launch` hands its plan to the run it starts, which prints it (rank 0) once every refusal has passed:
+# a mistake the launcher script or a rank's checks refuse stays one line, with no plan above it.
+PLAN_ENV = "ACCEL_PLAN_TEXT"
 NO_BUDGET_S = 86400.0  # fixed rounds: the count is the rule, the budget out of the way
 NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
                  "quiet", "verbose"}
@@ -455,17 +459,18 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
                          title=f"{experiment_id} with its baseline {choice.bring}")
             return
         text = _single_plan_text(plan, choice, entry.launcher, {**os.environ, **knobs})
-        click.echo(text, err=not options["dry_run"])
         if options["dry_run"]:
+            click.echo(text)
             return
+        knobs[PLAN_ENV] = text
     # the launched `accel run` never brings a baseline itself, and does not show the plan again
     run_args = [*args, *([] if options["no_baseline"] else ["--no-baseline"])]
     argv = [str(script), "run", experiment_id, *run_args]
-    shown = " ".join([*(f"{k}={v}" for k, v in knobs.items()), *argv])
+    shown = " ".join([*(f"{k}={v}" for k, v in knobs.items() if k != PLAN_ENV), *argv])
     click.echo(f"+ {shown}", err=True)
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PLAN_SHOWN": "1"})
+    os.execve(str(script), argv, {**os.environ, **knobs})
 
 
 @cli.command()

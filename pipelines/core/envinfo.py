@@ -39,6 +39,7 @@ def knob_prefixes(reader: str, text: str | None = None) -> tuple[str, ...]:
 
 
 RECORDED_PREFIXES = knob_prefixes("record")
+NOT_RECORDED = ("ACCEL_PLAN_TEXT",)  # the plan `accel launch` hands to its run: display text, not a knob
 PACKAGES = ("torch", "torchvision", "intel-openmp", "intel-extension-for-pytorch", "oneccl-bind-pt",
             "lightning", "numpy", "click")
 IMAGE_INFO_PATHS = ("/opt/accel/build-info.json",)
@@ -183,7 +184,8 @@ def fingerprint() -> dict[str, Any]:
         "gpus": gpus(),
         "packages": packages(),
         "executable": sys.executable,
-        "vars": {k: v for k, v in sorted(os.environ.items()) if k.startswith(RECORDED_PREFIXES)},
+        "vars": {k: v for k, v in sorted(os.environ.items())
+                 if k.startswith(RECORDED_PREFIXES) and k not in NOT_RECORDED},
     }
 
 
