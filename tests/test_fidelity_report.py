@@ -46,7 +46,7 @@ def test_an_end_to_end_figure_is_not_judged_by_a_few_bench_steps(catalog):
     row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")]
     assert row.ratio == pytest.approx(1.25, rel=0.02)  # steady state, shown
     assert row.e2e_ratio < 0.1 and row.e2e_ci_low is not None  # compilation dominates 20 steps, shown too
-    assert row.verdict == "not comparable" and "end-to-end" in row.why and "--scale book" in row.why
+    assert row.verdict == "not comparable" and "end-to-end figure" in row.why and "--scale book" in row.why
 
 
 def test_at_book_scale_the_end_to_end_ratio_is_the_one_judged(catalog):

@@ -251,10 +251,9 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
             compare.run_class(row.records):
         if row.scale != "book":
             row.verdict = "not comparable"
-            row.why = (f"the published {figure.value:g} is end-to-end: compilation and warm-up inside the source's "
-                       f"whole run; {row.scale} scale times a few steps, where compilation weighs far more "
-                       f"(steady state {stats.fmt(row.ratio)}, end-to-end {stats.fmt(row.e2e_ratio)} here): "
-                       "run --scale book for this verdict")
+            # the source's compilation is spread over its whole run, a bench run's over a few steps
+            row.why = (f"end-to-end figure: judged at --scale book (here steady {stats.fmt(row.ratio)}, "
+                       f"end-to-end {stats.fmt(row.e2e_ratio)})")
             return
         row.judged = "end-to-end"
         interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
