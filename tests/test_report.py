@@ -517,8 +517,14 @@ def test_harness_overhead_has_one_row_per_workload_with_an_interval():
                (("shared-loop", (20000, 21000, 22000)), ("hand-loop", (21000, 21000, 21000))) for value in values]
     records += [record("vit_b_16", 16, arm, value) for arm, values in
                 (("shared-loop", (212, 220, 205)), ("hand-loop", (250, 255, 252))) for value in values]
-    table = report_tables.harness(records)
-    assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda", "vit_b_16 / batch 16 / cuda"]
+    book = [{**r, "config": {**r["config"], "scale": "book", "epochs": 2, "dataset": "fashion_mnist"},
+             "metrics": {**r["metrics"], "train_s": 100.0 + i}} for i, r in enumerate(records[:6])]
+    table = report_tables.harness(records + book)  # book-scale runs of the same model get their own row
+    assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda / bench",
+                                       "cnn_cifar10 / batch 64 / cuda / book: 2 epochs of fashion_mnist",
+                                       "vit_b_16 / batch 16 / cuda / bench"]
+    assert table["spread (shared / hand)"][1] == "1.0 % / 1.0 %"  # sd 1 s of 101 s, 104 s
+    table = table.drop(index=1).reset_index(drop=True)
     assert list(table["overhead %"]) == [0.0, 15.9]  # 1 - 212.3 / 252.3
     low, high = (float(x) for x in table["95 % interval (repeats)"][1].strip("[]").split(", "))
     assert low <= 0.84 <= high < 1

@@ -158,16 +158,25 @@ def overhead(ratio: float, interval: stats.Interval | None, repeats: int,
 
 def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
     """Shared loop vs hand-written loop throughput, from ci/harness-overhead.py's records: one row per
-    workload (model, batch size, device), since a small CNN and a ViT-B/16 must not share a mean."""
+    workload (model, batch size, device, scale: bench steps or the book's epochs on its data), since a small
+    CNN and a ViT-B/16, or 40 steps and 2 epochs, must not share a mean. Each loop's run-to-run spread (the
+    coefficient of variation of its training time) is shown too: the book-scale goal is a spread no wider
+    than the plain loop's."""
     recs = [r for r in records if r["experiment"] == report_rows.HARNESS_ID and r["status"] == "ok"]
 
-    def workload(record: dict[str, Any]) -> tuple[str, int, str]:
+    def workload(record: dict[str, Any]) -> tuple[str, int, str, str]:
         config = record["config"]
-        return config.get("model", "?"), int(config.get("batch_size") or 0), config.get("device", "?")
+        scale = ("book: {} epochs of {}".format(config.get("epochs"), config.get("dataset"))
+                 if config.get("scale") == "book" else "bench")
+        return config.get("model", "?"), int(config.get("batch_size") or 0), config.get("device", "?"), scale
+
+    def spread(mine: list[dict[str, Any]], name: str) -> str:
+        times = stats.stat(r["metrics"].get("train_s") for r in mine if r["variant"] == name)
+        return "-" if not times.mean or times.sd is None else f"{100 * times.sd / times.mean:.1f} %"
 
     lines = []
-    for model, batch, device in sorted({workload(r) for r in recs}):
-        mine = [r for r in recs if workload(r) == (model, batch, device)]
+    for model, batch, device, scale in sorted({workload(r) for r in recs}):
+        mine = [r for r in recs if workload(r) == (model, batch, device, scale)]
         values = {name: [r["metrics"].get("throughput_samples_per_s") for r in mine if r["variant"] == name]
                   for name in ("shared-loop", "hand-loop")}
         shared, hand = (stats.stat(values[name]) for name in ("shared-loop", "hand-loop"))
@@ -176,11 +185,13 @@ def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
         ratio, interval = stats.ratio_interval(stats.whole_repeats(values["shared-loop"]),
                                                stats.whole_repeats(values["hand-loop"]))
         cost = overhead(ratio, interval, min(shared.n, hand.n))
-        lines.append({"workload": f"{model} / batch {batch} / {device}", "n (each loop)": f"{shared.n}/{hand.n}",
+        lines.append({"workload": f"{model} / batch {batch} / {device} / {scale}",
+                      "n (each loop)": f"{shared.n}/{hand.n}",
                       "shared loop samples/s": shared.text(), "hand-written samples/s": hand.text(),
                       "shared / hand": stats.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
                       "overhead %": round(cost.pct, 1),
                       "overhead 95 % interval": "[{:+.1f}, {:+.1f}] %".format(*cost.pct_interval),
                       f"against the {HARNESS_GOAL_PCT:g} % goal": cost.verdict,
+                      "spread (shared / hand)": f"{spread(mine, 'shared-loop')} / {spread(mine, 'hand-loop')}",
                       "note": cost.note})
     return pd.DataFrame(lines) if lines else None
