@@ -20,6 +20,15 @@ from pipelines.core import report_stats as stats
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
 
 
+def _table(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell under a dashed rule (tabulate's "simple" look). Written here, not
+    with tabulate: the run's last lines must print in every runtime a run happens in, and the frozen IPEX
+    runtime (containers/locks/ipex.lock, .venv-ipex) carries no table library."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *lines)]
+    render = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([render(headers), render(["-" * w for w in widths]), *map(render, lines)])
+
+
 def published_source(entry: experiments.Experiment | None, variant: str,
                      metrics: Sequence[str] = ("ratio", rows_of.STATED_SPEED)) -> str:
     """Where the published figure of this arm comes from (book:ch2, talk-slides, ...), or ''."""
@@ -80,8 +89,6 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, An
 
 def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path) -> str:
     """The table, the reasons behind verdicts that are not conclusive, and the closing line."""
-    from tabulate import tabulate
-
     lines = rows(records, ids)
     if not lines:
         body = "verdict: nothing was measured (no finished repeat)"
@@ -95,7 +102,7 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
                 cells.append(_accuracy(row))
             table.append(cells)
         headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
-        body = "verdict:\n" + tabulate(table, headers=headers, tablefmt="simple", disable_numparse=True)
+        body = "verdict:\n" + _table(headers, table)
         reasons = [f"  {line['experiment']} [{line['variant']}]: {line['why']}" for line in lines
                    if line["why"] and line["verdict"] not in ("baseline",)]
         if reasons:
@@ -106,8 +113,6 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
 
 def _memory_table(lines: list[dict[str, Any]]) -> str:
     """Memory saving factors (baseline peak / arm peak) with their intervals and verdicts, when measured."""
-    from tabulate import tabulate
-
     measured = [line["_row"] for line in lines if line["_row"].memory_ratio is not None]
     if not measured:
         return ""
@@ -115,9 +120,8 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
               f"{stats.fmt(row.memory_ratio)}" + (f" [{stats.fmt(row.memory_ci_low)}, {stats.fmt(row.memory_ci_high)}]"
                                                   if row.memory_ci_low is not None else ""),
               stats.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
-    return "\nmemory (saving factor = baseline peak / arm peak):\n" + tabulate(
-        table, headers=["arm", "memory", "measured [95 %]", "published", "verdict"], tablefmt="simple",
-        disable_numparse=True)
+    return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
+        ["arm", "memory", "measured [95 %]", "published", "verdict"], table)
 
 
 def closing_line(paths: Sequence[Path], results_dir: Path) -> str:
