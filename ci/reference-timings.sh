@@ -17,10 +17,11 @@
 #   IDS       override the experiment list (space-separated), e.g. IDS="ch2-baseline ch2-nobias"
 #   EXCLUDE   ids left out of the list (space-separated): CI leaves out ch7-amp (EfficientNet-B0 fp32/bf16,
 #             about 10 of its 16 minutes on 2 cores), listed as not run
-#   AGAINST   committed reference to compare with (default results/reference/cpu-<cores>core-bench, when it
-#             exists and is not REF_OUT itself): the report gets a drift table (both intervals, the
-#             difference) and the job fails when a conclusive verdict reversed (faster <-> slower than
-#             published); a reference from another machine class is named and skipped, not compared.
+#   AGAINST   committed reference to compare with (default: the results/reference/cpu-<cores>core*-bench
+#             folder whose records are of this machine's class, else results/reference/cpu-<cores>core-bench;
+#             never REF_OUT itself): the report gets a drift table (both intervals, the difference) and the
+#             job fails when a conclusive verdict reversed (faster <-> slower than published); a reference
+#             from another machine class is named and skipped, not compared.
 # Entries that are not `ready` in the catalog are listed in the report as "not run"; the job fails only
 # when a ready entry exits non-zero or leaves no record, never on a timing.
 set -euo pipefail
@@ -36,8 +37,19 @@ HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
 COMMITTED_REF="results/reference/cpu-${cores}core-bench"
-REF_OUT="${REF_OUT:-$COMMITTED_REF}"
-AGAINST="${AGAINST-$COMMITTED_REF}"
+# Machines change between sessions (AMD Zen 3 and 5, Intel Sapphire Rapids): each class keeps its own
+# committed reference, cpu-<cores>core-bench (the first) or cpu-<cores>core-<vendor>-f<family>m<model>-bench.
+shopt -s nullglob
+SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report_drift pick results/reference/cpu-"${cores}"core*-bench)"
+shopt -u nullglob
+CLASS_TAG="$("$PYTHON" -c 'from pipelines.core import envinfo
+c = envinfo.cpu_class()["cpu_id"] or ""
+w = c.replace("AuthenticAMD", "amd").replace("GenuineIntel", "intel").split()
+print(f"{w[0]}-f{w[2]}m{w[4]}" if len(w) == 5 else "other")')"
+DEFAULT_REF_OUT="${SAME_CLASS_REF:-results/reference/cpu-${cores}core-${CLASS_TAG}-bench}"
+[[ -d "$COMMITTED_REF" || -n "$SAME_CLASS_REF" ]] || DEFAULT_REF_OUT="$COMMITTED_REF"
+REF_OUT="${REF_OUT:-$DEFAULT_REF_OUT}"
+AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 [[ -z "$AGAINST" || ! -d "$AGAINST" || "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison: they run in

@@ -560,3 +560,17 @@ def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     old = rows[("ch2-nobias", "renamed-arm")]
     assert old.n == 2 and old.verdict == "not in catalog" and "no arm renamed-arm" in old.why
     assert rows[("ch2-nobias", "nobias")].verdict == "not run"
+
+
+def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones(tmp_path):
+    """CI's drift check runs against the committed reference of the class it runs on (Zen 3, Zen 5, ...)."""
+    model, cpu_id, isa, cpus, _ = report_drift.this_machine_class()
+    write(tmp_path / "cpu-2core-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model="elsewhere")])
+    write(tmp_path / "cpu-2core-x-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model=model, cpu_id=cpu_id,
+                                                       cpu_isa=isa, logical_cpus=cpus, gpus=[])])
+    candidates = sorted(tmp_path.iterdir())
+    assert report_drift.reference_for_this_machine(candidates) == tmp_path / "cpu-2core-x-bench"
+    assert report_drift.reference_for_this_machine(candidates[:1]) is None
+    printed = subprocess.run([sys.executable, "-m", "pipelines.core.report_drift", "pick", *map(str, candidates)],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and printed.stdout.strip() == str(tmp_path / "cpu-2core-x-bench")

@@ -69,6 +69,46 @@ def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], r
         raise OtherMachineClass(reference, ours, refs)
 
 
+def this_machine_class() -> tuple:
+    """This machine's class, as a record of a run here would carry it (report_compare.machine_class)."""
+    import os
+
+    from pipelines.core import envinfo
+
+    env = {"cpu_model": envinfo.cpu_model(), **envinfo.cpu_class(), "logical_cpus": os.cpu_count(),
+           "gpus": envinfo.gpus()}
+    return compare.machine_class({"env": env})
+
+
+def reference_for_this_machine(candidates: list[Path]) -> Path | None:
+    """The committed reference among `candidates` whose every record is of this machine's class: machines
+    change between sessions and CI (Zen 3, Zen 5, Sapphire Rapids), and a drift check is live only against
+    a reference of the same class; None when no candidate is."""
+    here = this_machine_class()
+    for folder in candidates:
+        if not Path(folder).is_dir():
+            continue
+        classes = machine_classes(report_rows.load(folder).records)
+        if classes == {here}:
+            return Path(folder)
+    return None
+
+
+def main(argv: list[str] | None = None) -> int:
+    """`python -m pipelines.core.report_drift pick DIR...`: the reference folder of this machine's class (for
+    ci/reference-timings.sh), printed; nothing printed when none is."""
+    import sys
+
+    args = sys.argv[1:] if argv is None else argv
+    if not args or args[0] != "pick":
+        print("usage: python -m pipelines.core.report_drift pick DIR...", file=sys.stderr)
+        return 2
+    chosen = reference_for_this_machine([Path(a) for a in args[1:]])
+    if chosen is not None:
+        print(chosen)
+    return 0
+
+
 def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | None = None) -> Drift:
     """Compare `rows` (this run) with the reference run in `reference`; refuse another machine class
     (OtherMachineClass, a ConfigError: the report turns it into a skipped drift check)."""
@@ -111,3 +151,7 @@ def view(data: pd.DataFrame) -> pd.DataFrame:
         "difference": data.difference.map(lambda v: "-" if pd.isna(v) else f"{v:+.2f}"),
         "verdict": data.verdict, "reference verdict": data.ref_verdict,
         "reversed": data.reversed.map(lambda v: "REVERSED" if v else "")})
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
