@@ -365,11 +365,17 @@ def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_r
     assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
 
 
-def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path):
-    """results/reference/cpu-2core-bench was made from a clean commit: every measured ratio has its bootstrap
+CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  # one per machine class
+
+
+@pytest.mark.parametrize("reference", CPU_REFERENCES, ids=[p.name for p in CPU_REFERENCES])
+def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path, reference):
+    """Each committed CPU reference was made from a clean commit: every measured ratio has its bootstrap
     interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
-    assert all(r["env"]["git_dirty"] is False for r in report_rows.load(REFERENCE).records)
-    written = report.write_report(REFERENCE, tmp_path, formats=("md",), against=REFERENCE)
+    assert REFERENCE in CPU_REFERENCES and len({report_drift.machine_classes(report_rows.load(p).records).pop()
+                                                  for p in CPU_REFERENCES}) == len(CPU_REFERENCES)
+    assert all(r["env"]["git_dirty"] is False for r in report_rows.load(reference).records)
+    written = report.write_report(reference, tmp_path, formats=("md",), against=reference)
     md = written.paths[0].read_text()
     rows = table_rows(md, "Results")
     measured = [cells for cells in rows if cells[9] != "-"]
