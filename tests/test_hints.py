@@ -21,6 +21,7 @@ import pytest
 import torch
 
 from conftest import REPO, accel, records
+from distutil import free_port
 from pipelines.core import experiments
 
 GPU_ENTRIES = [e for e in experiments.all_experiments().values() if e.status == "ready" and "gpu" in e.requires]
@@ -53,9 +54,11 @@ def run_suggestion(words: list[str], data_root: Path, results: Path, env: dict |
         words = [sys.executable, "-m", "pipelines", *words[1:]]
     else:
         words = [str(REPO / words[0]), *words[1:]]
+    # A port of its own: the run before it may still hold the launchers' default 29500 while it closes.
+    port = {"MASTER_PORT": str(free_port())}
     return subprocess.run([*words, "--data-root", str(data_root), "--results-dir", str(results)], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout,
-                          env={**os.environ, "PYTHON": sys.executable, **assignments, **(env or {})})
+                          env={**os.environ, "PYTHON": sys.executable, **port, **assignments, **(env or {})})
 
 
 def assert_ran(run: subprocess.CompletedProcess, results: Path, entry_id: str) -> None:
