@@ -529,7 +529,7 @@ def _refuse_empty(results_dir: Path, experiment_ids: str) -> None:
     """A folder with no result file at all is a wrong path or a run not made yet, not an empty report."""
     if results_dir.is_dir() and not experiment_ids.strip() and not any(results_dir.glob("**/*.jsonl")):
         raise ConfigError(f"no result records (*.jsonl) under {results_dir}; run an experiment first "
-                          "(e.g. accel run ch2-nobias) or pass --results-dir with a folder that has them")
+                          "(accel run ID) or pass --results-dir with a folder that has them")
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
@@ -565,7 +565,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
         experiments.get(experiment_id)
     if twice := sorted({i for i in ids if ids.count(i) > 1}):
         raise ConfigError(f"compare names {', '.join(twice)} more than once; an experiment compared with itself "
-                          "measures nothing (e.g. accel compare ch2-baseline ch2-nobias)")
+                          "measures nothing (accel compare BASELINE-ID VARIANT-ID)")
     if any(a in ("--repeats", "--results-dir", "--no-baseline") or a.startswith(("--repeats=", "--results-dir="))
            for a in passthrough):
         raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")

@@ -307,17 +307,18 @@ def _exclusive(root: Path, name: str) -> Iterator[None]:
         _remove_new(created)
         raise DataError(f"cannot write datasets under {root} ({exc.strerror or exc}); "
                         "pass a folder you can write with --root") from None
+    finished = False
     with lock:
         try:
             yield
-        except BaseException:
-            if fresh:  # unlinked while still held: a waiter sees the path changed and locks anew
+            finished = True
+        finally:  # whatever stopped the call (refusal, full disk, Ctrl-C) propagates; only cleanup here
+            if not finished and fresh:  # unlinked while held: a waiter sees the path changed, locks anew
                 with contextlib.suppress(OSError):
                     path.unlink()
             fcntl.flock(lock, fcntl.LOCK_UN)
-            _remove_new(created)
-            raise
-        fcntl.flock(lock, fcntl.LOCK_UN)
+            if not finished:
+                _remove_new(created)
 
 
 def _remove_new(folders: list[Path]) -> None:

@@ -166,12 +166,12 @@ def all_experiments() -> dict[str, Experiment]:
 def _nearest_ids(typed: str, ids, limit: int = 6) -> list[str]:
     """The catalog ids nearest to a mistyped one, nearest first, at most `limit`.
 
-    Ranked by difflib's similarity ratio (2*matches/total length), so a one-letter slip (`ch2-nobais`)
-    puts `ch2-nobias` first instead of whichever `ch2-*` id the catalog lists first. Two nudges of
-    0.15 each, about what one typo costs in the ratio of an id this long: an id of the same source
-    token (`ch3`, `s004`: the user most likely named the chapter right) and an id the typed text
-    begins (`ch3-compile` -> `ch3-compile-*`). Ids of the same token are always candidates so a bare
-    `ch4` lists the ch4 ids; others need a ratio of 0.5 (half their characters in common) to appear.
+    Ranked by difflib's similarity ratio (2*matches/total length), so a one-letter slip in an id puts
+    that id first instead of whichever id of the same prefix the catalog lists first. Two nudges of
+    0.15 each, about what one typo costs in the ratio of an id this long: an id of the same first
+    dash-separated token (the user most likely named the source right) and an id the typed text
+    begins. Ids of the same token are always candidates, so a bare token lists its ids; others need a
+    ratio of 0.5 (half their characters in common) to appear.
     """
     import difflib
 

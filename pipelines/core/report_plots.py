@@ -43,8 +43,8 @@ WIDTH = 0.38
 # CIFAR-10's) gives one run's accuracy a binomial standard error of at most sqrt(0.5 * 0.5 / 10000) =
 # 0.5 pp, so the difference of two runs has a 95 % half-width of up to 1.96 * sqrt(2) * 0.5 = 1.4 pp
 # before seed-to-seed spread is even counted. On a 5-pp axis that much noise fills under a third of the
-# height; autoscaling to the data instead stretched a 0.16-pp gap (ch5-pipeline's published figures,
-# 92.50 vs 92.34) over the whole panel, as if it were a large accuracy loss.
+# height; autoscaling to the data instead stretched a 0.16-pp gap between two published accuracies
+# (92.50 vs 92.34) over the whole panel, as if it were a large accuracy loss.
 MIN_ACCURACY_SPAN_PP = 5.0
 LEGEND = (Patch(color=PUBLISHED, label="published"), Patch(color=BAND, alpha=0.3, label="band"),
           Patch(color=MEASURED, label="reproduced"),
