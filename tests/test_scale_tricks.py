@@ -85,16 +85,22 @@ def test_checkpointing_entry_records_memory_and_time(data_root, tmp_path):
 
 @pytest.mark.slow
 def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
-    """Uncapped (smoke: 3 trials) every size fits; with a cap between the peaks of sizes 4 and 8 the search
-    stops early (measured or predicted over the cap), chooses the last size that fitted and names the
-    first one that did not. CPU peaks are per trial (the RSS high-water mark is reset before each)."""
+    """Uncapped (smoke: 3 trials) every size fits; with a cap between the peaks of sizes 128 and 256 the
+    search stops early (measured or predicted over the cap), chooses the last size that fitted and names
+    the first one that did not. CPU peaks are per trial (the RSS high-water mark is reset before each).
+
+    The sizes start at 64, not 2: on CPU the peak is the process's resident set, which moves by tens of
+    MiB from run to run (allocator caching, which kernels the CPU's ISA picks), more than the activations
+    of batches 4 and 8 differ (a CI run measured size 8 under a cap set between them). From 64 the sizes'
+    activations differ by about 80 and 160 MiB, well above that noise."""
+    start = ("-o", "start=64")
     probe = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
-                  "--results-dir", str(tmp_path / "a"))
+                  "--results-dir", str(tmp_path / "a"), *start)
     assert probe.returncode == 0, probe.stderr[-3000:]
     (rec,) = records(tmp_path / "a")
     curve = rec["artifacts"]["curve"]
-    assert [p["batch_size"] for p in curve] == [2, 4, 8] and all(p["fits"] for p in curve)
-    assert rec["metrics"]["chosen_batch_size"] == 8 and rec["metrics"]["first_failed_batch_size"] is None
+    assert [p["batch_size"] for p in curve] == [64, 128, 256] and all(p["fits"] for p in curve)
+    assert rec["metrics"]["chosen_batch_size"] == 256 and rec["metrics"]["first_failed_batch_size"] is None
     assert all(p["throughput_samples_per_s"] > 0 and p["peak_mib"] > 0 for p in curve)
     assert curve[0]["peak_mib"] < curve[2]["peak_mib"]
     report = accel("report", "--results-dir", str(tmp_path / "a"))
@@ -103,11 +109,11 @@ def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
 
     cap = (curve[1]["peak_mib"] + curve[2]["peak_mib"]) / 2
     capped = accel("run", "dlf-u9-bsfinder", "--scale", "smoke", "--data-root", str(data_root),
-                   "--results-dir", str(tmp_path / "b"), "-o", f"memory_cap_mib={int(cap)}")
+                   "--results-dir", str(tmp_path / "b"), *start, "-o", f"memory_cap_mib={int(cap)}")
     assert capped.returncode == 0, capped.stderr[-3000:]
     (rec,) = records(tmp_path / "b")
     chosen, failed = rec["metrics"]["chosen_batch_size"], rec["metrics"]["first_failed_batch_size"]
-    assert chosen in (2, 4) and failed == 2 * chosen and rec["metrics"]["memory_cap_mib"] == int(cap)
+    assert chosen in (64, 128) and failed == 2 * chosen and rec["metrics"]["memory_cap_mib"] == int(cap)
     assert "over the cap" in rec["artifacts"]["curve"][-1]["why"]
 
 
