@@ -17,7 +17,7 @@ section. Timings are reported, never asserted.
 
 `--scale book` compares whole epochs on a data set instead: the shared arm is what `accel run
 ch2-baseline --scale book --epochs N` runs (the catalog entry's settings, its pipeline's setup, the loaders of
-pipelines/core/data.py, the loop with the runner's progress hook; its record's train_s), the other arm the
+pipelines/core/data/datasets.py, the loop with the runner's progress hook; its record's train_s), the other arm the
 book's chapter-2 code as it runs (`book_loop`: its own DataLoader with ToTensor over the same checked
 Fashion-MNIST, its SubsetRandomSampler over indices[split:] of np.random.seed(42)'s shuffle, Adam, the
 zero_grad / forward / loss / backward / step loop, time.time() around the epochs). Each repeat builds its
@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipelines.core.errors import ConfigError  # noqa: E402
 
 if __name__ == "__main__":  # before torch loads: libgomp would print its own warning for a bad value first
-    from pipelines.core.config import check_environment
+    from pipelines.core.spec.config import check_environment
 
     try:
         check_environment()
@@ -54,20 +54,23 @@ if __name__ == "__main__":  # before torch loads: libgomp would print its own wa
         print(f"harness-overhead: error: {exc}", file=sys.stderr)
         sys.exit(2)  # a user mistake, as argparse's own refusals
 
-import torch  # noqa: E402, I001  (before numpy, as pipelines/core/runner.py: libgomp binds threads first)
+import torch  # noqa: E402, I001  (before numpy, as pipelines/core/run/runner.py: libgomp binds threads first)
 import numpy as np  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, SubsetRandomSampler  # noqa: E402
 from torchvision import transforms  # noqa: E402
 
-from pipelines.core import (data, datafiles, envinfo, experiments, loop, memory, models,  # noqa: E402
-                            progress, results, runner)
-from pipelines.core import report_stats as stats  # noqa: E402
-from pipelines.core import report_tables as tables  # noqa: E402
-from pipelines.core.config import resolve  # noqa: E402
-from pipelines.core.options import NoOptions  # noqa: E402
-from pipelines.core.pipeline import Preparation, warmup_config  # noqa: E402
-from pipelines.core.steps import book_optimizer, plain_step  # noqa: E402
+from pipelines.core.data import datasets, files
+from pipelines.core.record import envinfo, results
+from pipelines.core.run import runner
+from pipelines.core.spec import experiments
+from pipelines.core.train import loop, memory, models, progress
+from pipelines.core.stats import intervals as stats
+from pipelines.core.report import tables as tables
+from pipelines.core.spec.config import resolve  # noqa: E402
+from pipelines.core.spec.options import NoOptions  # noqa: E402
+from pipelines.core.run.pipeline import Preparation, warmup_config  # noqa: E402
+from pipelines.core.train.steps import book_optimizer, plain_step  # noqa: E402
 
 EXPERIMENT = "harness-overhead"
 ARMS = ("shared-loop", "hand-loop")
@@ -133,7 +136,7 @@ def book_loop(model: nn.Module, cfg, epochs: int) -> dict:
     own) over the arrays of the checked reader, as the shared arm's: torchvision's constructor would
     torch.load a processed/ cache when one exists. Only `steps += 1; samples += ...` is added (so both arms'
     work can be checked equal), a few hundred nanoseconds a step."""
-    dataset = data.CheckedFashionMNIST(Path(cfg.data_root), True, transforms.ToTensor())
+    dataset = datasets.CheckedFashionMNIST(Path(cfg.data_root), True, transforms.ToTensor())
     train_loader = DataLoader(dataset, batch_size=cfg.batch_size, sampler=SubsetRandomSampler(
         book_train_indices(len(dataset))))
     criterion = nn.CrossEntropyLoss()
@@ -159,7 +162,7 @@ def book_loop(model: nn.Module, cfg, epochs: int) -> dict:
 def book_shared(pipeline, cfg, ctx, label: str) -> dict:
     """What `accel run <entry> --scale book` runs for one repeat, up to the test pass (timed by neither arm):
     the loaders, the pipeline's setup and before_training, the loop with the runner's progress hook."""
-    loaders = data.loaders(cfg, data.input_shape(cfg))
+    loaders = datasets.loaders(cfg, datasets.input_shape(cfg))
     trainable = pipeline.setup(cfg, cfg.options, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
@@ -242,7 +245,7 @@ def main_book(args) -> int:
             steps = metrics["measured_steps"]
             train_s[arm].append(metrics["train_s"])
             throughput[arm].append(metrics["throughput_samples_per_s"])
-            config = {**configs[arm].to_record(), "data_source": datafiles.source(cfg.dataset, cfg.data_root),
+            config = {**configs[arm].to_record(), "data_source": files.source(cfg.dataset, cfg.data_root),
                       "train_samples": metrics["samples_seen"] // cfg.epochs,
                       "harness_mode": "book", "book_experiment": args.experiment,
                       "hand_loop": "the book's chapter-2 DataLoader loop, time.time() around the epochs"}
@@ -306,7 +309,7 @@ def main_bench(args) -> int:
                             experiment=EXPERIMENT, pipeline="harness_overhead", variant=arm, scale="bench")
                for arm in ARMS}
     cfg = configs[ARMS[0]]
-    loaders = data.loaders(cfg, models.spec(cfg.model).input_shape)
+    loaders = datasets.loaders(cfg, models.spec(cfg.model).input_shape)
     run_id = results.new_run_id()
     records, throughput = [], {arm: [] for arm in ARMS}
     for repeat in range(args.repeats):

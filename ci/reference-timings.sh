@@ -40,9 +40,9 @@ COMMITTED_REF="results/reference/cpu-${cores}core-bench"
 # Machines change between sessions (AMD Zen 3 and 5, Intel Sapphire Rapids): each class keeps its own
 # committed reference, cpu-<cores>core-bench (the first) or cpu-<cores>core-<vendor>-f<family>m<model>-bench.
 shopt -s nullglob
-SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report_drift pick results/reference/cpu-"${cores}"core*-bench)"
+SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report.drift pick results/reference/cpu-"${cores}"core*-bench)"
 shopt -u nullglob
-CLASS_TAG="$("$PYTHON" -c 'from pipelines.core import envinfo
+CLASS_TAG="$("$PYTHON" -c 'from pipelines.core.record import envinfo
 c = envinfo.cpu_class()["cpu_id"] or ""
 w = c.replace("AuthenticAMD", "amd").replace("GenuineIntel", "intel").split()
 print(f"{w[0]}-f{w[2]}m{w[4]}" if len(w) == 5 else "other")')"

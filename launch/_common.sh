@@ -105,8 +105,8 @@ run_launcher() {
   exec "$@"
 }
 
-# GOMP_CPU_AFFINITY for N threads: the usable cpus, one per physical core first (pipelines/core/affinity.py).
-physical_first_cpus() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.affinity gomp "$1"); }
+# GOMP_CPU_AFFINITY for N threads: the usable cpus, one per physical core first (pipelines/core/dist/affinity.py).
+physical_first_cpus() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.dist.affinity gomp "$1"); }
 
 # Debian package and shared object of a preloadable allocator (tcmalloc | jemalloc).
 allocator_package() {
@@ -149,5 +149,5 @@ free_port() {
 }
 
 # Threads per rank for N ranks on this node: the smallest core slice of the per-rank policy
-# (pipelines/core/affinity.py rank_cores; the usable cores / N, at least 1).
-threads_per_rank() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.affinity threads-per-rank "$1"); }
+# (pipelines/core/dist/affinity.py rank_cores; the usable cores / N, at least 1).
+threads_per_rank() { (cd "${repo:?}" && "$(python_bin)" -m pipelines.core.dist.affinity threads-per-rank "$1"); }

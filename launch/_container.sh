@@ -20,7 +20,7 @@
 #   CONTAINER_USER  uid:gid in Docker/Podman (default: the caller's, so results belong to the caller)
 #   SHM_SIZE        e.g. 16g: use --shm-size instead of --ipc=host
 #   NETWORK         Docker/Podman network (default host: rendezvous ports and hostnames as on the host)
-# Passed in: every variable named by a prefix in pipelines/core/knobs.txt (what the fingerprint records).
+# Passed in: every variable named by a prefix in pipelines/core/record/knobs.txt (what the fingerprint records).
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
@@ -34,7 +34,7 @@ GPUS="${GPUS:-auto}"
 NETWORK="${NETWORK:-host}"
 
 # Knobs that cross into the container: knobs.txt lines without a second word or with `pass`.
-knob_file="$repo/pipelines/core/knobs.txt"
+knob_file="$repo/pipelines/core/record/knobs.txt"
 [[ -f "$knob_file" ]] || die "$knob_file is missing; it lists the variables that cross into the container"
 mapfile -t PASS_PREFIXES < <(sed 's/#.*//' "$knob_file" | awk 'NF == 1 || $2 == "pass" {print $1}')
 knobs() {

@@ -13,7 +13,7 @@
 #   KMP_BLOCKTIME (intel only)     default 0 (the book's ch2 setting)
 #   OMP_BIND      none | pinned    pinned (gnu only): OMP_PROC_BIND=TRUE, OMP_SCHEDULE=STATIC and
 #                                  GOMP_CPU_AFFINITY = the cores this process may use, physical cores
-#                                  first (python -m pipelines.core.affinity). Intel binds via KMP_AFFINITY.
+#                                  first (python -m pipelines.core.dist.affinity). Intel binds via KMP_AFFINITY.
 #   ALLOCATOR     default | tcmalloc | jemalloc   preload Debian's libtcmalloc_minimal / libjemalloc
 #                                  (packages libtcmalloc-minimal4 / libjemalloc2); missing = error.
 #   ALLOCATOR_PATH dir:dir...      where to look for it (default: the system library folders)

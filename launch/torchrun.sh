@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start one accel command as NPROC processes per node under torchrun (chapters 8-10, the talk's DDP/FSDP).
 # The accel arguments are checked first (launch/_common.sh preflight): a mistake is one line, nothing starts.
-# torchrun's agent runs in pipelines/core/agent.py: every rendezvous wait is bounded by the run's
+# torchrun's agent runs in pipelines/core/dist/agent.py: every rendezvous wait is bounded by the run's
 # -o timeout_s (default 120), the ranks' output is tee'd to the terminal and to a log folder under the
 # results folder (torchrun-<time>-node<N>-<pid>/, kept only when the run fails), and a failure ends in one
 # `accel: error:` line naming the failed rank, its exit code or signal and that folder.
@@ -76,6 +76,6 @@ echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 log_dir="$RUN_RESULTS/torchrun-$(date -u +%Y%m%dT%H%M%SZ)-node$NODE_RANK-$$"
 probe=()  # a node that does not host the rendezvous first proves the host answers, within TIMEOUT_S
 [[ "$NODE_RANK" -eq 0 ]] || probe=(--probe "$MASTER_ADDR:$MASTER_PORT")
-run_launcher "${wrap[@]}" "$py" -m pipelines.core.agent --timeout-s "$TIMEOUT_S" --log-dir "$log_dir" \
+run_launcher "${wrap[@]}" "$py" -m pipelines.core.dist.agent --timeout-s "$TIMEOUT_S" --log-dir "$log_dir" \
   "${probe[@]}" -- --nnodes "$NNODES" --nproc-per-node "$NPROC" "${rendezvous[@]}" \
   --max-restarts "$MAX_RESTARTS" -m pipelines "$@"

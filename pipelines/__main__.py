@@ -1,3 +1,3 @@
-from pipelines.core.cli import main
+from pipelines.core.cli.main import main
 
 main()

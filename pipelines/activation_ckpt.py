@@ -18,11 +18,11 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-from pipelines.core import memory, models
+from pipelines.core.train import memory, models
 from pipelines.core.errors import ConfigError
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 
 @dataclass(frozen=True)

@@ -24,10 +24,11 @@ import click
 import torch
 from torch.utils.data import DataLoader, RandomSampler
 
-from pipelines.core import data, loop, memory, microbench, models
+from pipelines.core.data import datasets
+from pipelines.core.train import loop, memory, microbench, models
 from pipelines.core.errors import ConfigError
-from pipelines.core.pipeline import Measured, Measurement
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.run.pipeline import Measured, Measurement
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 SMOKE_TRIALS = 3  # smoke scale proves the path: sizes start, 2x, 4x
 AT_LEAST_1 = click.IntRange(min=1)
@@ -121,7 +122,7 @@ def train_at(cfg, ctx) -> dict:
     """A fresh model trained at cfg.batch_size by the shared loop, then evaluated (rank 0)."""
     model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
     trainable = loop.Trainable(model, plain_step(model, book_optimizer(model, cfg)))
-    loaders = data.loaders(cfg, data.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size)
+    loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size)
     metrics = loop.train(trainable, loaders, cfg, ctx)
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))

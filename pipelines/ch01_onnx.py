@@ -24,10 +24,11 @@ import click
 import numpy as np
 import torch
 
-from pipelines.core import datafiles, models
-from pipelines.core.loop import Hooks, Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.data import files
+from pipelines.core.train import models
+from pipelines.core.train.loop import Hooks, Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 POSITIVE = click.FloatRange(min=0, min_open=True)
 
@@ -86,7 +87,7 @@ class ExportAtEnd(Hooks):
         path = self.folder / f"{self.name}-{secrets.token_hex(3)}.onnx"
         export(trainable.model, self.sample[:2], path, self.opts.opset)
         trainable.metrics.update(check(path, trainable.model, self.sample, self.opts.atol, self.opts.rtol))
-        trainable.artifacts["onnx_file"] = {"path": str(path), "sha256": datafiles.digest(path),
+        trainable.artifacts["onnx_file"] = {"path": str(path), "sha256": files.digest(path),
                                             "opset": self.opts.opset, "input": "inputs", "output": "logits",
                                             "dynamic_axes": {"inputs": [0], "logits": [0]}}
         if trainable.metrics["onnxruntime"] is None:

@@ -6,10 +6,10 @@ loop as the book's saved run did; the record carries both parameter counts and t
 
 from __future__ import annotations
 
-from pipelines.core import models
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.train import models
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 
 class ExtraLayer(TrainingPipeline):

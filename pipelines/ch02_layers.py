@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pipelines.core import models
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.train import models
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 
 @dataclass(frozen=True)

@@ -21,11 +21,11 @@ from typing import Literal
 
 import torch
 
-from pipelines.core import models
+from pipelines.core.train import models
 from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import DTYPES, autocast_forward, book_optimizer, plain_step
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import DTYPES, autocast_forward, book_optimizer, plain_step
 
 IPEX_HINT = ("IPEX exists only for torch 2.7/2.8: run `make ipex-venv` and start it with "
              "PYTHON=.venv-ipex/bin/python, or use the cpu-intel image (IMAGE=...)")

@@ -14,10 +14,10 @@ from __future__ import annotations
 
 from torchvision import transforms as T
 
-from pipelines.core import models
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.train import models
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 

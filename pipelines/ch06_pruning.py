@@ -22,11 +22,11 @@ import torch
 from torch import nn
 from torch.nn.utils import prune
 
-from pipelines.core import models
+from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import book_optimizer, plain_step
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import book_optimizer, plain_step
 
 # Exclusive range: 0 prunes nothing and 1 removes every filter.
 SPARSITY = click.FloatRange(0, 1, min_open=True, max_open=True)

@@ -11,10 +11,10 @@ from dataclasses import dataclass
 
 import torch
 
-from pipelines.core import models
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import autocast_forward, book_optimizer, plain_step
+from pipelines.core.train import models
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import autocast_forward, book_optimizer, plain_step
 
 
 @dataclass(frozen=True)

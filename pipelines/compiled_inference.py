@@ -18,8 +18,8 @@ from typing import Annotated, Literal
 import click
 import torch
 
-from pipelines.core import models, microbench
-from pipelines.core.pipeline import Measured, Measurement
+from pipelines.core.train import models, microbench
+from pipelines.core.run.pipeline import Measured, Measurement
 
 
 @dataclass(frozen=True)

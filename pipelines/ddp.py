@@ -35,11 +35,11 @@ from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core import models
+from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
-from pipelines.core.loop import Hooks, Trainable
-from pipelines.core.options import CheckpointOptions, DistOptions
-from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.train.loop import Hooks, Trainable
+from pipelines.core.spec.options import CheckpointOptions, DistOptions
+from pipelines.core.run.pipeline import TrainingPipeline
 
 
 @dataclass(frozen=True)

@@ -18,7 +18,7 @@ What runs where, and why (Lightning 2.6):
   on CPU processes as well.
 - "deepspeed" is Lightning's DeepSpeedStrategy, which runs on CUDA GPUs only (DeepSpeed itself runs on
   CPU: see s004-deepspeed).
-The bytes each rank holds are measured as in s004-deepspeed (core/sharding.py).
+The bytes each rank holds are measured as in s004-deepspeed (core/dist/sharding.py).
 """
 
 from __future__ import annotations
@@ -33,13 +33,14 @@ from lightning.fabric import Fabric
 from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
 from torch.distributed.fsdp import fully_shard
 
-from pipelines.core import dist, models
-from pipelines.core.fabric import RunnerEnvironment
-from pipelines.core.loop import Hooks, Trainable
-from pipelines.core.options import DistOptions
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.sharding import RankBytes
-from pipelines.core.steps import book_optimizer
+from pipelines.core.dist import ranks
+from pipelines.core.train import models
+from pipelines.core.dist.fabric import RunnerEnvironment
+from pipelines.core.train.loop import Hooks, Trainable
+from pipelines.core.spec.options import DistOptions
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.dist.sharding import RankBytes
+from pipelines.core.train.steps import book_optimizer
 from pipelines.ddp import GatherFullCopy, StepLrEachEpoch
 from pipelines.vit_ladder import fabric_step
 from pipelines.zero import GatherPartitioned, import_deepspeed
@@ -108,7 +109,7 @@ class FabricStrategies(TrainingPipeline):
 
     def setup(self, cfg, opts: Options, ctx) -> Trainable:
         torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
-        place = dist.placement()
+        place = ranks.placement()
         precision = resolved_precision(opts, ctx.device)
         deepspeed = import_deepspeed(ctx.device) if opts.strategy == "deepspeed" else None
         fabric = Fabric(accelerator=ctx.device.type, devices=place.local_world_size, num_nodes=place.nodes,

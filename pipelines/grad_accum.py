@@ -17,10 +17,10 @@ import click
 import torch
 import torch.nn.functional as F
 
-from pipelines.core import models
-from pipelines.core.loop import Trainable
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import DTYPES
+from pipelines.core.train import models
+from pipelines.core.train.loop import Trainable
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import DTYPES
 
 
 @dataclass(frozen=True)

@@ -34,11 +34,12 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from pipelines.core import dist, models
+from pipelines.core.dist import ranks
+from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
-from pipelines.core.loop import Hooks, Trainable
-from pipelines.core.options import DistOptions
-from pipelines.core.pipeline import TrainingPipeline
+from pipelines.core.train.loop import Hooks, Trainable
+from pipelines.core.spec.options import DistOptions
+from pipelines.core.run.pipeline import TrainingPipeline
 from pipelines.tensor_parallel import splittable
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
@@ -127,7 +128,7 @@ class BubbleReport(Hooks):
     def train_end(self, trainable: Trainable, epoch: int) -> None:
         mine = {**self.clock, "param_bytes": sum(p.nbytes for p in self.stage.parameters()),
                 "blocks": [int(name) for name in self.stage.blocks], "state": self.stage.state_dict()}
-        stages = dist.gather_objects(mine)
+        stages = ranks.gather_objects(mine)
         if not self.ctx.is_main:
             return
         trainable.metrics.update({
@@ -176,7 +177,7 @@ class PipelineParallel(TrainingPipeline):
         clock: dict[str, list[float]] = {"busy": [], "span": []}
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            x, y = dist.global_batch(x), dist.global_batch(y)
+            x, y = ranks.global_batch(x), ranks.global_batch(y)
             optimizer.zero_grad(set_to_none=True)
             losses: list[torch.Tensor] = []
             timed.busy_s, started = 0.0, time.perf_counter()

@@ -34,12 +34,13 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 
 from pipelines import ddp
-from pipelines.core import dist, models
+from pipelines.core.dist import ranks
+from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
-from pipelines.core.loop import Trainable
-from pipelines.core.options import DistOptions
-from pipelines.core.pipeline import TrainingPipeline
-from pipelines.core.steps import plain_step
+from pipelines.core.train.loop import Trainable
+from pipelines.core.spec.options import DistOptions
+from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.train.steps import plain_step
 
 
 @dataclass(frozen=True)
@@ -117,7 +118,7 @@ class TensorParallel(TrainingPipeline):
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            x, y = dist.global_batch(x), dist.global_batch(y)  # same samples on every rank of the group
+            x, y = ranks.global_batch(x), ranks.global_batch(y)  # same samples on every rank of the group
             loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # DTensor all-reduces the row-parallel outputs' gradients' partial sums

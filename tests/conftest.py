@@ -29,12 +29,12 @@ def records(results_dir: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory) -> Path:
     """Generated Fashion-MNIST and CIFAR-10 (torchvision's on-disk formats) and IMDB (aclImdb's), small."""
-    from pipelines.core import datafiles
+    from pipelines.core.data import files
 
     root = tmp_path_factory.mktemp("data")
-    datafiles.generate("fashion_mnist", root, train=600, test=200, seed=0)
-    datafiles.generate("cifar10", root, train=500, test=200, seed=0)
-    datafiles.generate("imdb", root, train=240, test=80, seed=0)
+    files.generate("fashion_mnist", root, train=600, test=200, seed=0)
+    files.generate("cifar10", root, train=500, test=200, seed=0)
+    files.generate("imdb", root, train=240, test=80, seed=0)
     return root
 
 

@@ -1,4 +1,4 @@
-"""A tiny DDP run through pipelines.core.dist, for the clean-exit test (started once per rank).
+"""A tiny DDP run through pipelines.core.dist.ranks, for the clean-exit test (started once per rank).
 
 Synthetic tensors, a linear model, three steps, then dist.shutdown(): it exits 0 on every rank, or
 the test sees the SIGABRT that a Gloo thread racing interpreter teardown produces.
@@ -7,11 +7,11 @@ the test sees the SIGABRT that a Gloo thread racing interpreter teardown produce
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core import dist
+from pipelines.core.dist import ranks
 
-place = dist.placement()
-dist.pin(place)
-dist.init(place, "gloo", "cpu", timeout_s=30)
+place = ranks.placement()
+ranks.pin(place)
+ranks.init(place, "gloo", "cpu", timeout_s=30)
 model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))
 optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
 for _ in range(3):
@@ -20,5 +20,5 @@ for _ in range(3):
     loss.backward()
     optimizer.step()
 del model, optimizer, loss
-dist.shutdown(timeout_s=30)
+ranks.shutdown(timeout_s=30)
 print(f"rank {place.rank} clean", flush=True)

@@ -1,6 +1,6 @@
 """One rank of the model-parallel equality tests (started once per rank with RANK/WORLD_SIZE/MASTER_*).
 
-It joins a Gloo group through pipelines.core.dist, then, on the same seeded transformer_tiny and the same
+It joins a Gloo group through pipelines.core.dist.ranks, then, on the same seeded transformer_tiny and the same
 batch the test rebuilds in one process:
 - tensor parallel: the blocks split by pipelines/tensor_parallel.py; saves the forward output, every
   gradient gathered to a full tensor (DTensor.full_tensor) and the parameter bytes this rank holds;
@@ -19,7 +19,8 @@ from torch.distributed.tensor import DTensor
 
 from pipelines import pipeline_parallel as pp
 from pipelines import tensor_parallel as tp
-from pipelines.core import dist, models
+from pipelines.core.dist import ranks
+from pipelines.core.train import models
 
 MODEL, BATCH, MICROBATCHES = "transformer_tiny", 8, 4
 
@@ -62,12 +63,12 @@ def pipeline_parallel(place, schedule: str) -> dict:
 
 
 def main(out: Path) -> None:
-    place = dist.placement()
-    dist.init(place, "gloo", "cpu", timeout_s=60)
+    place = ranks.placement()
+    ranks.init(place, "gloo", "cpu", timeout_s=60)
     result = {"tp": tensor_parallel(place), "gpipe": pipeline_parallel(place, "gpipe"),
               "1f1b": pipeline_parallel(place, "1f1b")}
     torch.save(result, out / f"rank{place.rank}.pt")
-    dist.shutdown(timeout_s=60)
+    ranks.shutdown(timeout_s=60)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""Arms alternated across processes (core/alternate.py, `accel compare`): ABBA order, the stop rules, and a
+"""Arms alternated across processes (core/stats/alternate.py, `accel compare`): ABBA order, the stop rules, and a
 real two-experiment comparison whose rounds the report pools."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import accel, records
-from pipelines.core import alternate
+from pipelines.core.stats import alternate
 from pipelines.core.errors import ConfigError
 
 

@@ -5,7 +5,7 @@ import torch
 
 from conftest import accel, assert_refused, records
 from pipelines import ch07_amp
-from pipelines.core import models
+from pipelines.core.train import models
 
 CPU = torch.device("cpu")
 

@@ -27,7 +27,7 @@ import pytest
 
 from conftest import REPO
 from distutil import processes_matching
-from pipelines.core import experiments
+from pipelines.core.spec import experiments
 
 PLANNED = next((e.id for e in experiments.all_experiments().values() if e.status == "planned"), None)
 RUN = ("run", "ch2-baseline", "--scale", "smoke", "--data-root", "{data}", "--results-dir", "{results}")
@@ -272,7 +272,7 @@ def world(tmp_path, data_root, request):
 
 def _in_process(argv: list[str], capfd) -> tuple[int, str]:
     """`accel ARGV` through cli.main in this process; an escaped exception is returned as its traceback."""
-    from pipelines.core import cli
+    from pipelines.core.cli import main as cli
 
     code = 0
     try:
@@ -369,7 +369,7 @@ def test_a_full_disk_mid_run_leaves_the_error_record(tmp_path):
 
 def test_json_results_refuse_nan_and_infinity(tmp_path):
     """Values JSON cannot hold are never written, wherever in the record they hide."""
-    from pipelines.core import results
+    from pipelines.core.record import results
 
     record = results.make_record(status="ok", run_id="r", config={"experiment": "x", "pipeline": "p",
                                                                   "variant": "v", "scale": "smoke",

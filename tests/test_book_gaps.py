@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from pipelines import ch01_onnx
-from pipelines.core import models
+from pipelines.core.train import models
 
 
 def test_exported_cnn_gives_torchs_logits_in_onnxruntime_at_another_batch_size(tmp_path):

@@ -25,12 +25,13 @@ import re
 import pytest
 
 from conftest import REPO
-from pipelines.core import experiments
-from pipelines.core import options, runner
-from pipelines.core.pipeline import Measurement, TrainingPipeline
+from pipelines.core.spec import experiments
+from pipelines.core.run import runner
+from pipelines.core.spec import options
+from pipelines.core.run.pipeline import Measurement, TrainingPipeline
 from pipelines.catalog.book_tables import share_metric
 from pipelines.catalog.not_carried import NOT_CARRIED, explain
-from pipelines.core.report_compare import TIME_METRICS, applies, declared_baseline, published_times
+from pipelines.core.stats.pairing import TIME_METRICS, applies, declared_baseline, published_times
 
 # Every id of the reference pack's summary (experiments.md section 0); s004-* expands to its 9 techniques.
 REFERENCE_IDS = """

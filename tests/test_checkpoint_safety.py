@@ -11,8 +11,8 @@ import pytest
 import torch
 
 from conftest import REPO, assert_refused
-from pipelines.core import checkpoint, loop
-from pipelines.core.config import ConfigError
+from pipelines.core.train import checkpoint, loop
+from pipelines.core.spec.config import ConfigError
 
 
 class RunsCode:
@@ -69,7 +69,7 @@ def test_accel_run_with_a_hostile_checkpoint_is_one_line_and_runs_nothing(tmp_pa
 KILLED_MID_SAVE = """
 import os, signal, sys, torch
 from pathlib import Path
-from pipelines.core import checkpoint, loop
+from pipelines.core.train import checkpoint, loop
 
 def dies_mid_write(state, handle):
     handle.write(b"PK\\x03\\x04 half a checkpoint")

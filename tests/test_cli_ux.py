@@ -15,8 +15,9 @@ import click
 import pytest
 
 from conftest import REPO, accel, records
-from pipelines.core import atomic, experiments
-from pipelines.core.cli import cli
+from pipelines.core.record import atomic
+from pipelines.core.spec import experiments
+from pipelines.core.cli.main import cli
 
 ENTRIES = experiments.all_experiments()
 

@@ -5,8 +5,8 @@ from typing import Annotated, Literal
 
 import click
 
-from pipelines.core import options
-from pipelines.core.config import SCALE_DEFAULTS, ConfigError, RunConfig, resolve
+from pipelines.core.spec import options
+from pipelines.core.spec.config import SCALE_DEFAULTS, ConfigError, RunConfig, resolve
 
 BASE = dict(experiment="x", pipeline="p", variant="v")
 

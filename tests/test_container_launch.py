@@ -21,7 +21,7 @@ import pytest
 
 from conftest import REPO
 from distutil import free_port
-from pipelines.core import envinfo
+from pipelines.core.record import envinfo
 
 # Each stand-in answers the launcher's image check (`podman image inspect`, `apptainer inspect --labels`) with
 # the label an image built from containers/ carries, and records every other call.
@@ -198,12 +198,12 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     [call] = [json.loads(line) for line in record.read_text().splitlines()]
     argv = call["argv"]
     at = argv.index(str(sif))
-    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.agent"]  # torchrun's agent, in accel's hands
+    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.dist.agent"]  # torchrun's agent, in accel's hands
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
 
 
 def test_one_knob_list_serves_the_fingerprint_and_the_container(tmp_path, sif):
-    """pipelines/core/knobs.txt: plain lines are recorded and cross; `record` lines (set inside the container)
+    """pipelines/core/record/knobs.txt: plain lines are recorded and cross; `record` lines (set inside the container)
     are only recorded; `pass` lines (MPI/SLURM wiring) only cross."""
     bin_dir = tmp_path / "bin"
     _tool(bin_dir, "apptainer", RECORDER)

@@ -13,13 +13,14 @@ import pytest
 import torch
 
 from conftest import accel, assert_refused, records
-from pipelines.core import data, datafiles, models, text
-from pipelines.core.config import RunConfig
+from pipelines.core.data import datasets, files, text
+from pipelines.core.train import models
+from pipelines.core.spec.config import RunConfig
 
 
 @pytest.fixture
 def imdb(tmp_path):
-    return datafiles.generate("imdb", tmp_path / "data", 24, 12, seed=1)
+    return files.generate("imdb", tmp_path / "data", 24, 12, seed=1)
 
 
 def test_generated_imdb_has_the_archive_layout_and_the_reader_parses_it(imdb):
@@ -29,21 +30,21 @@ def test_generated_imdb_has_the_archive_layout_and_the_reader_parses_it(imdb):
     for name in names:  # the archive's rule: <= 4 stars negative, >= 7 positive
         rating = int(re.search(r"_(\d+)\.txt", name)[1])
         assert rating in (range(7, 11) if "/pos/" in name else range(1, 5))
-    assert json.loads((imdb / datafiles.ORIGIN).read_text())["source"] == "generated"
-    split = datafiles.load_split("imdb", imdb.parent, train=True)
+    assert json.loads((imdb / files.ORIGIN).read_text())["source"] == "generated"
+    split = files.load_split("imdb", imdb.parent, train=True)
     assert len(split.texts) == 24 and split.classes == ["neg", "pos"]
     first_pos = sorted((imdb / "train" / "pos").iterdir(), key=lambda p: p.name)[0]
     index = int(np.flatnonzero(split.labels == 1)[0])
     assert split.texts[index] == first_pos.read_text(encoding="utf-8")
     assert split.ratings[index] == int(first_pos.stem.split("_")[1])
-    assert len(datafiles.verify("imdb", imdb.parent)) == 36
+    assert len(files.verify("imdb", imdb.parent)) == 36
 
 
 def test_generated_imdb_carries_a_class_signal(data_root):
     """Each class uses its own sentiment words about twice as often as the other class's."""
-    split = datafiles.load_split("imdb", data_root, train=True)
+    split = files.load_split("imdb", data_root, train=True)
     for label in (0, 1):
-        own, other = (set(words) for words in (datafiles.SENTIMENT_WORDS[label], datafiles.SENTIMENT_WORDS[1 - label]))
+        own, other = (set(words) for words in (files.SENTIMENT_WORDS[label], files.SENTIMENT_WORDS[1 - label]))
         texts = [t.lower() for t, y in zip(split.texts, split.labels) if y == label]
         counts = [(sum(w.strip(".") in own for w in t.split()), sum(w.strip(".") in other for w in t.split()))
                   for t in texts]
@@ -52,9 +53,9 @@ def test_generated_imdb_carries_a_class_signal(data_root):
 
 def _relist(folder: Path, relative: str) -> None:
     """Rewrite a file's checksum line, as anyone who can write the folder could."""
-    manifest = folder / datafiles.MANIFEST
+    manifest = folder / files.MANIFEST
     lines = [line for line in manifest.read_text().splitlines() if not line.endswith(f"  {relative}")]
-    lines.append(f"{datafiles.digest(folder / relative)}  {relative}")
+    lines.append(f"{files.digest(folder / relative)}  {relative}")
     manifest.write_text("".join(f"{line}\n" for line in sorted(lines, key=lambda l: l.split()[1])))
 
 
@@ -78,21 +79,21 @@ def test_a_bad_review_file_is_named_with_the_fix(imdb, case):
     """The reader's own checks, without verify first (a file swapped after the check)."""
     damage, needle = DAMAGE[case]
     damage(imdb)
-    with pytest.raises(datafiles.DataError, match=rf"{re.escape(needle)}.*accel data generate imdb"):
+    with pytest.raises(files.DataError, match=rf"{re.escape(needle)}.*accel data generate imdb"):
         for train in (True, False):
-            datafiles.load_split("imdb", imdb.parent, train)
+            files.load_split("imdb", imdb.parent, train)
 
 
 def test_an_unlisted_or_changed_review_fails_verify(imdb):
     planted = imdb / "train" / "pos" / "500_9.txt"
     planted.write_text("an extra review nobody listed")
-    with pytest.raises(datafiles.DataError, match=rf"{planted} is not in {datafiles.MANIFEST}"):
-        datafiles.verify("imdb", imdb.parent)
+    with pytest.raises(files.DataError, match=rf"{planted} is not in {files.MANIFEST}"):
+        files.verify("imdb", imdb.parent)
     planted.unlink()
     victim = _first(imdb, "test/neg")
     victim.write_text(victim.read_text() + " changed")
-    with pytest.raises(datafiles.DataError, match=rf"{victim} is corrupted"):
-        datafiles.verify("imdb", imdb.parent)
+    with pytest.raises(files.DataError, match=rf"{victim} is corrupted"):
+        files.verify("imdb", imdb.parent)
 
 
 # ----- the real archive's path, up to the network boundary --------------------------------------------
@@ -113,32 +114,32 @@ def _archive(folder: Path, out: Path, extra: tarfile.TarInfo | None = None) -> P
 def _pose_as_real(monkeypatch, archive: Path) -> None:
     """The archive is served from a file:// URL and its digests stand in for the real ones in code."""
     blob = archive.read_bytes()
-    monkeypatch.setattr(datafiles, "IMDB_URL", archive.as_uri())
-    monkeypatch.setattr(datafiles, "IMDB_SHA256", hashlib.sha256(blob).hexdigest())
-    monkeypatch.setattr(datafiles, "IMDB_MD5", hashlib.md5(blob).hexdigest())
+    monkeypatch.setattr(files, "IMDB_URL", archive.as_uri())
+    monkeypatch.setattr(files, "IMDB_SHA256", hashlib.sha256(blob).hexdigest())
+    monkeypatch.setattr(files, "IMDB_MD5", hashlib.md5(blob).hexdigest())
 
 
 def test_fetch_checks_the_archive_extracts_it_and_verifies_reviews_against_it(imdb, tmp_path, monkeypatch):
     archive = _archive(imdb, tmp_path / "aclImdb_v1.tar.gz")
     root = tmp_path / "root"
-    datafiles.generate("imdb", root, 4, 2)  # what a fetch replaces
-    monkeypatch.setattr(datafiles, "IMDB_URL", archive.as_uri())
-    with pytest.raises(datafiles.DataError, match="does not match the SHA-256/MD5 of aclImdb_v1.tar.gz kept in code"):
-        datafiles.fetch("imdb", root)  # the real digests: our archive is refused before extraction
-    assert datafiles.source("imdb", root) == "generated" and len(datafiles.load_split("imdb", root, True).texts) == 4
+    files.generate("imdb", root, 4, 2)  # what a fetch replaces
+    monkeypatch.setattr(files, "IMDB_URL", archive.as_uri())
+    with pytest.raises(files.DataError, match="does not match the SHA-256/MD5 of aclImdb_v1.tar.gz kept in code"):
+        files.fetch("imdb", root)  # the real digests: our archive is refused before extraction
+    assert files.source("imdb", root) == "generated" and len(files.load_split("imdb", root, True).texts) == 4
 
     _pose_as_real(monkeypatch, archive)
-    folder = datafiles.fetch("imdb", root)
-    assert datafiles.source("imdb", root) == "real" and (folder / datafiles.IMDB_ARCHIVE).is_file()
-    assert len(datafiles.verify("imdb", root)) == 1 + 36  # the archive, then every review against its member
-    assert datafiles.load_split("imdb", root, True).texts == datafiles.load_split("imdb", imdb.parent, True).texts
+    folder = files.fetch("imdb", root)
+    assert files.source("imdb", root) == "real" and (folder / files.IMDB_ARCHIVE).is_file()
+    assert len(files.verify("imdb", root)) == 1 + 36  # the archive, then every review against its member
+    assert files.load_split("imdb", root, True).texts == files.load_split("imdb", imdb.parent, True).texts
     assert sorted(p.name for p in root.iterdir()) == [".imdb.lock", "aclImdb"]  # the stage is gone
 
     victim = _first(folder, "train/pos")
     victim.write_text("a different review")
     _relist(folder, str(victim.relative_to(folder)))  # the folder's list is not what real data trusts
-    with pytest.raises(datafiles.DataError, match=rf"{victim} is missing or is not the content of its member"):
-        datafiles.verify("imdb", root)
+    with pytest.raises(files.DataError, match=rf"{victim} is missing or is not the content of its member"):
+        files.verify("imdb", root)
 
 
 @pytest.mark.parametrize("member", [
@@ -156,8 +157,8 @@ def test_an_archive_member_that_could_escape_is_refused_before_extraction(imdb, 
     archive = _archive(imdb, tmp_path / "aclImdb_v1.tar.gz", info)
     _pose_as_real(monkeypatch, archive)
     root = tmp_path / "root"
-    with pytest.raises(datafiles.DataError, match="refused: extracting it could write outside the dataset"):
-        datafiles.fetch("imdb", root)
+    with pytest.raises(files.DataError, match="refused: extracting it could write outside the dataset"):
+        files.fetch("imdb", root)
     assert not list(tmp_path.rglob("escaped.txt")) and not (root / "aclImdb").exists()
 
 
@@ -172,7 +173,7 @@ def test_fetch_offline_is_one_line_naming_the_offline_command(tmp_path):
 # ----- tokenizer ---------------------------------------------------------------------------------------
 
 def test_trained_tokenizer_round_trips_the_training_texts(imdb):
-    texts = datafiles.load_split("imdb", imdb.parent, True).texts
+    texts = files.load_split("imdb", imdb.parent, True).texts
     size = text.vocab_size_for(texts, 30522)
     tokenizer = text.train_tokenizer(texts, size)
     assert len(tokenizer) <= size and tokenizer.pad_token_id == 0
@@ -193,7 +194,7 @@ def test_trained_tokenizer_round_trips_the_training_texts(imdb):
 @pytest.mark.slow
 def test_tokenizer_from_a_local_folder_is_used_and_recorded(data_root, tmp_path):
     """A tokenizer saved with save_pretrained: the run uses it (same ids as in-process) and says so."""
-    texts = datafiles.load_split("imdb", data_root, True).texts
+    texts = files.load_split("imdb", data_root, True).texts
     trained = text.train_tokenizer(texts, 400)
     folder = tmp_path / "tokenizer"
     trained.save_pretrained(str(folder))
@@ -219,7 +220,7 @@ def test_bad_text_input_is_one_line(args, needle, tmp_path, data_root):
 def test_imdb_loaders_mix_the_classes_and_record_the_tokenizer(data_root):
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="distilbert_tiny", dataset="imdb",
                     data_root=data_root, batch_size=8)
-    loaders = data.loaders(cfg, data.input_shape(cfg))
+    loaders = datasets.loaders(cfg, datasets.input_shape(cfg))
     x, y = next(iter(loaders.test))
     assert x.shape == (8, 2, 64) and set(y.tolist()) == {0, 1}  # the folders are neg then pos: mixed
     assert loaders.details["tokenizer_source"] == "trained-here" and loaders.source == "generated"

@@ -6,8 +6,8 @@ import pytest
 import torch
 import torchvision
 
-from pipelines.core import data, datafiles
-from pipelines.core.config import RunConfig
+from pipelines.core.data import datasets, files
+from pipelines.core.spec.config import RunConfig
 
 
 def test_fashion_mnist_round_trip_through_torchvision(data_root):
@@ -23,7 +23,7 @@ def test_fashion_mnist_round_trip_through_torchvision(data_root):
 def test_cifar10_round_trip_through_torchvision(data_root):
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_cifar10", dataset="cifar10",
                     data_root=data_root, batch_size=50)
-    loaders = data.loaders(cfg, (3, 32, 32))
+    loaders = datasets.loaders(cfg, (3, 32, 32))
     x, y = next(iter(loaders.train))
     assert x.shape == (50, 3, 32, 32) and x.dtype == torch.float32 and 0 <= x.min() and x.max() <= 1
     assert loaders.source == "generated" and loaders.train_samples == 500 and loaders.test_samples == 200
@@ -33,7 +33,7 @@ def test_cifar10_round_trip_through_torchvision(data_root):
 def test_book_fashion_mnist_split_keeps_90_percent(data_root):
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="fashion_mnist",
                     data_root=data_root, batch_size=64)
-    loaders = data.loaders(cfg, (1, 28, 28))
+    loaders = datasets.loaders(cfg, (1, 28, 28))
     assert loaders.train_samples == 540  # 90 % of 600, as the book's 54,000 of 60,000
     assert len(loaders.train) == 9  # ceil(540 / 64)
 
@@ -51,14 +51,14 @@ def test_generated_signal_is_learnable(data_root):
 
 
 def test_generation_is_deterministic(tmp_path):
-    a = datafiles.generate("cifar10", tmp_path / "a", 20, 10, seed=3)
-    b = datafiles.generate("cifar10", tmp_path / "b", 20, 10, seed=3)
-    assert (a / datafiles.MANIFEST).read_text() == (b / datafiles.MANIFEST).read_text()
+    a = files.generate("cifar10", tmp_path / "a", 20, 10, seed=3)
+    b = files.generate("cifar10", tmp_path / "b", 20, 10, seed=3)
+    assert (a / files.MANIFEST).read_text() == (b / files.MANIFEST).read_text()
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
 def test_corrupted_file_is_named_with_the_fix(tmp_path, damage):
-    folder = datafiles.generate("fashion_mnist", tmp_path, 30, 10)
+    folder = files.generate("fashion_mnist", tmp_path, 30, 10)
     victim = folder / "t10k-images-idx3-ubyte"
     if damage == "flip":
         blob = bytearray(victim.read_bytes())
@@ -68,19 +68,19 @@ def test_corrupted_file_is_named_with_the_fix(tmp_path, damage):
         victim.write_bytes(victim.read_bytes()[:-7])
     else:
         victim.unlink()
-    with pytest.raises(datafiles.DataError, match=rf"{victim}.*(corrupted|missing).*accel data (fetch|generate)"):
-        datafiles.verify("fashion_mnist", tmp_path)
+    with pytest.raises(files.DataError, match=rf"{victim}.*(corrupted|missing).*accel data (fetch|generate)"):
+        files.verify("fashion_mnist", tmp_path)
 
 
 def test_missing_dataset_names_the_commands(tmp_path):
-    with pytest.raises(datafiles.DataError, match=r"accel data fetch cifar10 .*accel data generate cifar10"):
-        datafiles.source("cifar10", tmp_path)
+    with pytest.raises(files.DataError, match=r"accel data fetch cifar10 .*accel data generate cifar10"):
+        files.source("cifar10", tmp_path)
 
 
 def test_synthetic_is_in_memory_and_labelled():
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
                     batch_size=8, steps=2)
-    loaders = data.loaders(cfg, (1, 28, 28))
+    loaders = datasets.loaders(cfg, (1, 28, 28))
     x, y = next(iter(loaders.train))
     assert loaders.source == "synthetic" and x.shape == (8, 1, 28, 28) and y.max() < 10
 
@@ -89,7 +89,7 @@ def test_synthetic_labels_fit_the_model_head():
     """A 2-class head (DistilBERT on IMDB) gets labels 0 and 1 only: a label of 4 would stop the loss."""
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
                     batch_size=256, steps=2, head_classes=2)
-    labels = torch.cat([y for _, y in data.loaders(cfg, (1, 28, 28)).train])
+    labels = torch.cat([y for _, y in datasets.loaders(cfg, (1, 28, 28)).train])
     assert set(labels.tolist()) == {0, 1}
 
 
@@ -100,7 +100,7 @@ def test_fetch_offline_fails_clearly(tmp_path):
     run = accel("data", "fetch", "fashion_mnist", "--root", str(tmp_path), timeout=600)
     assert run.returncode == 2
     assert "could not fetch fashion_mnist" in run.stderr and "accel data generate" in run.stderr
-    assert not (tmp_path / "FashionMNIST" / "raw" / datafiles.ORIGIN).exists()
+    assert not (tmp_path / "FashionMNIST" / "raw" / files.ORIGIN).exists()
 
 
 def test_fetch_lock_serialises_downloads(tmp_path):
@@ -111,7 +111,7 @@ def test_fetch_lock_serialises_downloads(tmp_path):
     spans = []
 
     def hold():
-        with datafiles._exclusive(tmp_path, "cifar10"):
+        with files._exclusive(tmp_path, "cifar10"):
             start = time.monotonic()
             time.sleep(0.2)
             spans.append((start, time.monotonic()))

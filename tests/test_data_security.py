@@ -19,7 +19,7 @@ import pytest
 import torchvision
 
 from conftest import REPO, accel, assert_refused
-from pipelines.core import data, datafiles
+from pipelines.core.data import datasets, files
 
 
 class RunsCode:
@@ -35,9 +35,9 @@ class RunsCode:
 def plant(folder, filename, blob: bytes) -> None:
     """Replace a dataset file and rewrite its checksum line to match."""
     (folder / filename).write_bytes(blob)
-    manifest = folder / datafiles.MANIFEST
+    manifest = folder / files.MANIFEST
     lines = [line for line in manifest.read_text().splitlines() if not line.endswith(f"  {filename}")]
-    lines.append(f"{datafiles.digest(folder / filename)}  {filename}")
+    lines.append(f"{files.digest(folder / filename)}  {filename}")
     manifest.write_text("".join(f"{line}\n" for line in lines))
 
 
@@ -58,12 +58,12 @@ def refused_verify(root, needle: str) -> str:
 
 @pytest.fixture
 def cifar(tmp_path):
-    return datafiles.generate("cifar10", tmp_path / "data", 50, 20)
+    return files.generate("cifar10", tmp_path / "data", 50, 20)
 
 
 @pytest.fixture
 def fmnist(tmp_path):
-    return datafiles.generate("fashion_mnist", tmp_path / "data", 30, 10)
+    return files.generate("fashion_mnist", tmp_path / "data", 30, 10)
 
 
 def test_code_running_batch_is_refused_by_accel_run_and_never_runs(cifar, tmp_path):
@@ -78,8 +78,8 @@ def test_code_running_batch_never_runs_in_the_loader_either(cifar, tmp_path):
     """No verify first (a file swapped after the check): the loader's own reader still refuses it."""
     marker = tmp_path / "ran"
     (cifar / "test_batch").write_bytes(pickle.dumps(RunsCode(marker), protocol=2))
-    with pytest.raises(datafiles.DataError, match=r"test_batch is not a readable pickle .*posix\.system"):
-        data.CheckedCIFAR10(cifar.parent, train=False)
+    with pytest.raises(files.DataError, match=r"test_batch is not a readable pickle .*posix\.system"):
+        datasets.CheckedCIFAR10(cifar.parent, train=False)
     assert not marker.exists()
 
 
@@ -88,13 +88,13 @@ def test_checked_datasets_match_torchvision_readers(cifar, fmnist):
     root, base = cifar.parent, torchvision.datasets.CIFAR10
 
     def md5(name):  # torchvision's CIFAR10 checks the real files' MD5s; these files are generated
-        return datafiles.digest(cifar / name, "md5")
+        return files.digest(cifar / name, "md5")
 
     generated = type("GeneratedCIFAR10", (base,), {
         "train_list": [[n, md5(n)] for n, _ in base.train_list],
         "test_list": [["test_batch", md5("test_batch")]], "meta": {**base.meta, "md5": md5("batches.meta")}})
-    pairs = ((data.CheckedCIFAR10(root, False), generated(str(root), train=False)),
-             (data.CheckedFashionMNIST(root, True), torchvision.datasets.FashionMNIST(str(root))))
+    pairs = ((datasets.CheckedCIFAR10(root, False), generated(str(root), train=False)),
+             (datasets.CheckedFashionMNIST(root, True), torchvision.datasets.FashionMNIST(str(root))))
     for ours, theirs in pairs:
         assert np.array_equal(np.asarray(ours.data), np.asarray(theirs.data))
         assert [int(t) for t in ours.targets] == [int(t) for t in theirs.targets]
@@ -157,7 +157,7 @@ def test_bad_idx_file_is_one_line(fmnist, tmp_path, case):
 
 
 def write_origin(folder, text):
-    (folder / datafiles.ORIGIN).write_text(text)
+    (folder / files.ORIGIN).write_text(text)
 
 
 LIST_CASES = {
@@ -165,13 +165,13 @@ LIST_CASES = {
     "origin not JSON": (lambda f: write_origin(f, "\x00garbage{"), 'does not say "source"'),
     "origin a JSON list": (lambda f: write_origin(f, '["real"]'), 'does not say "source"'),
     "origin an unknown source": (lambda f: write_origin(f, '{"source": "trusted"}'), 'does not say "source"'),
-    "checksum line malformed": (lambda f: (f / datafiles.MANIFEST).write_text("deadbeef data_batch_1\n"),
+    "checksum line malformed": (lambda f: (f / files.MANIFEST).write_text("deadbeef data_batch_1\n"),
                                 "line 1 is not '<sha256>  <cifar10 file>'"),
     "checksum line names another file": (
-        lambda f: (f / datafiles.MANIFEST).write_text(f"{'0' * 64}  ../../etc/passwd\n"), "line 1 is not"),
-    "checksum list empty": (lambda f: (f / datafiles.MANIFEST).write_text(""), "is empty"),
+        lambda f: (f / files.MANIFEST).write_text(f"{'0' * 64}  ../../etc/passwd\n"), "line 1 is not"),
+    "checksum list empty": (lambda f: (f / files.MANIFEST).write_text(""), "is empty"),
     "checksum list misses a file": (
-        lambda f: (f / datafiles.MANIFEST).write_text((f / datafiles.MANIFEST).read_text().split("\n", 1)[1]),
+        lambda f: (f / files.MANIFEST).write_text((f / files.MANIFEST).read_text().split("\n", 1)[1]),
         "has no line for batches.meta"),
 }
 
@@ -195,19 +195,19 @@ def test_real_data_is_checked_against_torchvision_digests_not_the_folder_list(ci
 def test_real_fashion_mnist_extracted_files_must_equal_their_verified_archives(fmnist, tmp_path, monkeypatch):
     """torchvision's MD5s are for the .gz archives; what the reader opens must be their content."""
     write_origin(fmnist, json.dumps({"source": "real", "dataset": "fashion_mnist"}))
-    with pytest.raises(datafiles.DataError, match="images-idx3-ubyte.gz does not match torchvision's MD5"):
-        datafiles.verify("fashion_mnist", tmp_path / "data")
-    ours = [(f"{name}.gz", datafiles.digest(fmnist / f"{name}.gz", "md5")) for name in datafiles.spec(
+    with pytest.raises(files.DataError, match="images-idx3-ubyte.gz does not match torchvision's MD5"):
+        files.verify("fashion_mnist", tmp_path / "data")
+    ours = [(f"{name}.gz", files.digest(fmnist / f"{name}.gz", "md5")) for name in files.spec(
         "fashion_mnist").files]  # pretend our archives are the real ones
     monkeypatch.setattr(torchvision.datasets.FashionMNIST, "resources", ours)
-    assert len(datafiles.verify("fashion_mnist", tmp_path / "data")) == 4
+    assert len(files.verify("fashion_mnist", tmp_path / "data")) == 4
     victim = fmnist / "t10k-labels-idx1-ubyte"
     victim.write_bytes(victim.read_bytes()[:-1] + b"\x03")  # still valid IDX, labels changed
-    with pytest.raises(datafiles.DataError, match=rf"{victim} is missing or is not the content of"):
-        datafiles.verify("fashion_mnist", tmp_path / "data")
+    with pytest.raises(files.DataError, match=rf"{victim} is missing or is not the content of"):
+        files.verify("fashion_mnist", tmp_path / "data")
     (fmnist / "train-labels-idx1-ubyte.gz").unlink()
-    with pytest.raises(datafiles.DataError, match=r"\.gz is missing \(real data is checked against"):
-        datafiles.verify("fashion_mnist", tmp_path / "data")
+    with pytest.raises(files.DataError, match=r"\.gz is missing \(real data is checked against"):
+        files.verify("fashion_mnist", tmp_path / "data")
 
 
 @pytest.mark.parametrize("root", ["file", "file/sub", "/proc", "/proc/accel-data"])
@@ -236,9 +236,9 @@ def test_concurrent_generates_leave_one_complete_dataset(tmp_path):
         assert proc.returncode == 0, err
     run = accel("data", "verify", "--root", str(root))
     assert run.returncode == 0 and "cifar10: 7 files OK (generated data)" in run.stdout, run.stderr
-    folder = root / datafiles.spec("cifar10").folder
-    origin = json.loads((folder / datafiles.ORIGIN).read_text())
-    train = datafiles.load_split("cifar10", root, True)
+    folder = root / files.spec("cifar10").folder
+    origin = json.loads((folder / files.ORIGIN).read_text())
+    train = files.load_split("cifar10", root, True)
     assert origin["train"] in (500, 700) and len(train.labels) == len(train.images) == origin["train"]
     assert sorted(p.name for p in root.iterdir()) == [".cifar10.lock", "cifar-10-batches-py"]  # no temp left
 
@@ -247,20 +247,20 @@ def test_stale_staging_folder_is_removed_by_the_next_generate(tmp_path):
     stale = tmp_path / ".accel-cifar10.killed.tmp" / "cifar-10-batches-py"
     stale.mkdir(parents=True)
     (stale / "data_batch_1").write_bytes(b"half")
-    folder = datafiles.generate("cifar10", tmp_path, 20, 10)
+    folder = files.generate("cifar10", tmp_path, 20, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".cifar10.lock", "cifar-10-batches-py"]
-    assert datafiles.verify("cifar10", tmp_path) and folder == tmp_path / "cifar-10-batches-py"
+    assert files.verify("cifar10", tmp_path) and folder == tmp_path / "cifar-10-batches-py"
 
 
 def test_fetch_downloads_into_a_stage_and_swaps_in_only_verified_real_data(tmp_path, monkeypatch):
     """torchvision's download is replaced by a copy of generated files posing as the real archives."""
-    archives = datafiles.generate("fashion_mnist", tmp_path / "archives", 30, 10)
+    archives = files.generate("fashion_mnist", tmp_path / "archives", 30, 10)
     root = tmp_path / "data"
-    datafiles.generate("fashion_mnist", root, 20, 10)  # what a fetch replaces
+    files.generate("fashion_mnist", root, 20, 10)  # what a fetch replaces
 
     class FashionMNIST:  # torchvision's class, minus the network
-        resources = [(f"{n}.gz", datafiles.digest(archives / f"{n}.gz", "md5"))
-                     for n in datafiles.spec("fashion_mnist").files]
+        resources = [(f"{n}.gz", files.digest(archives / f"{n}.gz", "md5"))
+                     for n in files.spec("fashion_mnist").files]
         fail = False
 
         def __init__(self, stage, train, download):
@@ -273,12 +273,12 @@ def test_fetch_downloads_into_a_stage_and_swaps_in_only_verified_real_data(tmp_p
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FashionMNIST)
     FashionMNIST.fail = True
     with pytest.raises(RuntimeError, match="unreachable"):
-        datafiles.fetch("fashion_mnist", root)
-    assert datafiles.source("fashion_mnist", root) == "generated" and datafiles.verify("fashion_mnist", root)
+        files.fetch("fashion_mnist", root)
+    assert files.source("fashion_mnist", root) == "generated" and files.verify("fashion_mnist", root)
     assert sorted(p.name for p in root.iterdir()) == [".fashion_mnist.lock", "FashionMNIST"]  # stage removed
     FashionMNIST.fail = False
-    folder = datafiles.fetch("fashion_mnist", root)
-    assert datafiles.source("fashion_mnist", root) == "real" and folder == root / "FashionMNIST" / "raw"
-    assert len(datafiles.verify("fashion_mnist", root)) == 4  # the archives, against their (patched) MD5s
-    assert len(datafiles.load_split("fashion_mnist", root, True).labels) == 30
+    folder = files.fetch("fashion_mnist", root)
+    assert files.source("fashion_mnist", root) == "real" and folder == root / "FashionMNIST" / "raw"
+    assert len(files.verify("fashion_mnist", root)) == 4  # the archives, against their (patched) MD5s
+    assert len(files.load_split("fashion_mnist", root, True).labels) == 30
     assert sorted(p.name for p in root.iterdir()) == [".fashion_mnist.lock", "FashionMNIST"]

@@ -9,7 +9,8 @@ import torch
 
 from conftest import accel
 from pipelines import ch05_dataloader
-from pipelines.core import experiments, runner
+from pipelines.core.run import runner
+from pipelines.core.spec import experiments
 
 # One arm per knob: none, pinning alone, workers, persistent workers, prefetch_factor.
 ARMS = ("baseline", "pin", "w2", "w8-pin-persistent", "w8-pin-prefetch4")

@@ -15,8 +15,9 @@ import pytest
 import torch
 
 from conftest import REPO, accel
-from pipelines.core import checkpoint, dist, loop
-from pipelines.core.config import ConfigError
+from pipelines.core.dist import ranks
+from pipelines.core.train import checkpoint, loop
+from pipelines.core.spec.config import ConfigError
 from pipelines.core.errors import NotRunnable
 
 TORCHRUN = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
@@ -39,17 +40,17 @@ BATCH = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7"}  # the b
     ({**SRUN, **OMPI}, ("mpirun", 5, 1, 8, 4)),
 ])
 def test_placement_precedence(env, expected):
-    place = dist.placement(env)
+    place = ranks.placement(env)
     assert (place.source, place.rank, place.local_rank, place.world_size, place.local_world_size) == expected
 
 
 def test_placement_reads_the_rendezvous_and_rejects_nonsense():
-    place = dist.placement({**OMPI, "MASTER_ADDR": "10.2.0.1", "MASTER_PORT": "29600"})
+    place = ranks.placement({**OMPI, "MASTER_ADDR": "10.2.0.1", "MASTER_PORT": "29600"})
     assert (place.master_addr, place.master_port, place.node_rank) == ("10.2.0.1", 29600, 1)
     with pytest.raises(ConfigError, match="RANK='x'"):
-        dist.placement({"RANK": "x", "WORLD_SIZE": "2"})
+        ranks.placement({"RANK": "x", "WORLD_SIZE": "2"})
     with pytest.raises(ConfigError, match="outside world size"):
-        dist.placement({"RANK": "2", "WORLD_SIZE": "2"})
+        ranks.placement({"RANK": "2", "WORLD_SIZE": "2"})
 
 
 @pytest.mark.parametrize("backend,device,error,needle", [
@@ -61,14 +62,14 @@ def test_backends_refused_here_say_why(backend, device, error, needle):
     if backend == "nccl" and torch.cuda.is_available():
         pytest.skip("a GPU is present: nccl is runnable here")
     with pytest.raises(error, match=needle):
-        dist.check_backend(backend, device)
+        ranks.check_backend(backend, device)
 
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch has MPI: the mpi backend runs here")
 def test_mpi_backend_refused_without_an_mpi_build():
     with pytest.raises(NotRunnable, match=r"built with MPI \(USE_MPI=1\)"):
-        dist.check_backend("mpi", "cpu")
-    from pipelines.core import doctor
+        ranks.check_backend("mpi", "cpu")
+    from pipelines.core.dist import doctor
 
     assert doctor.backend_availability()["gloo"] == "ok"
 
@@ -139,7 +140,7 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
         port = busy.getsockname()[1]
         run = _script("torchrun.sh", {"MASTER_PORT": str(port)}, "run", "ch8-ddp-template", "--scale", "smoke")
     assert run.returncode == 2 and f"MASTER_PORT={port} is already in use" in run.stderr
-    assert "pipelines.core.agent" not in run.stderr  # refused before anything started
+    assert "pipelines.core.dist.agent" not in run.stderr  # refused before anything started
 
 
 @pytest.mark.parametrize("option,code,needle", [
@@ -166,7 +167,7 @@ def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
 def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
     run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
     assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
-    assert "pipelines.core.agent" not in run.stderr
+    assert "pipelines.core.dist.agent" not in run.stderr
 
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch is built with MPI: mpi would run")

@@ -21,7 +21,7 @@ import pytest
 
 from conftest import REPO
 from distutil import Procs, accel_argv, free_port, processes_matching, wait_for
-from pipelines.core import checkpoint
+from pipelines.core.train import checkpoint
 
 pytestmark = pytest.mark.slow
 TIMEOUT_S = 5
@@ -38,14 +38,14 @@ def procs():
 
 def _timed_launch(argv: list[str], env: dict, procs: Procs, wrap: tuple[str, ...] = ()) -> tuple[int, str, float]:
     """Run a launcher; returns its exit code, stderr and the seconds from the moment the launcher started
-    waiting (it echoes `+ ... pipelines.core.agent`, after its pre-flight) to its exit."""
+    waiting (it echoes `+ ... pipelines.core.dist.agent`, after its pre-flight) to its exit."""
     proc = procs.start([*wrap, *argv], env={**os.environ, **env})
     started: list[float] = []
     lines: list[str] = []
 
     def read() -> None:
         for line in proc.stderr:
-            if "pipelines.core.agent" in line and line.startswith("+ "):
+            if "pipelines.core.dist.agent" in line and line.startswith("+ "):
                 started.append(time.monotonic())
             lines.append(line)
 

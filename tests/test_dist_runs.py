@@ -19,7 +19,7 @@ import torch
 
 from conftest import REPO, records
 from distutil import Procs, accel_argv, free_port, processes_matching, rank_env, wait_for
-from pipelines.core import checkpoint
+from pipelines.core.train import checkpoint
 
 pytestmark = pytest.mark.slow
 SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
@@ -200,7 +200,7 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
     env = {**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port()), "MAX_RESTARTS": "1"}
     agent = procs.start(["launch/torchrun.sh", *_ddp_args(ckpt, results_dir, 6)], env=env)
     assert wait_for(lambda: (ckpt / checkpoint.FILENAME).exists(), 180), "training never reached epoch 1"
-    workers = [p for p in processes_matching(str(ckpt)) if "pipelines.core.agent" not in
+    workers = [p for p in processes_matching(str(ckpt)) if "pipelines.core.dist.agent" not in
                open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
     assert workers, "no worker processes found"
     os.kill(max(workers), signal.SIGKILL)
@@ -237,4 +237,4 @@ def test_gpu_entry_without_gpu_is_refused_before_any_launcher_starts(tmp_path):
     run = subprocess.run(accel_argv("launch", "ch10-gpu-nccl", "--scale", "smoke"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 3 and "needs NVIDIA GPUs and this machine has none" in run.stderr
-    assert "pipelines.core.agent" not in run.stderr
+    assert "pipelines.core.dist.agent" not in run.stderr

@@ -1,7 +1,7 @@
 import subprocess
 
 from conftest import REPO, accel, records
-from pipelines.core import envinfo
+from pipelines.core.record import envinfo
 
 
 def test_fingerprint_reads_the_running_process():

@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from pipelines.core import data
+from pipelines.core.data import datasets
 
 
 def books_build_data_loader_train_indices(num_train: int, valid_size: float = 0.1) -> list[int]:
@@ -17,7 +17,7 @@ def books_build_data_loader_train_indices(num_train: int, valid_size: float = 0.
 
 
 def test_fashion_mnist_trains_on_the_books_54000_images_not_its_validation_split():
-    ours = data.book_fmnist_train_indices(60_000)
+    ours = datasets.book_fmnist_train_indices(60_000)
     book = books_build_data_loader_train_indices(60_000)
     assert ours == book and len(ours) == 54_000
     assert len(set(ours)) == 54_000
@@ -29,16 +29,16 @@ def test_fashion_mnist_trains_on_the_books_54000_images_not_its_validation_split
 
 
 def test_a_generated_copy_uses_the_same_rule_at_its_size():
-    assert len(data.book_fmnist_train_indices(6_000)) == 6_000 - math.floor(0.1 * 6_000)
+    assert len(datasets.book_fmnist_train_indices(6_000)) == 6_000 - math.floor(0.1 * 6_000)
 
 
 def test_the_loader_samples_exactly_those_images(tmp_path):
-    from pipelines.core import datafiles
-    from pipelines.core.config import RunConfig
+    from pipelines.core.data import files
+    from pipelines.core.spec.config import RunConfig
 
-    datafiles.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
+    files.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
     cfg = RunConfig(experiment="ch2-baseline", pipeline="ch02_layers", variant="baseline", model="cnn_fmnist",
                     dataset="fashion_mnist", data_root=tmp_path, batch_size=64, seed=0)
-    loaders = data.loaders(cfg, (1, 28, 28))
+    loaders = datasets.loaders(cfg, (1, 28, 28))
     assert loaders.train_samples == 540
     assert sorted(loaders.train.sampler) == sorted(books_build_data_loader_train_indices(600))

@@ -3,8 +3,9 @@ end with compilation, memory), with both the steady-state and the end-to-end rat
 
 import pytest
 
-from pipelines.core import experiments, report_rows, report_stats
-from pipelines.core.experiments import Experiment, Published as P, Variant
+from pipelines.core.spec import experiments
+from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.spec.experiments import Experiment, Published as P, Variant
 
 ENTRY = Experiment(
     id="x-compile", compares="eager -> compiled", pipeline="ch03_compile", settings={},
@@ -54,20 +55,20 @@ def test_at_book_scale_the_end_to_end_ratio_is_the_one_judged(catalog):
     # (0.1 + 0.4) / (0.13 + 0.32) s: the end-to-end ratio and its interval are what the verdict judges
     assert row.judged == "end-to-end" and row.ratio == pytest.approx(row.e2e_ratio)
     assert row.ratio == pytest.approx(0.5 / 0.45, rel=0.02)
-    assert row.verdict == report_stats.verdict(row.interval, 0.84, ENTRY.tolerance)
+    assert row.verdict == intervals.verdict(row.interval, 0.84, ENTRY.tolerance)
 
 
 def test_memory_saving_factor_has_an_interval_and_a_verdict(catalog):
     row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")]
     assert row.memory_metric == "variant_peak_mib" and row.memory_ratio == pytest.approx(801.5 / 401.5)
     assert row.memory_ci_low <= row.memory_ratio <= row.memory_ci_high
-    assert row.published_memory_ratio == 2.0 and row.memory_verdict == report_stats.REPRODUCED
-    from pipelines.core import report_tables
+    assert row.published_memory_ratio == 2.0 and row.memory_verdict == intervals.REPRODUCED
+    from pipelines.core.report import tables
 
     built = report_rows.build(report_rows.Loaded(arms("bench", compile_s=20.0), [], 1), [ENTRY.id])
-    table = report_tables.memory_view(report_tables.frame(built))  # the report's Memory section
+    table = tables.memory_view(tables.frame(built))  # the report's Memory section
     assert list(table.variant) == ["compiled"] and list(table["published"]) == ["2.00"]
-    assert list(table.verdict) == [report_stats.REPRODUCED]
+    assert list(table.verdict) == [intervals.REPRODUCED]
 
 
 def test_a_time_to_result_figure_is_judged_on_its_same_work_equivalent():
@@ -75,9 +76,9 @@ def test_a_time_to_result_figure_is_judged_on_its_same_work_equivalent():
     ratio = next(f for f in fig if f.metric == "ratio")
     assert (ratio.value, ratio.basis_name) == (3.29, "time-to-result")
     assert ratio.same_work_value == pytest.approx(0.99, abs=0.005)  # (61.48/10) / (18.70/3)
-    from pipelines.core import report_compare
+    from pipelines.core.stats import pairing
 
-    assert report_compare.published(experiments.get("vit-finetune"), "ratio", "finetune") == pytest.approx(0.987)
+    assert pairing.published(experiments.get("vit-finetune"), "ratio", "finetune") == pytest.approx(0.987)
 
 
 def test_a_basis_outside_the_list_is_refused():
@@ -99,6 +100,6 @@ def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_pat
     ckpt = built[("s004-ckpt", "checkpointed")]
     assert ckpt.memory_metric == "saved_for_backward_mib" and ckpt.memory_ratio > 1  # it saves memory
     assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 4
-    assert ckpt.memory_verdict in (report_stats.REPRODUCED, report_stats.INCONCLUSIVE, *report_rows.MEMORY_WORDS.values())
+    assert ckpt.memory_verdict in (intervals.REPRODUCED, intervals.INCONCLUSIVE, *report_rows.MEMORY_WORDS.values())
     report = accel("report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "o"), timeout=300)
     assert report.returncode == 0 and "## Memory" in (tmp_path / "o" / "report.md").read_text()

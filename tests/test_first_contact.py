@@ -9,8 +9,9 @@ import os
 import pytest
 
 from conftest import accel, records
-from pipelines.core import experiments, preview
-from pipelines.core.config import SCALE_DEFAULTS, RunConfig
+from pipelines.core.run import preview
+from pipelines.core.spec import experiments
+from pipelines.core.spec.config import SCALE_DEFAULTS, RunConfig
 
 
 def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_writes_nothing(tmp_path):
@@ -76,7 +77,7 @@ def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tm
 
 
 def test_bench_is_the_default_scale_of_every_experiment_command():
-    from pipelines.core.cli import cli
+    from pipelines.core.cli.main import cli
 
     assert SCALE_DEFAULTS["bench"].repeats == "auto"
     run_scale = next(p for p in cli.commands["run"].params if p.name == "scale")
@@ -108,7 +109,8 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
 
 
 def test_an_auto_run_bar_counts_the_budget_and_names_the_round(capsys):
-    from pipelines.core import progress, stopping
+    from pipelines.core.stats import stopping
+    from pipelines.core.train import progress
 
     rule = stopping.AutoStop(budget_s=120)
     bars = progress.RunProgress("ch3-compile-cnn-cpu", None, progress.Settings(bars=True), rule=rule)
@@ -124,7 +126,7 @@ def test_cpu_only_runs_silence_torchs_no_cuda_warning_that_would_land_in_the_bar
 
     import torch
 
-    from pipelines.core.cli import _device_note, _quiet_foreign_warnings
+    from pipelines.core.cli.main import _device_note, _quiet_foreign_warnings
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is visible: the warning is not raised here")

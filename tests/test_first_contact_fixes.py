@@ -20,8 +20,13 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from conftest import REPO, accel
-from pipelines.core import config, datafiles, experiments, report, report_doc, report_drift, report_plots
-from pipelines.core import report_rows, report_stats, report_tables, rendezvous
+from pipelines.core.report import summary as report
+from pipelines.core.data import files
+from pipelines.core.report import document, drift, plots
+from pipelines.core.spec import config, experiments
+from pipelines.core.dist import rendezvous
+from pipelines.core.report import tables
+from pipelines.core.stats import rows as report_rows, intervals
 from pipelines.core.errors import ConfigError
 from test_report import ch2, drift_pair, record, table_rows, write
 
@@ -71,14 +76,14 @@ def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legen
     members = [r for r in rows if r.family == "ch2"]
     assert [(r.experiment, r.n) for r in members] == [("ch2-baseline", 3), ("ch2-nobias", 3),
                                                       ("ch2-bs128", 0)]
-    fig = report_plots.speedup_figure("ch2", members)
+    fig = plots.speedup_figure("ch2", members)
     fig.canvas.draw()
     ax = fig.axes[0]
     bars = [p for p in ax.patches if p.get_width() > 0 and p.get_height() > 0]
     not_run_x = 2  # ch2-bs128's slot: nothing may be drawn within half a slot of it
     near = [p for p in bars if not_run_x - 0.5 < p.get_x() + p.get_width() and p.get_x() < not_run_x + 0.5]
     assert not near
-    measured = [p for p in bars if p.get_facecolor() == to_rgba(report_plots.MEASURED)]
+    measured = [p for p in bars if p.get_facecolor() == to_rgba(plots.MEASURED)]
     assert len(measured) == sum(1 for r in members if r.n) == 2  # one reproduced bar per arm that ran
     labels = [t.get_text() for t in ax.texts]
     assert any(text.startswith("not run") and "published 1.54" in text for text in labels), labels
@@ -90,9 +95,9 @@ def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legen
 
 def test_a_one_panel_accuracy_plot_keeps_its_legend_inside_the_figure(tmp_path):
     rows = _ch2_rows(tmp_path)
-    panels = report_plots.tradeoff_panels(rows)
+    panels = plots.tradeoff_panels(rows)
     assert len(panels) == 1  # ch2-baseline's panel only: the narrowest figure the report draws
-    fig = report_plots.tradeoff_figure(panels)
+    fig = plots.tradeoff_figure(panels)
     fig.canvas.draw()
     assert fig.legends and all(_inside(fig, legend) for legend in fig.legends)
     assert all(_inside(fig, ax.get_legend()) for ax in fig.axes if ax.get_visible())
@@ -101,19 +106,19 @@ def test_a_one_panel_accuracy_plot_keeps_its_legend_inside_the_figure(tmp_path):
 def test_accuracy_axis_spans_at_least_the_minimum_around_the_data():
     """h100-bench's ch5 panel: published 92.50 vs 92.34 filled the whole axis (a 0.16-pp span)."""
     rows = report_rows.build(report_rows.load(H100_BENCH))
-    fig = report_plots.tradeoff_figure(report_plots.tradeoff_panels(rows))
+    fig = plots.tradeoff_figure(plots.tradeoff_panels(rows))
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert panels
     for ax in panels:
         low, high = ax.get_ylim()
-        assert high - low >= report_plots.MIN_ACCURACY_SPAN_PP - 1e-9 and 0 <= low and high <= 100
+        assert high - low >= plots.MIN_ACCURACY_SPAN_PP - 1e-9 and 0 <= low and high <= 100
         plotted = [y for line in ax.lines for y in line.get_ydata()]
         plotted += [xy[1] for coll in ax.collections for xy in coll.get_offsets()]
         assert plotted and all(low <= y <= high for y in plotted)
-    assert report_plots.accuracy_limits([92.34, 92.50]) == pytest.approx((89.92, 94.92))
-    assert report_plots.accuracy_limits([99.0, 99.5]) == (95.0, 100.0)  # moved inside 0-100, not shrunk
-    assert report_plots.accuracy_limits([1.0]) == (0.0, 5.0)
-    assert report_plots.accuracy_limits([20.0, 80.0]) == pytest.approx((14.0, 86.0))  # wide: data + 10 %
+    assert plots.accuracy_limits([92.34, 92.50]) == pytest.approx((89.92, 94.92))
+    assert plots.accuracy_limits([99.0, 99.5]) == (95.0, 100.0)  # moved inside 0-100, not shrunk
+    assert plots.accuracy_limits([1.0]) == (0.0, 5.0)
+    assert plots.accuracy_limits([20.0, 80.0]) == pytest.approx((14.0, 86.0))  # wide: data + 10 %
 
 
 def test_report_plots_are_written_as_pngs(tmp_path):
@@ -135,30 +140,30 @@ def test_machine_line_never_says_data_none():
     synthetic = record("ch2-bs128", "bs128", 1000.0)
     synthetic["config"].pop("data_source", None)
     synthetic["config"]["dataset"] = "synthetic"
-    assert "; data generated; " in report_doc.machines([ok, skipped])[0]
-    assert "; data generated/synthetic; " in report_doc.machines([ok, skipped, synthetic])[0]
-    assert "; data not recorded; " in report_doc.machines([skipped])[0]
+    assert "; data generated; " in document.machines([ok, skipped])[0]
+    assert "; data generated/synthetic; " in document.machines([ok, skipped, synthetic])[0]
+    assert "; data not recorded; " in document.machines([skipped])[0]
     committed = H100_BENCH / "report.md"
     machine = committed.read_text().split("## Machines\n", 1)[1].split("\n## ", 1)[0]
     assert "None" not in machine and "data generated/synthetic" in machine
-    assert "data None" not in "\n".join(report_doc.machines(report_rows.load(H100_BENCH).records))
+    assert "data None" not in "\n".join(document.machines(report_rows.load(H100_BENCH).records))
 
 
 # ----- 4. harness overhead read by its interval ---------------------------------------------------------
 
 def test_overhead_follows_the_interval_and_a_negative_one_is_noise():
-    faster = report_tables.overhead(1.115, report_stats.Interval(0.95, 1.30), repeats=6)
+    faster = tables.overhead(1.115, intervals.Interval(0.95, 1.30), repeats=6)
     assert faster.pct == pytest.approx(-11.5)
     assert faster.text.startswith("-11.5 % (harness faster than the plain loop: within noise, no overhead")
-    assert faster.verdict == report_stats.INCONCLUSIVE  # the interval reaches +5 %, beyond the 2 % goal
-    met = report_tables.overhead(1.001, report_stats.Interval(0.99, 1.01), repeats=3)
-    assert met.verdict == report_tables.GOAL_MET and met.pct_interval == pytest.approx((-1.0, 1.0))
-    over = report_tables.overhead(0.90, report_stats.Interval(0.89, 0.91), repeats=3)
-    assert over.verdict == report_tables.OVER_GOAL
-    few = report_tables.overhead(1.0, report_stats.Interval(0.999, 1.001), repeats=2)
-    assert few.verdict == report_stats.INCONCLUSIVE and "2 repeat(s)" in few.text
-    bare = report_tables.overhead(1.0, None, repeats=5)
-    assert bare.verdict == report_tables.NOT_ASSESSED and "goal met" not in bare.text
+    assert faster.verdict == intervals.INCONCLUSIVE  # the interval reaches +5 %, beyond the 2 % goal
+    met = tables.overhead(1.001, intervals.Interval(0.99, 1.01), repeats=3)
+    assert met.verdict == tables.GOAL_MET and met.pct_interval == pytest.approx((-1.0, 1.0))
+    over = tables.overhead(0.90, intervals.Interval(0.89, 0.91), repeats=3)
+    assert over.verdict == tables.OVER_GOAL
+    few = tables.overhead(1.0, intervals.Interval(0.999, 1.001), repeats=2)
+    assert few.verdict == intervals.INCONCLUSIVE and "2 repeat(s)" in few.text
+    bare = tables.overhead(1.0, None, repeats=5)
+    assert bare.verdict == tables.NOT_ASSESSED and "goal met" not in bare.text
     for reading in (faster, met, over, few, bare):
         assert "within goal" not in reading.text and "within the goal" not in reading.text
 
@@ -223,16 +228,16 @@ def test_generate_refused_mid_write_leaves_no_lock_and_no_new_folder(tmp_path, m
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(datafiles, "write_fashion_mnist", full)
+    monkeypatch.setattr(files, "write_fashion_mnist", full)
     root = tmp_path / "new" / "data"
-    with pytest.raises(datafiles.DataError, match="No space left on device"):
-        datafiles.generate("fashion_mnist", root, train=10, test=10)
+    with pytest.raises(files.DataError, match="No space left on device"):
+        files.generate("fashion_mnist", root, train=10, test=10)
     assert list(tmp_path.iterdir()) == []
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / ".fashion_mnist.lock").touch()  # another writer's lock: not this call's to remove
-    with pytest.raises(datafiles.DataError):
-        datafiles.generate("fashion_mnist", kept, train=10, test=10)
+    with pytest.raises(files.DataError):
+        files.generate("fashion_mnist", kept, train=10, test=10)
     assert [p.name for p in kept.iterdir()] == [".fashion_mnist.lock"]
 
 
@@ -280,13 +285,13 @@ def test_budget_rounds_torch_waits_up_and_never_below_its_floor(monkeypatch):
     ("wait timeout after 30000ms, keys: /accel/x", "wait timeout, keys: /accel/x"),
     ("Connection refused", "Connection refused")])
 def test_the_one_line_error_states_the_users_timeout_only(torch_says, kept):
-    from pipelines.core import agent, dist
+    from pipelines.core.dist import agent, ranks
 
     assert rendezvous.without_torch_figure(torch_says) == kept
     line = agent.not_formed(0, "127.0.0.1:29500", 10, RuntimeError(torch_says))
     assert "within 10 s" in line and kept in line and "11 seconds" not in line and "10000ms" not in line
-    place = dist.Placement("single", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500)
-    joined = dist.not_joined(place, "gloo", 10, RuntimeError(torch_says))
+    place = ranks.Placement("single", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500)
+    joined = ranks.not_joined(place, "gloo", 10, RuntimeError(torch_says))
     assert joined.startswith("rank 1 of 2 could not join the gloo group at 127.0.0.1:29500 within 10 s (")
     assert kept in joined and "11 seconds" not in joined
 
@@ -337,7 +342,7 @@ def test_same_class_reference_still_gets_its_drift_table(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.3)
     written = report.write_report(mine, tmp_path / "out", formats=("md",), against=ref)
     assert written.drift is not None and written.drift_skipped is None
-    with pytest.raises(report_drift.OtherMachineClass, match="another machine class"):
+    with pytest.raises(drift.OtherMachineClass, match="another machine class"):
         other_mine, other_ref = drift_pair(tmp_path / "b", 1.18, 1.18, **OTHER_CLASS)
         loaded = report_rows.load(other_mine)
-        report_drift.against(report_rows.build(loaded), loaded, other_ref)
+        drift.against(report_rows.build(loaded), loaded, other_ref)

@@ -9,7 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.core import data, datafiles, report_rows, report_tables
+from pipelines.core.data import datasets, files
+from pipelines.core.report import tables
+from pipelines.core.stats import rows
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -23,26 +25,26 @@ def harness():
 
 
 def test_the_book_loops_indices_are_the_loaders(harness):
-    """The book arm's split, written as the book's build_data_loader, is the one pipelines/core/data.py trains on."""
+    """The book arm's split, written as the book's build_data_loader, is the one pipelines/core/data/datasets.py trains on."""
     for n in (300, 6000, 60000):
-        assert harness.book_train_indices(n) == data.book_fmnist_train_indices(n)
+        assert harness.book_train_indices(n) == datasets.book_fmnist_train_indices(n)
 
 
 def test_book_mode_runs_both_arms_on_the_same_work_and_writes_records(harness, tmp_path, capsys):
     root, out = tmp_path / "data", tmp_path / "results"
-    datafiles.generate("fashion_mnist", root, train=300, test=50, seed=0)
+    files.generate("fashion_mnist", root, train=300, test=50, seed=0)
     code = harness.main(["--scale", "book", "--epochs", "1", "--repeats", "2", "--data-root", str(root),
                          "--results-dir", str(out)])
     assert code == 0
     printed = capsys.readouterr().out
     assert "shared / book loop" in printed and "spread (CV of training time)" in printed and "ratio" in printed
 
-    recs = report_rows.load(out).records
+    recs = rows.load(out).records
     assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
     assert {r["experiment"] for r in recs} == {"harness-overhead"} and len({r["run_id"] for r in recs}) == 1
     # alternated: repeat 0 shared first, repeat 1 the book loop first (the file keeps the run order)
     assert [r["variant"] for r in recs] == ["shared-loop", "hand-loop", "hand-loop", "shared-loop"]
-    train_images = len(data.book_fmnist_train_indices(300))  # 270: 4 full batches of 64 and one of 14
+    train_images = len(datasets.book_fmnist_train_indices(300))  # 270: 4 full batches of 64 and one of 14
     for rec in recs:
         config, metrics = rec["config"], rec["metrics"]
         assert config["scale"] == "book" and config["dataset"] == "fashion_mnist" and config["epochs"] == 1
@@ -54,7 +56,7 @@ def test_book_mode_runs_both_arms_on_the_same_work_and_writes_records(harness, t
     shared = [r["metrics"] for r in recs if r["variant"] == "shared-loop"]
     assert all(m["steps_counted"] == 5 and len(m["step_times_s"]) == 5 for m in shared)  # the loop's own count
     # the report's harness section reads these records (one workload row; its verdict is not asserted)
-    table = report_tables.harness(recs)
+    table = tables.harness(recs)
     assert table is not None and list(table["n (each loop)"]) == ["2/2"]
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, records
-from pipelines.core import report_rows
+from pipelines.core.stats import rows as report_rows
 from test_report import ch2, record, rows_for, write
 
 
@@ -59,7 +59,9 @@ def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, cod
 
 def test_runner_writes_the_result_file_after_each_repeat(tmp_path, monkeypatch):
     """In process: at each results.write the file on disk holds every record finished so far."""
-    from pipelines.core import experiments, results, runner
+    from pipelines.core.record import results
+    from pipelines.core.run import runner
+    from pipelines.core.spec import experiments
 
     seen = []
     original = results.write
@@ -92,7 +94,7 @@ def test_report_shows_interrupted_arms_and_computes_no_ratio_from_them(tmp_path)
     bs128 = rows[("ch2-bs128", "bs128")]
     assert bs128.verdict == report_rows.INTERRUPTED and bs128.ratio is None and bs128.n == 0
     assert "after 0 of 45 steps" in bs128.why
-    from pipelines.core.report import summary_table
+    from pipelines.core.report.summary import summary_table
 
     text = summary_table(tmp_path)
     assert "| interrupted" in text.replace("  ", " ") or " interrupted " in text
@@ -100,7 +102,7 @@ def test_report_shows_interrupted_arms_and_computes_no_ratio_from_them(tmp_path)
 
 
 def test_interrupted_record_is_a_valid_result(tmp_path):
-    from pipelines.core import results
+    from pipelines.core.record import results
 
     rec = record("ch2-baseline", "baseline", 1.0)
     rec.update(status="interrupted", metrics={"steps_done": 1, "steps_planned": 2})

@@ -3,8 +3,9 @@ import time
 import pytest
 import torch
 
-from pipelines.core import data, loop
-from pipelines.core.config import RunConfig
+from pipelines.core.data import datasets
+from pipelines.core.train import loop
+from pipelines.core.spec.config import RunConfig
 
 
 def test_percentile_matches_linear_interpolation():
@@ -18,7 +19,7 @@ def _setup(steps=6, warmup=2, batch=4, epochs=1):
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
                     batch_size=batch, steps=steps, warmup_steps=warmup, epochs=epochs)
     model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
-    return cfg, model, data.loaders(cfg, (1, 28, 28))
+    return cfg, model, datasets.loaders(cfg, (1, 28, 28))
 
 
 def test_warmup_is_timed_apart_and_steps_are_counted():
@@ -76,7 +77,7 @@ def test_event_clock_reads_the_device_once_per_window_not_per_step(monkeypatch):
     """The GPU path's bookkeeping, run on a CPU: an EventClock whose events are host stand-ins. Three
     marks per step, but the clock waits for the device only when a window ends (warm-up end, epoch end,
     the end): a per-step synchronization would serialize host and device on a real GPU."""
-    from pipelines.core import clocks
+    from pipelines.core.train import clocks
 
     syncs = []
     clock = clocks.EventClock(_HostEvent, lambda: syncs.append(1))
@@ -97,7 +98,7 @@ def test_event_clock_reads_the_device_once_per_window_not_per_step(monkeypatch):
 
 
 def test_event_clock_bounds_its_unread_events_on_long_epochs(monkeypatch):
-    from pipelines.core import clocks
+    from pipelines.core.train import clocks
 
     clock = clocks.EventClock(_HostEvent, lambda: None)
     monkeypatch.setattr(clocks, "for_device", lambda device: clock)
@@ -109,7 +110,7 @@ def test_event_clock_bounds_its_unread_events_on_long_epochs(monkeypatch):
 
 
 def test_cpu_uses_the_host_clock_and_cuda_the_event_clock():
-    from pipelines.core import clocks
+    from pipelines.core.train import clocks
 
     assert isinstance(clocks.for_device(torch.device("cpu")), clocks.HostClock)
     assert isinstance(clocks.for_device(torch.device("cuda")), clocks.EventClock)  # built lazily: no GPU needed

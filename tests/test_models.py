@@ -1,8 +1,8 @@
 import pytest
 import torch
 
-from pipelines.core import models
-from pipelines.core.config import ConfigError
+from pipelines.core.train import models
+from pipelines.core.spec.config import ConfigError
 
 
 @pytest.mark.parametrize("name,kwargs,classes,expected", [

@@ -20,8 +20,9 @@ import pytest
 import torch
 
 from conftest import REPO, accel, records
-from pipelines.core import data, loop, progress
-from pipelines.core.config import RunConfig
+from pipelines.core.data import datasets
+from pipelines.core.train import loop, progress
+from pipelines.core.spec.config import RunConfig
 
 BAR_MARKS = ("\r", "it/s", "step/s", "s/step", "%|")  # what a tqdm bar writes; a log must hold none
 RUN = ("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--repeats", "2", "--steps", "15",
@@ -108,7 +109,7 @@ def _setup(steps=None, warmup=0, batch=16, epochs=2):
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
                     batch_size=batch, steps=steps, warmup_steps=warmup, epochs=epochs)
     return cfg, torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10)), \
-        data.loaders(cfg, (1, 28, 28))
+        datasets.loaders(cfg, (1, 28, 28))
 
 
 def test_step_end_runs_once_per_step_and_counts_for_an_interrupted_record():

@@ -6,7 +6,7 @@ from torch import nn
 
 from conftest import accel, records
 from pipelines import ch06_pruning
-from pipelines.core import models
+from pipelines.core.train import models
 
 
 def _pruned(sparsity: float, model: nn.Module | None = None):

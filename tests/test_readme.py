@@ -10,8 +10,8 @@ import shlex
 import click
 
 from conftest import REPO
-from pipelines.core import experiments
-from pipelines.core.report import map_markdown
+from pipelines.core.spec import experiments
+from pipelines.core.report.summary import map_markdown
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -153,7 +153,7 @@ def option_names(command):
 
 @functools.cache
 def cli_commands():
-    from pipelines.core.cli import cli
+    from pipelines.core.cli.main import cli
 
     return cli
 
@@ -335,7 +335,7 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path):
     import sys
     import types
 
-    from pipelines.core import runner
+    from pipelines.core.run import runner
     from pipelines.core.errors import ConfigError
 
     pattern = re.compile(r"```python\n(# pipelines/label_smoothing\.py\n.*?)```", re.S)

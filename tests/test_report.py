@@ -24,8 +24,11 @@ import pytest
 
 from conftest import REPO, accel
 from pipelines.catalog import decisions
-from pipelines.core import experiments, report, report_drift, report_plots, report_rows, report_stats
-from pipelines.core.config import ConfigError
+from pipelines.core.report import summary as report
+from pipelines.core.report import drift as report_drift, plots
+from pipelines.core.spec import experiments
+from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.spec.config import ConfigError
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
 REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
@@ -114,15 +117,15 @@ def test_too_few_repeats_never_give_a_conclusive_verdict(tmp_path):
 
 
 def test_bootstrap_is_deterministic_and_widens_with_noise_between_repeats():
-    tight = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(1.0))) for _ in range(3)]
-    noisy = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(r))) for r in (0.8, 1.0, 1.25)]
-    first, again = report_stats.ratio_interval(noisy, tight), report_stats.ratio_interval(noisy, tight)
+    tight = [intervals.Repeat(SAMPLES, intervals.np.asarray(steps(1.0))) for _ in range(3)]
+    noisy = [intervals.Repeat(SAMPLES, intervals.np.asarray(steps(r))) for r in (0.8, 1.0, 1.25)]
+    first, again = intervals.ratio_interval(noisy, tight), intervals.ratio_interval(noisy, tight)
     assert first == again
     point, interval = first
-    _, narrow = report_stats.ratio_interval(tight, tight)
+    _, narrow = intervals.ratio_interval(tight, tight)
     assert interval.low < point < interval.high and narrow.high - narrow.low < interval.high - interval.low
-    long = [report_stats.Repeat(SAMPLES, report_stats.np.asarray(steps(1.0, count=1000))) for _ in range(2)]
-    assert report_stats.ratio_interval(long, long)[1].low == pytest.approx(1.0, abs=0.01)  # normal-limit path
+    long = [intervals.Repeat(SAMPLES, intervals.np.asarray(steps(1.0, count=1000))) for _ in range(2)]
+    assert intervals.ratio_interval(long, long)[1].low == pytest.approx(1.0, abs=0.01)  # normal-limit path
 
 
 def test_records_without_step_times_render_no_interval(tmp_path):
@@ -381,8 +384,8 @@ def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_agai
     measured = [cells for cells in rows if cells[9] != "-"]
     assert measured and all(cells[10].startswith("[") for cells in measured), "a measured ratio lacks its interval"
     threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
-    assert threads2[5] == "1.65" and threads2[13] in (report_stats.REPRODUCED, report_stats.FASTER,
-                                                     report_stats.SLOWER, report_stats.INCONCLUSIVE)
+    assert threads2[5] == "1.65" and threads2[13] in (intervals.REPRODUCED, intervals.FASTER,
+                                                     intervals.SLOWER, intervals.INCONCLUSIVE)
     assert not written.drift.reversals and "No conclusive verdict reversed." in md
 
 
@@ -390,15 +393,15 @@ def test_scaling_curves_from_record_fields(tmp_path):
     """Synthetic thread-sweep records (this machine has too few cores for a real sweep)."""
     recs = [record("ch9-cpu-threads", f"threads={t}", 100.0 * t ** 0.8, torch_threads=t)
             for t in (1, 2, 4, 8)]
-    series = report_plots.scaling_series(recs)
+    series = plots.scaling_series(recs)
     assert list(series[("ch9-cpu-threads", "bench")]["points"]) == [1, 2, 4, 8]
     ranks = [record("ch2-baseline", "baseline", 100.0 + r, torch_threads=16 // r) for r in (1, 2, 4)]
     for rec, r in zip(ranks, (1, 2, 4)):
         rec["dist"]["world_size"] = r
-    assert report_plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
-    assert report_plots.published_curve(experiments.get("ch9-cpu-threads")) == \
+    assert plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
+    assert plots.published_curve(experiments.get("ch9-cpu-threads")) == \
         [(1, 1.0), (2, 1.65), (4, 2.61), (8, 3.34), (12, 4.26), (16, 4.26)]
-    made = report_plots.scaling(recs, tmp_path)
+    made = plots.scaling(recs, tmp_path)
     assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
 
 
@@ -512,7 +515,7 @@ def test_harness_overhead_reports_a_ratio(tmp_path):
 
 def test_harness_overhead_has_one_row_per_workload_with_an_interval():
     """A small CNN and a ViT-B/16 never share a mean: each workload gets its own ratio and interval."""
-    from pipelines.core import report_tables
+    from pipelines.core.report import tables
 
     def record(model, batch, arm, value):
         return {"experiment": "harness-overhead", "status": "ok", "variant": arm,
@@ -525,7 +528,7 @@ def test_harness_overhead_has_one_row_per_workload_with_an_interval():
                 (("shared-loop", (212, 220, 205)), ("hand-loop", (250, 255, 252))) for value in values]
     book = [{**r, "config": {**r["config"], "scale": "book", "epochs": 2, "dataset": "fashion_mnist"},
              "metrics": {**r["metrics"], "train_s": 100.0 + i}} for i, r in enumerate(records[:6])]
-    table = report_tables.harness(records + book)  # book-scale runs of the same model get their own row
+    table = tables.harness(records + book)  # book-scale runs of the same model get their own row
     assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda / bench",
                                        "cnn_cifar10 / batch 64 / cuda / book: 2 epochs of fashion_mnist",
                                        "vit_b_16 / batch 16 / cuda / bench"]
@@ -539,18 +542,19 @@ def test_harness_overhead_has_one_row_per_workload_with_an_interval():
 def test_a_multi_gpu_entry_run_on_fewer_gpus_is_not_compared_with_its_published_ratio():
     """vit-ddp-4gpu on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU
     speed-up; vit-fsdp-4gpu-sched against vit-fsdp-4gpu (both at one GPU) keeps the published pair's ratio."""
-    from pipelines.core import experiments, report_compare
+    from pipelines.core.spec import experiments
+    from pipelines.core.stats import pairing
 
     def recs(world_size):
         return [{"dist": {"world_size": world_size}}]
 
     ddp = experiments.get("vit-ddp-4gpu")
-    assert "published at 4 vs 1" in report_compare.process_count_difference(ddp, "vit-bf16-mixed", recs(1), recs(1))
-    assert report_compare.process_count_difference(ddp, "vit-bf16-mixed", recs(4), recs(1)) == ""
+    assert "published at 4 vs 1" in pairing.process_count_difference(ddp, "vit-bf16-mixed", recs(1), recs(1))
+    assert pairing.process_count_difference(ddp, "vit-bf16-mixed", recs(4), recs(1)) == ""
     sched = experiments.get("vit-fsdp-4gpu-sched")
-    assert report_compare.process_count_difference(sched, "vit-fsdp-4gpu", recs(1), recs(1)) == ""
+    assert pairing.process_count_difference(sched, "vit-fsdp-4gpu", recs(1), recs(1)) == ""
     gloo = experiments.get("ch9-cpu-gloo")  # arms sized by ranks: the launch skips what does not fit
-    assert report_compare.process_count_difference(gloo, "ch9-cpu-threads", recs(2), recs(1)) == ""
+    assert pairing.process_count_difference(gloo, "ch9-cpu-threads", recs(2), recs(1)) == ""
 
 
 def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
@@ -577,6 +581,6 @@ def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones
     candidates = sorted(tmp_path.iterdir())
     assert report_drift.reference_for_this_machine(candidates) == tmp_path / "cpu-2core-x-bench"
     assert report_drift.reference_for_this_machine(candidates[:1]) is None
-    printed = subprocess.run([sys.executable, "-m", "pipelines.core.report_drift", "pick", *map(str, candidates)],
+    printed = subprocess.run([sys.executable, "-m", "pipelines.core.report.drift", "pick", *map(str, candidates)],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0 and printed.stdout.strip() == str(tmp_path / "cpu-2core-x-bench")

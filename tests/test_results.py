@@ -4,8 +4,8 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.core import results
-from pipelines.core.config import RunConfig
+from pipelines.core.record import results
+from pipelines.core.spec.config import RunConfig
 
 GOLDEN = json.loads((Path(__file__).parent / "golden" / "result_v1.json").read_text())
 
@@ -56,7 +56,7 @@ def test_reader_names_file_and_line_of_damage(tmp_path):
 
 
 def test_unwritable_results_dir_is_a_config_error(tmp_path):
-    from pipelines.core.config import ConfigError
+    from pipelines.core.spec.config import ConfigError
 
     locked = tmp_path / "locked"
     locked.mkdir()

@@ -9,14 +9,17 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.core import data, experiments, loop, runner
+from pipelines.core.data import datasets
+from pipelines.core.run import runner
+from pipelines.core.spec import experiments
+from pipelines.core.train import loop
 
 WORLD = 2
 
 
 def seen_per_epoch(cfg, rank: int, epochs: int = 2) -> list[list[bytes]]:
     """The samples one rank trains on, epoch by epoch, in order."""
-    loaders = data.loaders(cfg, (3, 32, 32), rank=rank, world_size=WORLD)
+    loaders = datasets.loaders(cfg, (3, 32, 32), rank=rank, world_size=WORLD)
     stream = loop._batches(loaders.train, [], 0)
     seen: list[list[bytes]] = [[] for _ in range(epochs)]
     for epoch, _, (x, _) in stream:
@@ -46,7 +49,7 @@ def test_the_loop_reshuffles_only_through_set_epoch(data_root):
     """Without set_epoch a DistributedSampler repeats epoch 0's order: the loop's call is what changes it."""
     cfg = runner.plan(experiments.get("ch9-cpu-gloo"), "book", {"data_root": data_root, "batch_size": 25}, {}
                       ).configs[0]
-    sampler = data.loaders(cfg, (3, 32, 32), rank=0, world_size=WORLD).train.sampler
+    sampler = datasets.loaders(cfg, (3, 32, 32), rank=0, world_size=WORLD).train.sampler
     first, again = list(sampler), list(sampler)
     sampler.set_epoch(1)
     assert first == again and list(sampler) != first

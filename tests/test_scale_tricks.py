@@ -9,7 +9,7 @@ import torch.nn.functional as F
 
 from conftest import accel, assert_refused, records
 from pipelines import grad_accum, activation_ckpt
-from pipelines.core import memory, models
+from pipelines.core.train import memory, models
 
 CPU = torch.device("cpu")
 
@@ -135,14 +135,15 @@ def test_bad_scale_input(args, code, needle, tmp_path, data_root):
 def _config(entry_id, variant, **changes):
     import dataclasses
 
-    from pipelines.core import experiments, runner
+    from pipelines.core.run import runner
+    from pipelines.core.spec import experiments
 
     (cfg,) = runner.plan(experiments.get(entry_id), "smoke", {}, {}, (variant,)).configs
     return dataclasses.replace(cfg, **changes)
 
 
 def test_checkpointing_a_model_without_a_block_list_is_refused():
-    from pipelines.core.config import ConfigError
+    from pipelines.core.spec.config import ConfigError
 
     with pytest.raises(ConfigError, match="resnet18 has no block list"):
         cfg = _config("s004-ckpt", "checkpointed", model="resnet18")
@@ -151,7 +152,7 @@ def test_checkpointing_a_model_without_a_block_list_is_refused():
 
 def test_channels_last_and_the_pin_memory_note():
     from pipelines import channels_last
-    from pipelines.core.loop import RunContext
+    from pipelines.core.train.loop import RunContext
 
     ctx = RunContext(device=CPU)
     cfg = _config("scale-channels-last", "channels_last")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import REPO, accel, records
-from pipelines.core import experiments
+from pipelines.core.spec import experiments
 
 READY = [e for e in experiments.all_experiments().values() if e.status == "ready" and e.launcher == "local"]
 
@@ -61,7 +61,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         if rec["pipeline"] == "ch01_onnx":  # the exported file is where the record says, and onnxruntime agreed
             from pathlib import Path
 
-            from pipelines.core.datafiles import digest
+            from pipelines.core.data.files import digest
 
             onnx_file = rec["artifacts"]["onnx_file"]
             assert Path(onnx_file["path"]).is_file() and digest(Path(onnx_file["path"])) == onnx_file["sha256"]

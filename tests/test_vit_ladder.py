@@ -9,7 +9,7 @@ import torch
 
 from conftest import accel, assert_refused, records
 from pipelines import vit_ladder
-from pipelines.core import models
+from pipelines.core.train import models
 
 CPU = torch.device("cpu")
 
@@ -123,8 +123,8 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
 
     script = (
         "import torch\n"
-        "from pipelines.core import experiments, runner\n"
-        "from pipelines.core.loop import RunContext\n"
+        "from pipelines.core.spec import experiments\nfrom pipelines.core.run import runner\n"
+        "from pipelines.core.train.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
         "(cfg,) = runner.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('compiled',)).configs\n"

@@ -7,7 +7,7 @@ Times are the book's wall-clock seconds, truncated to integers as printed; profi
 per-op shares of self CPU time. This module defines no experiments.
 """
 
-from pipelines.core.experiments import Published
+from pipelines.core.spec.experiments import Published
 
 # Tables 3.1 and 3.2 (DenseNet121, 50 epochs, A100): arm -> (overall s, first epoch s, median epoch s,
 # accuracy %). The median is over the remaining epochs (2-50); compilation falls in the first epoch, so the

@@ -24,7 +24,7 @@ class DistError(RuntimeError):
 
 class WriteError(RuntimeError):
     """A result, checkpoint or report file could not be written (ENOSPC, EROFS, ...): one line naming the
-    file and the OS's reason; the half-written temporary is already gone (core/atomic.py)."""
+    file and the OS's reason; the half-written temporary is already gone (core/record/atomic.py)."""
 
 
 def first_line(exc: BaseException, limit: int = 300) -> str:

@@ -1,0 +1,619 @@
+"""`accel`: list, show, run, launch, report, compare (data and doctor: cli_data.py). Shared options become
+one RunConfig via the runner.
+
+User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
+machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback. Ctrl-C
+and SIGTERM keep what finished and exit 130 / 143 with one `accel: interrupted ...` line.
+Experiment ids complete in the shell: `eval "$(_ACCEL_COMPLETE=bash_source accel)"` (zsh_source, fish_source).
+
+Commands import what they need inside their functions on purpose: torch, torchvision and matplotlib take
+seconds to load, and `accel list`, `show`, `--help` and shell completion must answer at once.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import itertools
+import json
+import os
+import sys
+from pathlib import Path
+
+import click
+from click.shell_completion import CompletionItem
+
+from pipelines.core.record import version
+from pipelines.core.spec import experiments
+from pipelines.core.cli.args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, RepeatsArg, fail as _fail
+from pipelines.core.cli.data_commands import data, doctor
+from pipelines.core.spec.config import DATASETS, DEVICES, SCALES
+from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
+from pipelines.core.train.interrupt import Interrupted, signals_raise
+
+
+def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    if value and not ctx.resilient_parsing:
+        click.echo(version.text())
+        ctx.exit()
+
+
+def _complete_id(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of experiment ids (the catalog imports without torch: instant)."""
+    return [CompletionItem(e.id, help=e.compares) for e in experiments.all_experiments().values()
+            if e.id.startswith(incomplete)]
+
+
+def _complete_variant(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of --variant: the arms of the experiment id already typed. While an option waits for
+    its value click parses nothing (ctx.params is empty), so the words every shell script of click passes
+    (COMP_WORDS) are searched for the id too."""
+    entries = experiments.all_experiments()
+    typed = [ctx.params.get("experiment_id"), *os.environ.get("COMP_WORDS", "").split()]
+    entry = next((entries[word] for word in typed if word in entries), None)
+    return [CompletionItem(v.name) for v in entry.variants if v.name.startswith(incomplete)] if entry else []
+
+
+def experiment_argument(command):
+    """The EXPERIMENT_ID argument every command that takes one shares, completed from the catalog."""
+    return click.argument("experiment_id", metavar="ID", shell_complete=_complete_id)(command)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.option("--version", is_flag=True, expose_value=False, is_eager=True, callback=_show_version,
+              help="Print the package version and git commit, then exit.")
+def cli() -> None:
+    """Reproducible PyTorch training-acceleration experiments, one catalog entry per published figure.
+
+    Start with `accel list`, then `accel show ID` and `accel run ID --scale smoke`.
+    """
+
+
+def catalog_row(e: experiments.Experiment) -> dict[str, str]:
+    """One experiment as `accel list` shows it (the table's columns, the --json objects' keys)."""
+    from pipelines.core.report.summary import published_ratio_text
+
+    return {"id": e.id, "status": e.status, "target": e.target, "launcher": e.launcher,
+            "reproduces": e.reproduces, "published_ratio": published_ratio_text(e), "compares": e.compares}
+
+
+LIST_WIDTH = 100  # `accel list` fits this many columns (or the terminal, when narrower)
+
+
+@cli.command("list")
+@click.option("--status", type=click.Choice(experiments.STATUSES), help="Only ready or only planned entries.")
+@click.option("--markdown", is_flag=True, help="The map table of docs/experiments.md.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON array of objects, for scripts.")
+@click.option("--wide", is_flag=True, help="Every column (status, source), however wide.")
+def list_cmd(status: str | None, markdown: bool, as_json: bool, wide: bool) -> None:
+    """Every experiment id: container target, launcher, published ratio, what it compares (`accel show ID`
+    and `--wide` for the rest)."""
+    import shutil
+
+    from tabulate import tabulate
+
+    from pipelines.core.report.summary import map_markdown
+
+    if markdown:
+        click.echo(map_markdown())
+        return
+    rows = [catalog_row(e) for e in experiments.all_experiments().values() if status in (None, e.status)]
+    if as_json:
+        click.echo(json.dumps(rows, indent=1))
+        return
+    if wide:
+        headers = {key: key.replace("_", " ") for key in rows[0]} if rows else "keys"
+        click.echo(tabulate(rows, headers=headers, tablefmt="simple", disable_numparse=True))
+        return
+    width = min(LIST_WIDTH, shutil.get_terminal_size((LIST_WIDTH, 24)).columns)
+    narrow = [{"id": r["id"], "target": r["target"], "launcher": r["launcher"],
+               "published": _clip(r["published_ratio"], 14), "compares": r["compares"]} for r in rows]
+    fixed = max(map(len, tabulate([{k: v for k, v in r.items() if k != "compares"} for r in narrow],
+                                   headers="keys", tablefmt="simple", disable_numparse=True).splitlines())) + 2
+    for row in narrow:
+        row["compares"] = _clip(row["compares"], max(12, width - fixed))
+    click.echo(tabulate(narrow, headers="keys", tablefmt="simple", disable_numparse=True))
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[:width - 3].rstrip() + "..."
+
+
+def _key_values(values: tuple[str, ...]) -> dict[str, str]:
+    out = {}
+    for item in values:
+        if "=" not in item:
+            raise ConfigError(f"option {item!r} is not KEY=VALUE (e.g. -o bias=false)")
+        key, value = item.split("=", 1)
+        out[key.strip()] = value
+    return out
+
+
+@cli.command()
+@experiment_argument
+@click.option("--scale", type=click.Choice(SCALES), default="bench", show_default=True,
+              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, repeats auto (minutes); "
+                   "book: the book's epochs and settings, full test pass (tens of minutes to hours).")
+@click.option("--variant", "variants", multiple=True, shell_complete=_complete_variant,
+              help="Run only this variant (repeatable; `accel show ID` lists them).")
+@click.option("--repeats", type=RepeatsArg(),
+              help="Repeats of every variant, interleaved; auto (bench's default): rounds until every arm's 95 % "
+                   "interval is within 5 %, or --budget-s is spent (at least 3 rounds).")
+@click.option("--budget-s", type=float, help="With --repeats auto: seconds for the whole run; no round starts "
+                                             "that would overrun it (default: 300).")
+@click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs).")
+@click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
+@click.option("--warmup-steps", type=int, help="Steps timed apart before the measured ones (default: the scale's).")
+@click.option("--batch-size", type=int, help="Samples per step and rank (default: the catalog's).")
+@click.option("--lr", type=float, help="Learning rate (default: the catalog's, as the original code ran).")
+@click.option("--device", type=str, help=f"{' or '.join(DEVICES)} (default: the catalog's).")
+@click.option("--model", type=str, help="Override the model, e.g. vit_tiny to smoke-test a ViT entry on CPU.")
+@click.option("--dataset", type=str,
+              help=f"Override the dataset ({', '.join(DATASETS)}); synthetic for pure throughput.")
+@click.option("--data-root", type=PathArg(),
+              help="Where datasets are (default: data; `accel data generate|fetch` fills it).")
+@click.option("--results-dir", type=PathArg(), help="Where the result file goes (default: results).")
+@click.option("--weights", type=PathArg(),
+              help="Local state_dict file, or a save_pretrained folder for distilbert (never downloaded).")
+@click.option("--tokenizer", type=PathArg(),
+              help="Local tokenizer folder for text data (default: train a WordPiece tokenizer on the data).")
+@click.option("--seq-len", type=int, help="Tokens per text for token models (default: the model's).")
+@click.option("--seed", type=int, help="Base random seed; repeat r uses seed + r (default: 0).")
+@click.option("--num-workers", type=int, help="DataLoader worker processes (default: the catalog's).")
+@click.option("-o", "--option", "option_items", multiple=True, metavar="KEY=VALUE",
+              help="Pipeline option, e.g. -o bias=false (see `accel show ID`).")
+@click.option("-q", "--quiet", is_flag=True, help="No progress bars (they are off anyway without a terminal or "
+                                                   "under CI).")
+@click.option("-v", "--verbose", is_flag=True, help="One line per finished epoch with its loss.")
+@click.option("--no-baseline", is_flag=True,
+              help="Measure this entry alone, even when its baseline is another entry (no ratio then).")
+@click.option("--dry-run", is_flag=True, help="Print the plan (arms, baseline, scale, repeats, processes, "
+                                              "estimate) and exit 0; nothing runs, nothing is written.")
+@click.option("--json", "as_json", is_flag=True,
+              help="End with the verdict as one JSON object on stdout (plan and progress on stderr).")
+def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
+        quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, **overrides) -> None:
+    """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
+    after every finished repeat. When the entry's baseline is another entry that runs the same way, both
+    are measured in alternation (as `accel compare BASELINE ID`); --no-baseline measures the entry alone."""
+    from pipelines.core.spec.config import check_environment
+
+    check_environment()  # before torch loads: libgomp would print its own warning line first
+    from pipelines.core.dist import ranks
+    from pipelines.core.run import preview, runner
+    from pipelines.core.train import progress
+    from pipelines.core.report.summary import print_run_summary
+
+    plan = _plan(experiment_id, scale, variants, option_items, overrides)
+    first = plan.configs[0]
+    launched = ranks.placement().launched  # one rank of a launcher's run: the launcher showed the plan
+    choice = preview.baseline_choice(plan.experiment, variants, first.scale, first.results_dir,
+                                     refused=no_baseline or launched)
+    if choice.bring:
+        _alternation([choice.bring, experiment_id], _passthrough(click.get_current_context()),
+                     first.results_dir, None if first.repeats_auto else first.repeats,
+                     first.budget_s or NO_BUDGET_S, dry_run=dry_run, as_json=as_json,
+                     title=f"{experiment_id} with its baseline {choice.bring}")
+        return
+    given = os.environ.get(PLAN_ENV)  # the plan `accel launch` made, with its launcher's ranks and threads
+    text = given or _single_plan_text(plan, choice, launcher=None)
+    if dry_run:
+        click.echo(text)
+        return
+    show_plan = not os.environ.get("ACCEL_PLAN_SHOWN") and bool(given or not launched)
+    _quiet_foreign_warnings(first.device)
+    outcome = runner.run(plan, progress.settings(quiet or as_json, verbose),
+                         announce=(lambda: click.echo(text, err=True)) if show_plan else None)
+    if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
+        from pipelines.core.stats import verdict
+
+        paths = [outcome.path] if outcome.path else []
+        if as_json:
+            click.echo(verdict.as_json(outcome.records, [experiment_id], paths, first.results_dir))
+            return
+        print_run_summary(outcome.records, None)
+        click.echo(verdict.text(outcome.records, [experiment_id], paths, first.results_dir))
+
+
+# `accel launch` hands its plan to the run it starts, which prints it (rank 0) once every refusal has passed:
+# a mistake the launcher script or a rank's checks refuse stays one line, with no plan above it.
+PLAN_ENV = "ACCEL_PLAN_TEXT"
+NO_BUDGET_S = 86400.0  # fixed rounds: the count is the rule, the budget out of the way
+NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
+                 "quiet", "verbose"}
+
+
+def _passthrough(ctx: click.Context) -> list[str]:
+    """The run options the user gave, as arguments again, for the processes of an alternation (repeats,
+    results folder and budget become the alternation's own rule)."""
+    argv = []
+    for param in ctx.command.params:
+        if not isinstance(param, click.Option) or param.name in NOT_PASSED_ON:
+            continue
+        if ctx.get_parameter_source(param.name) not in (click.core.ParameterSource.COMMANDLINE,
+                                                        click.core.ParameterSource.ENVIRONMENT):
+            continue
+        value, flag = ctx.params[param.name], param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
+        if param.is_flag:
+            argv += [flag] if value else []
+        elif param.multiple:
+            for item in value:
+                argv += [flag, str(item)]
+        elif value is not None:
+            argv += [flag, str(value)]
+    return argv
+
+
+def _quiet_foreign_warnings(device: str) -> None:
+    """On a machine without CUDA, torch.compile's import of cpp_extension warns "No CUDA runtime is found"
+    once per process, in the middle of the progress bars; the plan already says the run uses the CPU."""
+    import logging
+
+    import torch
+
+    if device == "cpu" and not torch.cuda.is_available():
+        logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
+
+
+def _device_note(configs) -> str:
+    import torch
+
+    if all(c.device == "cpu" for c in configs) and not torch.cuda.is_available():
+        return "cpu (no CUDA GPU visible here)"
+    return ", ".join(sorted({c.device for c in configs}))
+
+
+def _single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
+    """The plan of one entry run by one command (this process, or the launcher it is about to start)."""
+    import torch
+
+    from pipelines.core.run import preview
+
+    entry, first = plan.experiment, plan.configs[0]
+    layouts = [preview.layout(entry, cfg, launcher, env, in_process_threads=torch.get_num_threads())
+               for cfg in plan.configs]
+    rounds = None if first.repeats_auto else first.repeats
+    how = f"{entry.id} under launch/{launcher}.sh" if launcher and launcher != "local" else entry.id
+    return preview.block(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
+                         preview.repeat_rule(first), preview.estimate(plan.configs, first.results_dir, rounds,
+                                                                      first.budget_s if rounds is None else None,
+                                                                      layouts[0].ranks * layouts[0].nodes),
+                         first.results_dir, [choice.note], _device_note(plan.configs))
+
+
+def _plan_from_args(experiment_id: str, args: list[str]):
+    """A runner plan from `accel run` arguments (what an alternation's processes will receive)."""
+    ctx = run.make_context("run", [experiment_id, *args])
+    params = dict(ctx.params)
+    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
+        params.pop(shown)
+    return _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                 params.pop("option_items"), params)
+
+
+def _alternation(ids: list[str], passthrough: list[str], results_dir: Path, rounds: int | None, budget_s: float,
+                 halfwidth: float | None = None, *, dry_run: bool, as_json: bool, title: str) -> None:
+    """Experiments measured in alternation (one process per id and round), after the plan, ending with the
+    verdict of this comparison's records: what `accel compare`, and `accel run` / `launch` with a
+    baseline entry, do."""
+    from pipelines.core.record import results
+    from pipelines.core.run import preview, runner
+    from pipelines.core.stats import alternate, stopping, verdict
+
+    plans = [_plan_from_args(experiment_id, [*passthrough, "--results-dir", str(results_dir)])
+             for experiment_id in ids]
+    rule = alternate.StopRule(rounds, budget_s, halfwidth or stopping.DEFAULT_HALFWIDTH)
+    arms = [(cfg, preview.against_text(p.experiment, cfg.variant)) for p in plans for cfg in p.configs]
+    layouts = [preview.layout(p.experiment, cfg, p.experiment.launcher) for p in plans for cfg in p.configs]
+    configs = [cfg for p in plans for cfg in p.configs]
+    first = configs[0]
+    first_rule = dataclasses.replace(first, repeats_auto=rounds is None, budget_s=budget_s) if rounds is None \
+        else first
+    text = preview.block(f"{title}, in alternation (one process per id and round)", arms, layouts,
+                         preview.repeat_rule(first_rule, rounds, alternation=True),
+                         preview.estimate(configs, results_dir, rounds, budget_s if rounds is None else None,
+                                          layouts[0].ranks, processes_per_round=len(ids)),
+                         results_dir, [f"each process's output: {results_dir}/alternation--<time>.log"],
+                         _device_note(configs))
+    if dry_run:
+        click.echo(text)
+        return
+    for p in plans:  # user mistakes (missing data, bad options) in one line before round 1
+        runner.preflight(p, 1, 0, capabilities=False)
+    results.check_writable(results_dir)
+    click.echo(text, err=True)
+    try:
+        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
+    except alternate.RoundFailed as failed:
+        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
+    click.echo(alternate.describe(summary), err=True)
+    records, paths = alternate.group_records(results_dir, summary.group)
+    click.echo(verdict.as_json(records, ids, paths, results_dir) if as_json else
+               verdict.text(records, ids, paths, results_dir))
+
+
+def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
+    from pipelines.core.run import runner
+
+    return runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+
+
+@cli.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--world-size", type=click.IntRange(min=1), default=1, show_default=True,
+              help="Processes the launcher is about to start, on all nodes.")
+@click.option("--rank", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Global rank of this node's first process (rank 0 writes results).")
+@click.option("--capabilities/--no-capabilities", default=True, show_default=True,
+              help="Also refuse what this machine cannot do (GPU, backend, runtime): when the ranks run here.")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, ...]) -> None:
+    """A launcher's check of ACCEL-ARGS before it starts torchrun, mpirun or srun: a user mistake is one
+    line here, not one per rank plus the launcher's traceback. Prints what the launcher needs to know:
+    the rendezvous wait (timeout_s) and the results folder."""
+    from pipelines.core.spec import config, options
+
+    if args and args[0] not in cli.commands:
+        raise click.UsageError(f"No such command '{args[0]}'.")
+    if not args or args[0] != "run" or {"-h", "--help"} & set(args):  # nothing to check: the defaults
+        click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
+        return
+    params = run.make_context("run", list(args[1:])).params
+    experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
+    config.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
+    from pipelines.core.run import runner
+
+    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
+        params.pop(shown)
+    plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
+                 params.pop("option_items"), params)
+    timeout_s = runner.preflight(plan, world_size, rank, capabilities)
+    click.echo(f"{timeout_s:g} {plan.configs[0].results_dir}")
+
+
+@cli.command()
+@experiment_argument
+@click.option("--json", "as_json", is_flag=True, help="The catalog entry as one JSON object, for scripts.")
+def show(experiment_id: str, as_json: bool) -> None:
+    """Everything the catalog knows about one experiment."""
+    from pipelines.core.report.summary import describe
+
+    entry = experiments.get(experiment_id)
+    if not as_json:
+        click.echo(describe(entry))
+        return
+    whole = dataclasses.asdict(entry)
+    for fig, shown in zip(entry.published, whole["published"]):
+        shown["basis"] = fig.basis_name  # the derived basis too, not an empty string
+    click.echo(json.dumps(whole, indent=1, default=dict))
+
+
+# `accel launch --help`: the launchers' environment knobs (each script's header has the details).
+LAUNCH_KNOBS = """\b
+Environment knobs (your environment wins over the catalog's; every launcher echoes what it uses):
+ all         PYTHON (interpreter; default .venv/bin/python), THREADS (OMP_NUM_THREADS per process;
+             default: usable cores / processes), IMAGE (path.sif | podman:TAG | docker:TAG: run inside
+             that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through)
+ local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
+             ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
+             OPENBLAS_NUM_THREADS (numpy's BLAS pool; default 1, so no thread floats beside pinned ones)
+ torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
+             RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
+ mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,
+             MASTER_PORT
+ srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
+ IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER,
+             APPTAINER (the apptainer binary)
+Every launcher checks the run's arguments before it starts any process (one line for a mistake), and
+every rendezvous waits at most the run's -o timeout_s (default 120).
+Details: the header of launch/<launcher>.sh and launch/_container.sh.
+"""
+
+
+@cli.command(context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False},
+             epilog=LAUNCH_KNOBS)
+@experiment_argument
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def launch(experiment_id: str, args: tuple[str, ...]) -> None:
+    """Start an experiment through its launcher script (launch/<launcher>.sh), with the catalog's knobs.
+
+    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`.
+    """
+    from pipelines.core.spec.config import check_environment
+
+    entry = experiments.get(experiment_id)
+    check_environment()  # before torch loads: libgomp would print its own warning line first
+    device_given = any(a == "--device" or a.startswith("--device=") for a in args)
+    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
+        _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
+              f"machine, or smoke-test its code path on CPU: accel launch {experiment_id} "
+              f"{' '.join(experiments.cpu_smoke_args(entry))}", EXIT_NOT_RUNNABLE)
+    if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
+        import importlib.util
+
+        if importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
+            _fail(f"{experiment_id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
+                  "provides when built where Intel's wheel index is reachable (containers/cpu-intel/README.md); run "
+                  "it with IMAGE=<such an image> or compare with -o backend=gloo", EXIT_NOT_RUNNABLE)
+    if "mpi-backend" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
+        from pipelines.core.dist.ranks import mpi_backend_missing
+
+        if missing := mpi_backend_missing():
+            _fail(f"{experiment_id} {missing}", EXIT_NOT_RUNNABLE)
+    script = REPO / "launch" / f"{entry.launcher}.sh"
+    if not script.is_file():
+        _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
+    python = os.environ.get("PYTHON")
+    if python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
+        _fail(f"PYTHON={python} is not an executable file; unset PYTHON (the launchers then use "
+              ".venv/bin/python) or point it at a Python with this package installed", EXIT_USAGE)
+    if {"-h", "--help"} & set(args):
+        os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
+    knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
+    ctx = run.make_context("run", [experiment_id, *args])
+    options = ctx.params
+    if not os.environ.get("ACCEL_PLAN_SHOWN"):  # an alternation's process: its parent showed the plan
+        from pipelines.core.run import preview
+
+        plan = _plan_from_args(experiment_id, list(args))
+        first = plan.configs[0]
+        choice = preview.baseline_choice(entry, options["variants"], first.scale, first.results_dir,
+                                         refused=options["no_baseline"])
+        if choice.bring:
+            _alternation([choice.bring, experiment_id], _passthrough(ctx), first.results_dir,
+                         None if first.repeats_auto else first.repeats, first.budget_s or NO_BUDGET_S,
+                         dry_run=options["dry_run"], as_json=options["as_json"],
+                         title=f"{experiment_id} with its baseline {choice.bring}")
+            return
+        text = _single_plan_text(plan, choice, entry.launcher, {**os.environ, **knobs})
+        if options["dry_run"]:
+            click.echo(text)
+            return
+        knobs[PLAN_ENV] = text
+    # the launched `accel run` never brings a baseline itself, and does not show the plan again
+    run_args = [*args, *([] if options["no_baseline"] else ["--no-baseline"])]
+    argv = [str(script), "run", experiment_id, *run_args]
+    shown = " ".join([*(f"{k}={v}" for k, v in knobs.items() if k != PLAN_ENV), *argv])
+    click.echo(f"+ {shown}", err=True)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(str(script), argv, {**os.environ, **knobs})
+
+
+@cli.command()
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Result files to read (sub-folders too, except reference/ ones).")
+@click.option("--out", "out_dir", type=PathArg(),
+              help="Write report.md (+ PNG plots), report.csv and report.html here (else: print a table).")
+@click.option("--format", "formats", type=click.Choice(["md", "csv", "html"]), multiple=True,
+              help="With --out: only these outputs (repeatable; default all three).")
+@click.option("--against", type=PathArg(),
+              help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
+@click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
+@click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
+@click.option("--fail-on-reversal", is_flag=True,
+              help="With --against: exit 1 when a conclusive verdict reversed (faster <-> slower than "
+                   "published).")
+def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
+           experiment_ids: str, note: str, fail_on_reversal: bool) -> None:
+    """Published vs reproduced, from result files only."""
+    from pipelines.core.report.summary import FORMATS, summary_table, write_report
+
+    if against is not None and not against.is_dir():
+        raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
+                          "results/reference/<run>")
+    if fail_on_reversal and against is None:
+        raise ConfigError("--fail-on-reversal needs --against REF (the reference whose verdicts must hold)")
+    if out_dir is None and (formats or against or experiment_ids or note):
+        raise ConfigError("--format, --against, --experiments and --note need --out DIR "
+                          "(where report.md goes)")
+    _refuse_empty(results_dir, experiment_ids)
+    if out_dir is None:
+        click.echo(summary_table(results_dir))
+        return
+    from pipelines.core.record.atomic import check_folder
+
+    check_folder(out_dir, "--out", "pass --out with a writable folder")
+    only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
+    for experiment_id in only:
+        experiments.get(experiment_id)
+    written = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
+    for line in written.loaded.skipped:
+        click.echo(f"accel report: skipped {line}", err=True)
+    click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
+               ", ".join(str(p) for p in written.paths))
+    if written.drift is not None:  # the drift table belongs in a CI log, not only in report.md
+        from pipelines.core.report.drift import terminal_table
+
+        click.echo(terminal_table(written.drift))
+    if written.drift_skipped:  # another machine class: the full report, no drift table, and why
+        click.echo(f"accel report: drift check skipped: {written.drift_skipped}")
+    if fail_on_reversal and written.drift is not None and written.drift.reversals:
+        _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
+
+
+def _refuse_empty(results_dir: Path, experiment_ids: str) -> None:
+    """A folder with no result file at all is a wrong path or a run not made yet, not an empty report."""
+    if results_dir.is_dir() and not experiment_ids.strip() and not any(results_dir.glob("**/*.jsonl")):
+        raise ConfigError(f"no result records (*.jsonl) under {results_dir}; run an experiment first "
+                          "(accel run ID) or pass --results-dir with a folder that has them")
+
+
+@cli.command(context_settings={"ignore_unknown_options": True})
+@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
+@click.option("--rounds", default="auto", show_default=True,
+              help="Rounds of one repeat per experiment, or auto: until every arm's 95 % interval is within "
+                   "--halfwidth, or the budget runs out.")
+@click.option("--budget-s", type=float, default=300, show_default=True,
+              help="Time budget in seconds; no round starts that would overrun it.")
+@click.option("--halfwidth", type=float, default=0.05, show_default=True,
+              help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Folder for every round's records; the verdict counts this comparison's records only.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and exit 0; nothing runs, nothing is written.")
+@click.option("--json", "as_json", is_flag=True, help="End with the verdict as one JSON object on stdout.")
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path,
+            dry_run: bool, as_json: bool) -> None:
+    """Experiments measured in alternation (ABBA rounds, one process each), e.g. a baseline and its variants,
+    after a plan, ending with the verdict.
+
+    Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
+    from pipelines.core.spec.config import check_environment
+
+    check_environment()  # before torch loads (alternate imports it): libgomp would warn first
+    from pipelines.core.stats import alternate
+
+    ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
+    passthrough = list(items[len(ids):])
+    if len(ids) < 2:
+        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare BASELINE-ID "
+                          "VARIANT-ID --results-dir results/ladder; `accel list` shows the ids)")
+    for experiment_id in ids:
+        experiments.get(experiment_id)
+    if twice := sorted({i for i in ids if ids.count(i) > 1}):
+        raise ConfigError(f"compare names {', '.join(twice)} more than once; an experiment compared with itself "
+                          "measures nothing (accel compare BASELINE-ID VARIANT-ID)")
+    if any(a in ("--repeats", "--results-dir", "--no-baseline") or a.startswith(("--repeats=", "--results-dir="))
+           for a in passthrough):
+        raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
+    _alternation(ids, passthrough, results_dir, alternate.parse_rounds(rounds), budget_s, halfwidth,
+                 dry_run=dry_run, as_json=as_json, title=" vs ".join(ids))
+
+
+cli.add_command(data)
+cli.add_command(doctor)
+
+
+def _interrupted(stop: Interrupted) -> None:
+    """One line from rank 0 (the others stay quiet), then 128 + the signal number. A rank of a distributed
+    run leaves without interpreter teardown, which could wait on peers that are gone (dist.Session.abort)."""
+    if stop.main:
+        click.echo(f"accel: {stop.message()}", err=True)
+    if not stop.main or stop.launched:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(stop.exit_code)
+    sys.exit(stop.exit_code)
+
+
+def main(argv: list[str] | None = None) -> None:
+    try:
+        with signals_raise():
+            cli.main(args=argv, prog_name="accel", standalone_mode=False)
+    except Interrupted as stop:
+        _interrupted(stop)
+    except click.exceptions.Abort:
+        _fail("aborted", 130)
+    except click.exceptions.NoArgsIsHelpError as exc:
+        click.echo(exc.ctx.get_help() if exc.ctx else str(exc))
+        sys.exit(EXIT_USAGE)
+    except click.ClickException as exc:
+        _fail(exc.format_message().replace("\n", " "), EXIT_USAGE)
+    except NotRunnable as exc:
+        _fail(str(exc), EXIT_NOT_RUNNABLE)
+    except (DistError, WriteError) as exc:
+        _fail(str(exc), 1)
+    except (ConfigError, experiments.UnknownExperiment) as exc:
+        _fail(str(exc).strip("'\""), EXIT_USAGE)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,143 @@
+"""Versioned JSON-lines results: one file per run, one line per repeat, written atomically.
+
+A reader never sees a half-written file: records go to a temporary file in the same folder, which is
+renamed into place. The runner rewrites its file after every finished repeat, so what finished is kept.
+A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
+writes "interrupted" for the repeat in flight (how far it got), which a report never compares. Optional
+keys: `error`, `artifacts`, `notes`, and `stopping` (a `--repeats auto` run: which rule stopped it).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import json
+import math
+import secrets
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from pipelines.core.record import atomic
+
+SCHEMA = "accel.result/1"
+STATUSES = ("ok", "error", "skipped", "interrupted")
+REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
+                 "config", "metrics", "dist", "env")
+
+
+class SchemaError(ValueError):
+    pass
+
+
+def new_run_id() -> str:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+    return f"{stamp}-{secrets.token_hex(3)}"
+
+
+def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int,
+                metrics: dict[str, Any], dist: dict[str, Any], env: dict[str, Any],
+                error: dict[str, str] | None = None, artifacts: dict[str, Any] | None = None,
+                notes: list[str] | None = None) -> dict[str, Any]:
+    record = {
+        "schema": SCHEMA, "status": status, "run_id": run_id,
+        "experiment": config["experiment"], "pipeline": config["pipeline"],
+        "variant": config["variant"], "scale": config["scale"], "repeat": repeat,
+        "config": config, "metrics": metrics, "dist": dist, "env": env,
+    }
+    if error:
+        record["error"] = error
+    if artifacts:
+        record["artifacts"] = artifacts
+    if notes:
+        record["notes"] = notes
+    validate(record)
+    return record
+
+
+def validate(record: dict[str, Any]) -> None:
+    missing = [k for k in REQUIRED_KEYS if k not in record]
+    if missing:
+        raise SchemaError(f"record lacks {', '.join(missing)}")
+    if record["schema"] != SCHEMA:
+        raise SchemaError(f"unknown schema {record['schema']!r} (this reader knows {SCHEMA})")
+    if record["status"] not in STATUSES:
+        raise SchemaError(f"unknown status {record['status']!r}")
+    if record["status"] == "error" and "error" not in record:
+        raise SchemaError("an error record must say what failed")
+    for key in ("config", "metrics", "dist", "env"):
+        if not isinstance(record[key], dict):
+            raise SchemaError(f"{key} is a {type(record[key]).__name__}, not an object")
+    for key, value in record["metrics"].items():
+        if isinstance(value, float) and not math.isfinite(value):
+            raise SchemaError(f"metric {key} is {value}; results hold finite numbers or null")
+
+
+def check_writable(results_dir: Path) -> None:
+    """Fail before training, not after, when results cannot be written; creates nothing."""
+    atomic.check_folder(results_dir, "results dir", "pass --results-dir with a writable folder")
+
+
+def result_path(results_dir: Path, experiment: str, run_id: str) -> Path:
+    return results_dir / f"{experiment}--{run_id}.jsonl"
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """One record as one JSON line; NaN and Infinity, which JSON cannot hold, are refused anywhere in it."""
+    validate(record)
+    try:
+        return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
+    except ValueError:
+        raise SchemaError(f"record {record['experiment']} [{record['variant']}] holds NaN or Infinity; "
+                          "results hold finite numbers or null") from None
+
+
+def write(path: Path, records: Iterable[dict[str, Any]]) -> Path:
+    """Write all records at once, atomically (core/record/atomic.py); every record is validated first."""
+    return atomic.write_text(path, "".join(dumps(record) for record in records))
+
+
+def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
+    """One line -> a validated record; SchemaError names the file and line of any damage."""
+    try:
+        record = json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise SchemaError(f"{path}:{number}: not JSON ({exc.msg}); half-written or damaged") from None
+    if not isinstance(record, dict):
+        raise SchemaError(f"{path}:{number}: not a JSON object")
+    try:
+        validate(record)
+    except SchemaError as exc:
+        raise SchemaError(f"{path}:{number}: {exc}") from None
+    return record
+
+
+def read(path: Path) -> Iterator[dict[str, Any]]:
+    """Yield validated records; a malformed line raises SchemaError naming file and line."""
+    with open(path, encoding="utf-8") as handle:
+        for number, line in enumerate(handle, start=1):
+            if line.strip():
+                yield _parse(path, number, line)
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """What `read_tolerant` yields for input it could not use: 'file[:line]: reason'."""
+
+    reason: str
+
+
+def read_tolerant(path: Path) -> Iterator[dict[str, Any] | Skipped]:
+    """Like `read`, for readers that must go on past damage (the report): an unreadable file or a damaged
+    line becomes a `Skipped` with the reason, and the valid lines around it are still yielded."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as exc:
+        yield Skipped(f"{path}: unreadable ({exc.__class__.__name__})")
+        return
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            yield _parse(path, number, line)
+        except SchemaError as exc:
+            yield Skipped(str(exc))

@@ -1,0 +1,236 @@
+"""The report's sections, assembled from rows, tables and plots into one document (report_render.Doc).
+
+Section order follows a reader's questions: on what machine, did the ratios reproduce (with their
+intervals), what happened to accuracy (a learning check unless book scale on real data), did anything
+drift against the reference, how much does the harness cost, and what did each entry decide.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+from pathlib import Path
+from typing import Any, NamedTuple
+
+from pipelines.core.record import atomic
+from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render
+from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import intervals as stats
+from pipelines.core.report import tables as tables
+from pipelines.core.record.envinfo import machine_key
+from pipelines.core.report.render import Doc
+from pipelines.core.stats.rows import Loaded, Row
+
+HARNESS_GOAL_PCT = tables.HARNESS_GOAL_PCT
+INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same "
+         "work, with a 95 % two-level bootstrap interval over repeats and steps. A verdict is conclusive "
+         "only when the interval is: inside the band (published ratio ± the catalog's tolerance) -> "
+         "reproduced; entirely above / below -> faster / slower than published; otherwise inconclusive. "
+         "Records without per-step times have no interval. Timings are reported, never asserted.")
+
+
+class Written(NamedTuple):
+    paths: list[Path]
+    loaded: Loaded
+    drift: report_drift.Drift | None  # None without a reference, or when the drift check was skipped
+    drift_skipped: str | None = None  # why --against was not compared (another machine class), one line
+
+
+def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | None = None,
+          against: Path | None = None, note: str = "") -> Written:
+    """report.md (+ PNG plots beside it), report.csv, report.html into out_dir (default: results_dir).
+
+    A reference of another machine class still gives the whole report: no drift table, and
+    `drift_skipped` (also in report.md) says why, the two classes side by side. A reference that cannot
+    be read at all is a ConfigError raised before out_dir is created, so a refusal leaves no empty folder."""
+    loaded = report_rows.load(results_dir)
+    rows = report_rows.build(loaded, only)
+    drift, skipped = None, None
+    if against is not None:
+        try:
+            drift = report_drift.against(rows, loaded, against, only)
+        except report_drift.OtherMachineClass as other:
+            skipped = other.reason
+    out_dir = Path(out_dir or results_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    plots = out_dir if ("md" in formats or "html" in formats) else None
+    doc = build(results_dir, rows, loaded, drift, note, plots, skipped)
+    render = {"md": ("report.md", lambda: report_render.markdown(doc)),
+              "csv": ("report.csv", lambda: tables.frame(rows).to_csv(index=False)),
+              "html": ("report.html", lambda: report_render.html_page(doc, out_dir))}
+    paths = []
+    for kind in (k for k in render if k in formats):
+        name, text = render[kind]
+        paths.append(out_dir / name)
+        atomic.write_text(paths[-1], text())  # a reader never sees half a report
+    paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
+    return Written(paths, loaded, drift, skipped)
+
+
+def summary(results_dir: Path) -> str:
+    """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
+    loaded = report_rows.load(results_dir)
+    rows = report_rows.build(loaded)
+    lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
+        [f"(no successful runs under {results_dir})"]
+    lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    lines += [f"- interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
+    lines += [f"- skipped: {s}" for s in loaded.skipped]
+    lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
+              for r in loaded.records if r["status"] == "skipped"]
+    return "\n".join(lines)
+
+
+NO_DATA_SOURCE = "not recorded"
+DRIFT_SKIPPED = "Drift check skipped"  # report.md's line; ci/reference-timings.sh looks for it
+
+
+def data_source(config: dict[str, Any]) -> str | None:
+    """The data a record trained on: its `data_source`, or "synthetic" when only its dataset says so.
+    None for a record that names no data (the runner writes data_source into ok records only, from the
+    loaders it built; a skipped, interrupted or error record has none), so it adds nothing to the line."""
+    source = config.get("data_source")
+    if source:
+        return str(source)
+    return "synthetic" if config.get("dataset") == "synthetic" else None
+
+
+def machines(records: list[dict[str, Any]]) -> list[str]:
+    """One line per machine class: hardware, torch, image, threads, OpenMP, data sources, commits. A
+    machine none of whose records names its data says "data not recorded", never "data None"."""
+    out: dict[tuple, dict[str, Any]] = {}
+    for rec in records:
+        env, cfg = rec["env"], rec["config"]
+        image = (env.get("image") or {}).get("target") or "host (no image)"
+        gpus = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
+        line = (f"{env.get('cpu_model')} ({env.get('logical_cpus')} logical CPUs), {gpus}; torch "
+                f"{env.get('torch')}; {image}")
+        item = out.setdefault(machine_key(env), {"line": line, "threads": set(), "omp": set(), "data": set(),
+                                                 "git": set()})
+        item["threads"].add(str(env.get("torch_threads")))
+        item["omp"].add(str(env.get("openmp_runtime")))
+        if data_source(cfg) is not None:
+            item["data"].add(data_source(cfg))
+        item["git"].add(str(env.get("git_commit"))[:10] + ("+dirty" if env.get("git_dirty") else ""))
+    return [f"{m['line']}; torch threads {'/'.join(sorted(m['threads']))}; "
+            f"OpenMP {'/'.join(sorted(m['omp']))}; "
+            f"data {'/'.join(sorted(m['data'])) or NO_DATA_SOURCE}; "
+            f"commit {'/'.join(sorted(m['git']))}" for m in out.values()]
+
+
+def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drift.Drift | None = None,
+          note: str = "", plots_dir: Path | None = None, drift_skipped: str | None = None) -> Doc:
+    stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    doc = Doc("Published vs reproduced")
+    doc.add("p", f"Generated {stamp} from {loaded.files} result file(s), {len(loaded.records)} record(s) "
+                 f"under `{results_dir}`. {INTRO}")
+    if note:
+        doc.add("p", f"**Note:** {note}")
+    doc.add("h", "Machines")
+    doc.add("list", machines(loaded.records) or ["(no records)"])
+    doc.add("h", "Results")
+    if rows:
+        doc.add("table", tables.results_view(tables.frame(rows)))
+    else:
+        doc.add("p", f"No usable records under `{results_dir}`: nothing to compare yet.")
+    _memory(doc, rows)
+    _accuracy(doc, rows)
+    if drift is not None:
+        _drift(doc, drift)
+    elif drift_skipped:
+        doc.add("h", "Drift against the reference")
+        doc.add("p", f"{DRIFT_SKIPPED}: {drift_skipped}.")
+    _harness(doc, loaded.records)
+    if plots_dir is not None:
+        doc.add("h", "Plots")
+        for path, caption in report_plots.all_plots(rows, loaded.records, plots_dir):
+            doc.add("img", path.name, caption)
+    _notes(doc, rows)
+    problems = [f"error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
+    problems += [f"interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
+    skipped = loaded.skipped + ([f"(reference) {s}" for s in drift.loaded.skipped] if drift else [])
+    if problems or skipped:
+        doc.add("h", "Errors and skipped input")
+        doc.add("list", problems + [f"skipped: {s}" for s in skipped])
+    return doc
+
+
+def _memory(doc: Doc, rows: list[Row]) -> None:
+    saving = tables.memory_view(tables.frame(rows)) if rows else None
+    if saving is None or saving.empty:
+        return
+    doc.add("h", "Memory")
+    doc.add("p", "Saving factor = the baseline arm's peak / this arm's (2 = half the memory), with a 95 % bootstrap "
+                 "interval over repeats. Peak: what autograd keeps for backward where the technique trades exactly "
+                 "that (activation checkpointing), else the training's peak (CUDA allocator; on a CPU the "
+                 "process's resident-set high-water mark, which includes torch itself and so dilutes any saving).")
+    doc.add("table", saving)
+
+
+def _accuracy(doc: Doc, rows: list[Row]) -> None:
+    learning = tables.accuracy_view(rows)
+    if learning.empty:
+        return
+    doc.add("h", "Accuracy")
+    doc.add("p", "Measured accuracy is a learning check: it is compared between arms only when they saw the "
+                 "same number of training samples, and with the published figure only at book scale on the "
+                 "real data set (the next table), never at bench scale or on generated data.")
+    doc.add("table", learning)
+    book = tables.book_accuracy_view(rows)
+    if book.empty:
+        doc.add("p", "No arm ran at book scale on real data: no accuracy is compared with a published one.")
+    else:
+        doc.add("sub", "Against the published accuracy (book scale, real data)")
+        doc.add("table", book)
+
+
+def _drift(doc: Doc, drift: report_drift.Drift) -> None:
+    doc.add("h", "Drift against the reference")
+    doc.add("p", f"Reference `{drift.reference}` on " + " | ".join(machines(drift.loaded.records)) +
+                 ". Only a reversed conclusive verdict (faster <-> slower than published) fails "
+                 "`--fail-on-reversal`; differences are drift.")
+    if drift.data.empty:
+        doc.add("p", "No arm has a ratio in this run or the reference.")
+    else:
+        doc.add("table", report_drift.view(drift.data))
+    doc.add("p", ("Reversed: " + "; ".join(drift.reversals)) if drift.reversals else
+                 "No conclusive verdict reversed.")
+
+
+def _harness(doc: Doc, records: list[dict[str, Any]]) -> None:
+    table = tables.harness(records)
+    if table is None:
+        return
+    column = f"against the {HARNESS_GOAL_PCT:g} % goal"
+    by_verdict: dict[str, list[str]] = {}
+    for workload, verdict in zip(table["workload"], table[column]):
+        by_verdict.setdefault(verdict, []).append(workload)
+    wording = {tables.GOAL_MET: "Goal met (the overhead interval's upper end within the goal)",
+               tables.OVER_GOAL: "Over the goal (the whole interval above it)",
+               stats.INCONCLUSIVE: "Inconclusive (the interval straddles the goal, or too few repeats)",
+               tables.NOT_ASSESSED: "Not assessed (no interval)"}
+    doc.add("h", "Harness overhead")
+    doc.add("table", table)
+    doc.add("p", "The shared loop (pipelines/core/train/loop.py) against a minimal hand-written loop on the same "
+                 "work, arms interleaved (ci/harness-overhead.py); goal: overhead within "
+                 f"{HARNESS_GOAL_PCT:g} %, judged by the overhead's 95 % interval, never by its point value. "
+                 "A negative overhead is the harness loop measuring faster than the plain loop: noise, not a "
+                 "negative cost. "
+                 + " ".join(f"{text} on this run: {', '.join(by_verdict[v])}." for v, text in wording.items()
+                            if v in by_verdict)
+                 + " Timings are noisy and never asserted.")
+
+
+def _notes(doc: Doc, rows: list[Row]) -> None:
+    seen = list({r.entry.id: r.entry for r in rows if r.entry is not None}.values())
+    if not seen:
+        return
+    doc.add("h", "What to expect, and decisions")
+    for entry in seen:
+        items = [f"compares: {entry.compares}"]
+        if entry.hardware:
+            items.append(f"published hardware: {entry.hardware}")
+        items.append(f"expect here: {entry.expect or 'no band stated'} (tolerance ±{entry.tolerance:.0%})")
+        items += [f"decision: {d}" for d in entry.decisions]
+        doc.add("sub", entry.id)
+        doc.add("list", items)
+

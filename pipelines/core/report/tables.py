@@ -1,0 +1,197 @@
+"""The report's tables as pandas DataFrames: `frame(rows)` holds every Row column as data (numbers stay
+numbers; it is what report.csv is), and the views below turn it into the strings a reader sees, every
+number through the one formatter (report_stats.fmt). Markdown and HTML render these same views.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+import pandas as pd
+
+from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import intervals as stats
+from pipelines.core.stats.rows import Row
+
+
+def frame(rows: list[Row]) -> pd.DataFrame:
+    """One line per row, one column per Row field (the CSV)."""
+    return pd.DataFrame([row.data() for row in rows], columns=Row.columns())
+
+
+def _pm(means, sds, digits: int = 1) -> list[str]:
+    return [stats.Stat(1, m, None if pd.isna(s) else s).text(digits) if pd.notna(m) else "-"
+            for m, s in zip(means, sds)]
+
+
+def _pair(lows, highs, template: str) -> list[str]:
+    return ["-" if pd.isna(low) else template.format(stats.fmt(low), stats.fmt(high))
+            for low, high in zip(lows, highs)]
+
+
+def interval_text(ratios, lows, highs) -> list[str]:
+    """'[low, high]', 'no interval' where a point ratio has none, '-' where there is no ratio."""
+    return ["-" if pd.isna(ratio) else "no interval" if pd.isna(low) else stats.Interval(low, high).text()
+            for ratio, low, high in zip(ratios, lows, highs)]
+
+
+def results_view(data: pd.DataFrame) -> pd.DataFrame:
+    return pd.DataFrame({
+        "experiment": data.experiment, "variant": data.variant, "scale": data.scale, "n": data.n,
+        "published time": data.published_time, "published ratio": data.published_ratio.map(stats.fmt),
+        "basis": data.published_basis,
+        "band": _pair(data.band_low, data.band_high, "{}-{}"),
+        "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
+        "measured ratio": data.ratio.map(stats.fmt),
+        "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
+        "judged": data.judged,
+        "end-to-end ratio": [f"{stats.fmt(r)} {interval}" if interval != "-" else "-" for r, interval in
+                             zip(data.e2e_ratio, interval_text(data.e2e_ratio, data.e2e_ci_low, data.e2e_ci_high))],
+        "verdict": data.verdict, "compared with": data.baseline, "why": data.why})
+
+
+def memory_view(data: pd.DataFrame) -> pd.DataFrame:
+    """Arms with a memory saving factor (baseline peak / arm peak), its interval, and its verdict."""
+    has = data[data.memory_ratio.notna()]
+    return pd.DataFrame({
+        "experiment": has.experiment, "variant": has.variant, "scale": has.scale, "n": has.n,
+        "memory measured": has.memory_metric, "compared with": has.baseline,
+        "saving factor": has.memory_ratio.map(stats.fmt),
+        "95 % interval": interval_text(has.memory_ratio, has.memory_ci_low, has.memory_ci_high),
+        "published": has.published_memory_ratio.map(stats.fmt), "verdict": has.memory_verdict})
+
+
+def summary_view(data: pd.DataFrame) -> pd.DataFrame:
+    """The compact table `accel report` prints: one line per arm, ratio with its interval, verdict."""
+    scale = data.scale.map(lambda s: "" if s in ("bench", "-") else f" ({s})")
+    return pd.DataFrame({
+        "experiment": data.experiment, "variant": data.variant + scale, "n": data.n,
+        "step ms": data.step_ms_median.map(lambda v: stats.fmt(v, 1)),
+        "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
+        "ratio": data.ratio.map(stats.fmt),
+        "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
+        "published": data.published_ratio.map(lambda v: "-" if pd.isna(v) else f"{v:g}"),
+        "verdict": [verdict + (f" ({why})" if verdict == "not comparable" else "")
+                    for verdict, why in zip(data.verdict, data.why)],
+    })
+
+
+def accuracy_view(rows: list[Row]) -> pd.DataFrame:
+    """Measured accuracy per arm (a learning check) and its difference to the baseline arm, only at
+    equal samples seen. No published column: that comparison is `book_accuracy_view`'s alone."""
+    by_key = {row.key: row for row in rows}
+    lines = []
+    for row in rows:
+        if row.accuracy_mean is None:
+            continue
+        delta, why = report_rows.accuracy_delta(row, by_key)
+        lines.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,
+                      "data": row.data_source, "samples seen": stats.fmt(row.samples_seen, 0),
+                      "acc % (mean ± sd)": stats.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
+                      "Δ vs baseline arm (pp)": "-" if delta is None else f"{delta:+.2f}", "note": why})
+    return pd.DataFrame(lines)
+
+
+def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
+    """Measured against published accuracy: book-scale runs on the real data set only."""
+    lines = [{"experiment": row.experiment, "variant": row.variant, "n": row.n,
+              "acc % (mean ± sd)": stats.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
+              "published acc %": stats.fmt(row.published_accuracy),
+              "Δ vs published (pp)": f"{row.accuracy_mean - row.published_accuracy:+.2f}"}
+             for row in rows if report_rows.book_accuracy(row) and row.accuracy_mean is not None
+             and row.published_accuracy is not None]
+    return pd.DataFrame(lines)
+
+
+HARNESS_GOAL_PCT = 2.0  # the shared loop may cost at most this much throughput against a hand-written one
+HARNESS_FASTER = "harness faster than the plain loop: within noise, no overhead measured"
+GOAL_MET, OVER_GOAL, NOT_ASSESSED = "goal met", "over the goal", "not assessed"
+
+
+class Overhead(NamedTuple):
+    """The harness's overhead against the goal. `verdict` is one of GOAL_MET, OVER_GOAL, INCONCLUSIVE,
+    NOT_ASSESSED; `note` says what a negative overhead means (empty otherwise); `text` is the whole
+    reading in one phrase; `pct_interval` is the overhead's 95 % interval in percent, (low, high), or None."""
+
+    pct: float
+    pct_interval: tuple[float, float] | None
+    verdict: str
+    note: str
+    text: str
+
+
+def overhead(ratio: float, interval: stats.Interval | None, repeats: int,
+             goal_pct: float = HARNESS_GOAL_PCT) -> Overhead:
+    """Overhead % = (1 - shared/hand) x 100, read against the goal by its interval, never by the point.
+
+    The overhead's interval is the ratio's mapped through 1 - r, so its ends swap: the overhead's upper
+    end comes from the ratio's lower one. The goal is met only when that upper end is within the goal;
+    an interval entirely above the goal is over it; anything else is inconclusive, and so is an interval
+    from fewer than MIN_REPEATS_FOR_VERDICT repeats per loop (a bootstrap over 1-2 whole repeats cannot
+    see run-to-run noise). A negative point means the harness loop measured faster than the plain loop:
+    the harness adds work, so that is noise, not a negative cost, and it is said so instead of "-11.5 %
+    within the goal". Without an interval nothing is judged."""
+    pct = (1 - ratio) * 100
+    note = ""
+    if pct < 0:
+        # the whole interval says "faster", from enough repeats to see run-to-run noise
+        below = interval is not None and interval.low > 1 and repeats >= stats.MIN_REPEATS_FOR_VERDICT
+        note = "harness faster than the plain loop at 95 %: no overhead measured" if below else HARNESS_FASTER
+    reading = f"{pct:+.1f} %" + (f" ({note})" if note else "")
+    if interval is None:
+        return Overhead(pct, None, NOT_ASSESSED, note,
+                        f"{reading}; no interval: the {goal_pct:g} % goal is not assessed")
+    low, high = (1 - interval.high) * 100, (1 - interval.low) * 100
+    span = f"95 % interval [{low:+.1f}, {high:+.1f}] %"
+    if repeats < stats.MIN_REPEATS_FOR_VERDICT:
+        verdict = stats.INCONCLUSIVE
+        why = (f"{repeats} repeat(s) per loop: the interval cannot see run-to-run noise, a verdict needs "
+               f"{stats.MIN_REPEATS_FOR_VERDICT}+")
+    elif high <= goal_pct:
+        verdict, why = GOAL_MET, f"its upper end is within the {goal_pct:g} % goal"
+    elif low > goal_pct:
+        verdict, why = OVER_GOAL, f"all of it is above the {goal_pct:g} % goal"
+    else:
+        verdict, why = stats.INCONCLUSIVE, f"it straddles the {goal_pct:g} % goal"
+    return Overhead(pct, (low, high), verdict, note, f"{reading}; {span}: {verdict}, {why}")
+
+
+def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
+    """Shared loop vs hand-written loop throughput, from ci/harness-overhead.py's records: one row per
+    workload (model, batch size, device, scale: bench steps or the book's epochs on its data), since a small
+    CNN and a ViT-B/16, or 40 steps and 2 epochs, must not share a mean. Each loop's run-to-run spread (the
+    coefficient of variation of its training time) is shown too: the book-scale goal is a spread no wider
+    than the plain loop's."""
+    recs = [r for r in records if r["experiment"] == report_rows.HARNESS_ID and r["status"] == "ok"]
+
+    def workload(record: dict[str, Any]) -> tuple[str, int, str, str]:
+        config = record["config"]
+        scale = ("book: {} epochs of {}".format(config.get("epochs"), config.get("dataset"))
+                 if config.get("scale") == "book" else "bench")
+        return config.get("model", "?"), int(config.get("batch_size") or 0), config.get("device", "?"), scale
+
+    def spread(mine: list[dict[str, Any]], name: str) -> str:
+        times = stats.stat(r["metrics"].get("train_s") for r in mine if r["variant"] == name)
+        return "-" if not times.mean or times.sd is None else f"{100 * times.sd / times.mean:.1f} %"
+
+    lines = []
+    for model, batch, device, scale in sorted({workload(r) for r in recs}):
+        mine = [r for r in recs if workload(r) == (model, batch, device, scale)]
+        values = {name: [r["metrics"].get("throughput_samples_per_s") for r in mine if r["variant"] == name]
+                  for name in ("shared-loop", "hand-loop")}
+        shared, hand = (stats.stat(values[name]) for name in ("shared-loop", "hand-loop"))
+        if not shared.mean or not hand.mean:
+            continue
+        ratio, interval = stats.ratio_interval(stats.whole_repeats(values["shared-loop"]),
+                                               stats.whole_repeats(values["hand-loop"]))
+        cost = overhead(ratio, interval, min(shared.n, hand.n))
+        lines.append({"workload": f"{model} / batch {batch} / {device} / {scale}",
+                      "n (each loop)": f"{shared.n}/{hand.n}",
+                      "shared loop samples/s": shared.text(), "hand-written samples/s": hand.text(),
+                      "shared / hand": stats.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
+                      "overhead %": round(cost.pct, 1),
+                      "overhead 95 % interval": "[{:+.1f}, {:+.1f}] %".format(*cost.pct_interval),
+                      f"against the {HARNESS_GOAL_PCT:g} % goal": cost.verdict,
+                      "spread (shared / hand)": f"{spread(mine, 'shared-loop')} / {spread(mine, 'hand-loop')}",
+                      "note": cost.note})
+    return pd.DataFrame(lines) if lines else None

@@ -1,0 +1,94 @@
+"""The pipeline contract: what a technique file provides, and the only things the runner calls on it.
+
+A technique file `pipelines/<name>.py` defines a subclass and exposes one instance as `PIPELINE`:
+
+    class Pruning(TrainingPipeline):
+        Options = PruningOptions              # a frozen dataclass of typed knobs (core/spec/options.py)
+        def setup(self, cfg, opts, ctx):      # build model + step -> Trainable (the technique)
+        def check(self, cfg, opts, ctx):      # optional: refuse bad settings before any work
+        def skip(self, cfg, opts, ctx):       # optional: why this variant cannot run on this device
+        def before_training(self, trainable, prep, cfg, opts, ctx):  # optional: e.g. prune after warm-up
+
+The runner owns everything else for every pipeline: data and loaders, seeds, repeats, the loop and its
+clocks, evaluation (rank 0), checkpoints, ranks, results. No pipeline runs the loop or evaluates
+itself; `before_training` gets a `Preparation` whose `train` runs the shared loop untimed.
+
+A `Measurement` is the other kind: a measurement that is not a training run (a profile of one forward
+pass, a batch-size search). Its `measure` returns the metrics and artifacts for the record.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Mapping
+
+import torch
+
+from pipelines.core.spec.config import RunConfig
+from pipelines.core.data.datasets import Loaders
+from pipelines.core.train.loop import RunContext, Trainable
+from pipelines.core.spec.options import NoOptions
+
+
+@dataclass
+class Preparation:
+    """What `before_training` may use: the run's loaders, one batch, and an untimed run of the loop."""
+
+    loaders: Loaders
+    ctx: RunContext
+    train: Callable[[Trainable], dict[str, Any]]  # the shared loop, untimed, for the warm-up budget
+
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        x, y = next(iter(self.loaders.train))
+        return x.to(self.ctx.device), y.to(self.ctx.device)
+
+
+@dataclass
+class Measured:
+    """A Measurement's result: metrics (keys end in their unit) and artifacts (tables, curves)."""
+
+    metrics: dict[str, Any]
+    artifacts: dict[str, Any] = field(default_factory=dict)
+
+
+class Pipeline:
+    """Shared by both kinds: typed options, smoke-scale settings, and the optional refusals."""
+
+    Options: ClassVar[type] = NoOptions
+    smoke_settings: ClassVar[Mapping[str, Any]] = {}  # RunConfig settings at smoke scale (e.g. a tiny model)
+
+    def check(self, cfg: RunConfig, opts, ctx: RunContext) -> None:
+        """Raise ConfigError / NotRunnable for a combination that cannot work, before any work."""
+
+    def skip(self, cfg: RunConfig, opts, ctx: RunContext) -> str | None:
+        """Why this variant cannot run on this device (it gets a `skipped` record), or None."""
+        return None
+
+    def transforms(self, cfg: RunConfig, opts) -> tuple[Callable, Callable] | None:
+        """(train, test) input transforms when the technique is the input pipeline; None: the default."""
+        return None
+
+
+class TrainingPipeline(Pipeline):
+    """A training technique run by the shared loop."""
+
+    def setup(self, cfg: RunConfig, opts, ctx: RunContext) -> Trainable:
+        raise NotImplementedError
+
+    def before_training(self, trainable: Trainable, prep: Preparation, cfg: RunConfig, opts,
+                        ctx: RunContext) -> Trainable:
+        """Transform the model before the timed run (e.g. prune it after a warm-up); default: unchanged."""
+        return trainable
+
+
+class Measurement(Pipeline):
+    """A measurement that is not a training run."""
+
+    def measure(self, cfg: RunConfig, opts, ctx: RunContext, loaders: Loaders) -> Measured:
+        raise NotImplementedError
+
+
+def warmup_config(cfg: RunConfig) -> RunConfig:
+    """The untimed preparation budget: one epoch at book scale, else as many steps as the timed run."""
+    return dataclasses.replace(cfg, warmup_steps=0, epochs=1)

@@ -1,0 +1,180 @@
+"""RunConfig: the one resolved configuration of a run, written verbatim into every result.
+
+Settings (RunConfig fields) come from three layers, later ones winning: the scale's defaults, the
+catalog's book settings (experiment, then variant), and the user's command-line overrides. The
+pipeline's own knobs are one typed, frozen Options instance (`pipelines/core/spec/options.py`) held in
+`options`. Resolution happens once, in `resolve`; nothing downstream re-reads the catalog or the
+command line, so a config has exactly one home.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping
+
+SCALES = ("smoke", "bench", "book")
+DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
+DEVICES = ("cpu", "cuda")
+
+
+from pipelines.core.spec import repeat_rule
+from pipelines.core.errors import ConfigError  # noqa: F401  (re-exported: the historical home)
+from pipelines.core.spec.options import NoOptions
+
+
+@dataclass(frozen=True)
+class ScaleDefaults:
+    """How long a scale runs. `steps=None` means whole epochs (the book's protocol)."""
+
+    steps: int | None
+    warmup_steps: int
+    repeats: int | str  # a count, or "auto" (core/stats/stopping.py: until precise, or the budget is spent)
+    eval_batches: int | None  # None: the whole test set
+
+
+# smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated until every arm's
+# interval is narrow or the budget is spent; book: the book's epochs and settings, one run, full test pass.
+SCALE_DEFAULTS = {
+    "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=20),
+    "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
+}
+
+
+# Upper bounds: far beyond any book or bench setting, so a typo (1e20 epochs, an extra zero or five) is
+# refused before work instead of running for years. Values are (lowest, highest).
+BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 1000), "steps": (1, 10**9),
+          "warmup_steps": (0, 10**9), "num_workers": (0, 1024), "seed": (0, 2**32 - 1),
+          "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
+
+
+@dataclass(frozen=True)
+class RunConfig:
+    experiment: str
+    pipeline: str
+    variant: str
+    model: str
+    dataset: str
+    scale: str = "bench"
+    data_root: Path = Path("data")
+    results_dir: Path = Path("results")
+    batch_size: int = 64
+    epochs: int = 1
+    steps: int | None = None
+    warmup_steps: int = 0
+    repeats: int = 1  # with repeats_auto: the most repeats the rule may run
+    repeats_auto: bool = False  # --repeats auto: stop when every arm is precise enough, or at budget_s
+    budget_s: float | None = None  # --repeats auto's time budget for the whole run (seconds)
+    eval_batches: int | None = None
+    lr: float = 1e-5
+    weight_decay: float = 0.005
+    device: str = "cpu"
+    seed: int | None = 0
+    weights: Path | None = None
+    num_workers: int = 0
+    pin_memory: bool = False
+    persistent_workers: bool = False
+    prefetch_factor: int | None = None
+    shuffle: bool = False
+    drop_last: bool = False
+    image_size: int | None = None
+    seq_len: int | None = None  # token models: tokens per text (None: the model's own, e.g. 512 for DistilBERT)
+    tokenizer: Path | None = None  # a local tokenizer folder; None: train one on the training texts
+    head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
+    options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    def validate(self) -> None:
+        _choice("scale", self.scale, SCALES)
+        _choice("dataset", self.dataset, DATASETS)
+        _choice("device", self.device, DEVICES)
+        for name, (low, high) in BOUNDS.items():
+            value = getattr(self, name)
+            if value is not None and not low <= value <= high:
+                flag = f"--{name.replace('_', '-')}"
+                raise ConfigError(f"{flag} must be {'0 or more' if low == 0 else f'at least {low}'}, got {value}"
+                                  if value < low else f"{flag} must be at most {high:,}, got {value:,}")
+        if self.budget_s is not None:
+            repeat_rule.check_budget(self.budget_s)
+            if not self.repeats_auto:
+                raise ConfigError(f"--budget-s {self.budget_s:g} applies to --repeats auto only; drop it, or "
+                                  "pass --repeats auto (bench scale's default)")
+        if self.prefetch_factor is not None and self.num_workers == 0:
+            raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
+        if not math.isfinite(self.lr) or self.lr <= 0:
+            raise ConfigError(f"--lr must be a positive finite number, got {self.lr}")
+        if not math.isfinite(self.weight_decay) or self.weight_decay < 0:
+            raise ConfigError(f"weight_decay must be a finite number of 0 or more, got {self.weight_decay}")
+        if self.weights is not None and not Path(self.weights).exists():
+            raise ConfigError(f"weights file {self.weights} does not exist; pass --weights with a "
+                              "local state_dict file or model folder (nothing is downloaded at run time)")
+        if self.seq_len is not None and self.seq_len < 8:
+            raise ConfigError(f"--seq-len must be at least 8 tokens, got {self.seq_len}")
+        if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
+            raise ConfigError(f"tokenizer folder {self.tokenizer} does not exist; pass --tokenizer with a local "
+                              "folder holding a saved tokenizer, or leave it out to train one on the training texts")
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-ready form, as written into results."""
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out["options"] = dataclasses.asdict(self.options)
+        for key in ("data_root", "results_dir", "weights", "tokenizer"):
+            out[key] = None if out[key] is None else str(out[key])
+        return out
+
+
+def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"unknown {name} {value!r}; choose one of: {', '.join(allowed)}")
+
+
+def check_environment(env: Mapping[str, str] | None = None) -> None:
+    """Refuse an environment the run's libraries would silently misread, before any work.
+
+    OMP_NUM_THREADS: libgomp prints "Invalid value for environment variable OMP_NUM_THREADS" for anything
+    but a positive whole number (or a comma list of them, one per nesting level, e.g. "4,2") and then
+    runs with its default, and torch's own parse falls back the same way. The run then finishes "ok" with
+    a thread count the user did not ask for, recorded as if chosen. So the value is checked as libgomp's
+    grammar (digits only: torch ignores a padded " 4"), and a bad one is a ConfigError naming it.
+    Called by `resolve`, so `accel run`, every launcher's preflight and every rank refuse it; a command
+    should also call it before importing torch, or libgomp's own warning line comes first.
+    """
+    env = os.environ if env is None else env
+    value = env.get("OMP_NUM_THREADS")
+    if value is None:
+        return
+    if not all(item.isdigit() and item.isascii() and int(item) > 0 for item in value.split(",")):
+        raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a positive whole number (or a comma list of "
+                          "them, one per nesting level); unset it or set e.g. OMP_NUM_THREADS=2")
+
+
+def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, Any],
+            *, experiment: str, pipeline: str, variant: str, scale: str) -> RunConfig:
+    """Merge scale defaults < catalog entry < user overrides into one frozen RunConfig (after
+    `check_environment`: the environment is part of what a run is configured by)."""
+    check_environment()
+    _choice("scale", scale, SCALES)
+    defaults = SCALE_DEFAULTS[scale]
+    merged: dict[str, Any] = dict(settings)
+    merged.update(steps=defaults.steps, warmup_steps=defaults.warmup_steps,
+                  repeats=defaults.repeats, eval_batches=defaults.eval_batches)
+    if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
+        merged["steps"] = settings.get("steps")
+    merged.update({k: v for k, v in overrides.items() if v is not None})
+    if merged["repeats"] == repeat_rule.AUTO:
+        merged.update(repeats=repeat_rule.MAX_AUTO_REPEATS, repeats_auto=True)
+        if merged.get("budget_s") is None:
+            merged["budget_s"] = repeat_rule.DEFAULT_BUDGET_S
+    known = {f.name for f in dataclasses.fields(RunConfig)}
+    unknown = sorted(set(merged) - known)
+    if unknown:
+        raise ConfigError(f"unknown setting(s) {', '.join(unknown)}")
+    return RunConfig(experiment=experiment, pipeline=pipeline, variant=variant, scale=scale,
+                     options=options, **{k: v for k, v in merged.items()
+                                         if k not in ("experiment", "pipeline", "variant", "scale")})

@@ -1,0 +1,210 @@
+"""The experiment catalog: id -> pipeline, settings, baseline, container target, launcher, published figures.
+
+Entries live in `pipelines/catalog/*.py`, one module per source (book chapters, talk, course, notes),
+so the data is plain Python that needs no parser and imports without torch. This module holds the
+entry types and the lookup; it knows no chapter by name.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import pkgutil
+import sys
+from dataclasses import InitVar, dataclass, field
+from typing import Any, Mapping
+
+TARGETS = ("cpu", "cpu-intel", "cuda", "mpi")
+LAUNCHERS = ("local", "torchrun", "mpirun", "srun")
+STATUSES = ("ready", "planned")
+
+
+# What a published figure measures, so that a verdict compares like with like (a measured throughput ratio is
+# judged against a same-work figure, or against a time-to-result one converted to the same work).
+BASES = ("same-work throughput", "time-to-result", "end-to-end", "memory", "accuracy", "profile share")
+
+
+@dataclass(frozen=True)
+class Published:
+    """One published figure. `metric` ends in its unit (train_time_s, test_accuracy_pct, ratio).
+
+    `basis`: one of BASES; empty means the metric's usual one (a ratio: same-work throughput). A
+    time-to-result ratio compares runs that did different work (the talk's 10 scratch epochs against 3
+    fine-tuning ones); `work_ratio` is the baseline's work over the arm's (10/3 there), so the figure's
+    same-work equivalent, the one a throughput measurement can be judged against, is value / work_ratio."""
+
+    metric: str
+    value: float
+    source: str  # "book:ch2", "talk-slides", "repo-output:rasbt/cvpr2023", ...
+    note: str = ""
+    variant: str | None = None  # which variant of the experiment the figure belongs to
+    basis: str = ""
+    work_ratio: float = 1.0
+
+    def __post_init__(self) -> None:
+        if self.basis and self.basis not in BASES:
+            raise ValueError(f"basis {self.basis!r} is not one of {', '.join(BASES)}")
+        if self.work_ratio != 1.0 and self.basis != "time-to-result":
+            raise ValueError("work_ratio applies to a time-to-result figure only")
+
+    @property
+    def basis_name(self) -> str:
+        if self.basis:
+            return self.basis
+        if self.metric == "ratio":
+            return "same-work throughput"
+        if self.metric.endswith("_pct") and "accuracy" in self.metric:
+            return "accuracy"
+        if "memory" in self.metric or self.metric.endswith(("_gb", "_mib", "_bytes")):
+            return "memory"
+        if self.metric.startswith(("self_cpu", "self_cuda")) or "share" in self.metric:
+            return "profile share"
+        return "end-to-end" if "time" in self.metric else "same-work throughput"
+
+    @property
+    def same_work_value(self) -> float:
+        """The figure on the same-work basis (a time-to-result ratio divided by the work it did more)."""
+        return self.value / self.work_ratio
+
+
+@dataclass(frozen=True)
+class Variant:
+    """One arm of an experiment (eager vs compiled, a sparsity, a thread count).
+
+    Variants of one experiment run interleaved in one invocation (repeat 0 of every variant, then
+    repeat 1, ...), so slow drift of the machine affects all arms alike.
+    """
+
+    name: str
+    settings: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields this variant changes
+    options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options this variant changes
+
+
+@dataclass(frozen=True)
+class Experiment:
+    id: str
+    compares: str  # one line: baseline -> variant, as the README map shows it
+    pipeline: str | None  # module name under pipelines/, e.g. "grad_accum"
+    status: str = "ready"
+    baseline: str | None = None
+    target: str = "cpu"
+    launcher: str = "local"
+    settings: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields at book scale
+    options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options
+    knobs: Mapping[str, str] = field(default_factory=dict)  # launcher env knobs, e.g. OMP_RUNTIME
+    requires: tuple[str, ...] = ()  # capabilities: "gpu", "ipex", "ccl", "mpi-backend", "multi-gpu"
+    published: tuple[Published, ...] = ()
+    hardware: str = ""  # the hardware of the published run
+    expect: str = ""  # what to expect on other hardware, and why (shown by the report)
+    decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
+    reproduces: str = ""  # the source's table / figure / slide / unit this entry reproduces (the map's column)
+    cpu_smoke: tuple[str, ...] = ()  # extra `accel run` args for a quick CPU smoke run (e.g. a tiny stand-in)
+    planned_reason: str = ""  # for status "planned": what delivers it
+    variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
+    tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
+    # Compare each arm with the arm of the baseline experiment that ran on the same total cores (ranks x
+    # threads) here, not with the declared baseline arm: the published ratio holds at equal total cores.
+    match_cores: bool = False
+    variant: InitVar[str] = "default"  # shorthand for a single-variant experiment: its variant's name
+
+    def __post_init__(self, variant: str) -> None:
+        if not self.variants:
+            object.__setattr__(self, "variants", (Variant(variant),))
+
+    @property
+    def has_variants(self) -> bool:
+        """True when the experiment compares several variants of its own (not only against a baseline id)."""
+        return len(self.variants) > 1
+
+    def published_value(self, metric: str, variant: str | None = None) -> float | None:
+        for fig in self.published:
+            if fig.metric == metric and fig.variant == variant:
+                return fig.value
+        return None
+
+
+def cpu_smoke_args(entry: Experiment) -> list[str]:
+    """`accel run` arguments that run a GPU entry's code path on a CPU at smoke scale: what the no-GPU hints
+    suggest (tests/test_hints.py runs each one). NCCL has no CPU side, so Gloo stands in for it."""
+    args = ["--device", "cpu", "--scale", "smoke"]
+    if entry.options.get("backend") == "nccl":
+        args += ["-o", "backend=gloo"]
+    return [*args, *entry.cpu_smoke]
+
+
+class UnknownExperiment(KeyError):
+    pass
+
+
+def _load() -> dict[str, Experiment]:
+    """Every module's EXPERIMENTS; a module may name what its entries reproduce in one REPRODUCES table
+    (id -> text) instead of per entry."""
+    package = importlib.import_module("pipelines.catalog")  # its modules import this one: loaded on demand
+    entries: dict[str, Experiment] = {}
+    for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"{package.__name__}.{info.name}")
+        table = getattr(module, "REPRODUCES", {})
+        for entry in getattr(module, "EXPERIMENTS", ()):
+            if entry.id in entries:
+                raise ValueError(f"experiment id {entry.id!r} is defined twice")
+            if not entry.reproduces and entry.id in table:
+                entry = dataclasses.replace(entry, reproduces=table[entry.id], variants=entry.variants)
+            entries[entry.id] = entry
+    return entries
+
+
+_ENTRIES: dict[str, Experiment] | None = None
+
+
+def all_experiments() -> dict[str, Experiment]:
+    global _ENTRIES
+    if _ENTRIES is None:
+        _ENTRIES = _load()
+    return _ENTRIES
+
+
+def _nearest_ids(typed: str, ids, limit: int = 6) -> list[str]:
+    """The catalog ids nearest to a mistyped one, nearest first, at most `limit`.
+
+    Ranked by difflib's similarity ratio (2*matches/total length), so a one-letter slip in an id puts
+    that id first instead of whichever id of the same prefix the catalog lists first. Two nudges of
+    0.15 each, about what one typo costs in the ratio of an id this long: an id of the same first
+    dash-separated token (the user most likely named the source right) and an id the typed text
+    begins. Ids of the same token are always candidates, so a bare token lists its ids; others need a
+    ratio of 0.5 (half their characters in common) to appear.
+    """
+    import difflib
+
+    token = typed.split("-")[0]
+    scored = []
+    for entry in ids:
+        ratio = difflib.SequenceMatcher(None, typed, entry).ratio()
+        same_token = entry.split("-")[0] == token
+        if same_token or ratio >= 0.5:
+            scored.append((ratio + 0.15 * same_token + 0.15 * entry.startswith(typed), entry))
+    scored.sort(key=lambda item: (-item[0], item[1]))
+    return [entry for _, entry in scored[:limit]]
+
+
+def get(experiment_id: str) -> Experiment:
+    entries = all_experiments()
+    if experiment_id not in entries:
+        close = _nearest_ids(experiment_id, entries)
+        hint = f" (did you mean: {', '.join(close)}?)" if close else ""
+        raise UnknownExperiment(f"unknown experiment id {experiment_id!r}{hint}; "
+                                "`accel list` shows every id")
+    return entries[experiment_id]
+
+
+def main() -> None:
+    """`python -m pipelines.core.spec.experiments ids|ready|gpu`: id lists for the Makefile and the CI scripts,
+    without torch. `gpu`: the ready entries whose target image is cuda (ci/gpu-reference.sh runs them)."""
+    which = sys.argv[1] if len(sys.argv) > 1 else "ids"
+    for entry in all_experiments().values():
+        if which == "ids" or entry.status == which or (which == "gpu" and entry.status == "ready"
+                                                       and entry.target == "cuda"):
+            print(entry.id)
+
+
+if __name__ == "__main__":
+    main()

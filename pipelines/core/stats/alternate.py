@@ -1,0 +1,199 @@
+"""Arms measured in alternation across processes, until their intervals are narrow or a budget runs out.
+
+Why processes: some arms cannot share one (the OpenMP runtime, the allocator, the thread count and the
+rank count are fixed when a process starts), and experiments that are separate catalog entries (the
+book's chapter 2 ladder: baseline, no bias, batch 256) each have their own launcher and knobs. Run one
+after the other, slow drift of the machine (another tenant, thermal state) lands in their ratio. Here
+every experiment runs one repeat per round, in ABBA order (the order reverses every round, so a linear
+drift costs every arm the same), each through `accel launch` with `--repeats 1`; the report pools the
+rounds' records (one folder, one experiment id) exactly as it pools the repeats of one process.
+
+Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
+applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95 % interval has a
+half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
+budget. The summary file (alternation--<time>.json) says which rule stopped
+it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round) in its env.vars.
+
+What the terminal shows: one line per round (each process's time, the budget spent and left); every
+process's own output (launcher lines, its plan, its per-repeat lines) goes to alternation--<time>.log
+beside the records, and a failing process's `accel: error:` line is repeated on the terminal.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+from pipelines.core.record import atomic, results
+from pipelines.core.stats import rows, stopping
+from pipelines.core.errors import ConfigError
+from pipelines.core.stats.stopping import DEFAULT_HALFWIDTH, MIN_ROUNDS, order  # noqa: F401  (this module's rule)
+
+EXIT_INTERRUPTED = 130
+
+
+@dataclass(frozen=True)
+class StopRule:
+    rounds: int | None  # a fixed count; None: auto (precision or budget)
+    budget_s: float
+    halfwidth: float = DEFAULT_HALFWIDTH
+
+    def __post_init__(self) -> None:
+        if self.rounds is not None and self.rounds < 1:
+            raise ConfigError(f"--rounds {self.rounds} must be at least 1 (or auto)")
+        stopping.check_budget(self.budget_s)
+        stopping.check_halfwidth(self.halfwidth)
+
+
+def parse_rounds(text: str) -> int | None:
+    """`auto` -> None, else a positive integer (ConfigError naming the value otherwise)."""
+    if text == "auto":
+        return None
+    if not text.isdigit() or int(text) < 1:
+        raise ConfigError(f"--rounds {text!r} is not a positive integer or auto (e.g. --rounds 5)")
+    return int(text)
+
+
+@dataclass
+class Summary:
+    group: str
+    experiments: list[str]
+    rounds: int = 0
+    stopped_by: str = ""  # "rounds" | "precision" | "budget" | "failure" | "interrupted"
+    elapsed_s: float = 0.0
+    halfwidths: dict[str, float | None] = field(default_factory=dict)  # "id [arm]" -> relative half-width
+    rule: dict = field(default_factory=dict)
+
+
+def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]:
+    """Relative 95 % half-width of every measured arm of these experiments (None: no interval yet)."""
+    return rows.arm_halfwidths(rows.load(results_dir).records, list(ids))
+
+
+def launch_command(experiment_id: str, passthrough: Sequence[str], results_dir: Path) -> list[str]:
+    """One round's process: one repeat, into the comparison's folder, never bringing a baseline of its own."""
+    return [sys.executable, "-m", "pipelines", "launch", experiment_id, *passthrough, "--repeats", "1",
+            "--results-dir", str(results_dir), "--no-baseline"]
+
+
+def log_path(results_dir: Path, group: str) -> Path:
+    return Path(results_dir) / f"alternation--{group}.log"
+
+
+def group_records(results_dir: Path, group: str) -> tuple[list[dict], list[Path]]:
+    """The records (and their files) this comparison wrote: ACCEL_ALTERNATION starts with its group, so
+    older runs in the same folder never enter its verdict."""
+    records, paths = [], set()
+    for path in sorted(Path(results_dir).glob("*.jsonl")):
+        for item in results.read_tolerant(path):
+            if isinstance(item, results.Skipped):
+                continue
+            mark = str(((item.get("env") or {}).get("vars") or {}).get("ACCEL_ALTERNATION", ""))
+            if mark.startswith(f"{group}:"):
+                records.append(item)
+                paths.add(path)
+    return records, sorted(paths)
+
+
+def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule: StopRule,
+        start: Callable[[list[str], dict], int] | None = None, clock: Callable[[], float] = time.monotonic,
+        echo: Callable[[str], None] = print) -> Summary:
+    """Rounds of one repeat per experiment until the rule stops; returns (and writes) the summary.
+
+    `start(argv, extra_env) -> exit code` runs one process (a real subprocess by default)."""
+    group = results.new_run_id()
+    log = log_path(results_dir, group)
+    start = start or (lambda argv, env: _subprocess(argv, env, log))
+    summary = Summary(group, list(ids), rule=asdict(rule))
+    auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
+    began, longest_round = clock(), 0.0
+    try:
+        while True:
+            elapsed = clock() - began
+            if auto is not None:
+                if not auto.should_start(elapsed):
+                    summary.stopped_by = auto.stopped_by
+                    break
+            elif summary.rounds >= rule.rounds:
+                summary.stopped_by = "rounds"
+                break
+            elif summary.rounds and elapsed + longest_round > rule.budget_s:
+                summary.stopped_by = "budget"
+                break
+            round_began, took = clock(), []
+            for experiment_id in order(ids, summary.rounds):
+                env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}", "ACCEL_PLAN_SHOWN": "1"}
+                began_one = clock()
+                code = start(launch_command(experiment_id, passthrough, results_dir), env)
+                took.append(f"{experiment_id} {clock() - began_one:.0f} s")
+                if code != 0:
+                    summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
+                    summary.elapsed_s = clock() - began
+                    _write(results_dir, summary)
+                    raise RoundFailed(experiment_id, code, summary, _error_lines(log))
+            summary.rounds += 1
+            longest_round = max(longest_round, clock() - round_began)
+            summary.halfwidths = halfwidths(results_dir, ids)
+            if auto is not None:
+                auto.after_round(summary.halfwidths, clock() - round_began)
+            echo(round_line(summary, rule, took, clock() - began))
+    finally:
+        summary.elapsed_s = clock() - began
+    _write(results_dir, summary)
+    return summary
+
+
+class RoundFailed(Exception):
+    def __init__(self, experiment_id: str, code: int, summary: Summary, said: str = ""):
+        because = f": {said}" if said else ""
+        super().__init__(f"{experiment_id} exited with code {code} in round {summary.rounds + 1}{because}; the "
+                         f"finished rounds' records are kept")
+        self.code, self.summary = code, summary
+
+
+def round_line(summary: Summary, rule: StopRule, took: list[str], elapsed_s: float) -> str:
+    """One line per round: which round of how many, each process's time, the budget spent and left."""
+    most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {stopping.MAX_AUTO_REPEATS})"
+    budget = (f"{elapsed_s:.0f} s of {rule.budget_s:g} s budget spent, {max(0.0, rule.budget_s - elapsed_s):.0f} s "
+              "left" if rule.rounds is None else f"{elapsed_s:.0f} s")
+    widths = stopping.describe_widths(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"
+    return f"round {summary.rounds}{most}: {', '.join(took)}; {budget}; {widths}"
+
+
+def _error_lines(log: Path) -> str:
+    """What a failing process said to the user: its `accel: error:` lines (else its last line), from its log."""
+    try:
+        lines = [line.strip() for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    said = [line.removeprefix("accel: error: ") for line in lines if line.startswith("accel: error:")]
+    return "; ".join(dict.fromkeys(said)) if said else (lines[-1][:300] if lines else "")
+
+
+def describe(summary: Summary) -> str:
+    widths = stopping.describe_widths(summary.halfwidths)
+    return (f"alternation {summary.group}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
+            f"{summary.elapsed_s:.0f} s, stopped by {summary.stopped_by}; 95 % half-widths: {widths}")
+
+
+def _write(results_dir: Path, summary: Summary) -> Path:
+    path = Path(results_dir) / f"alternation--{summary.group}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    atomic.write_text(path, json.dumps(asdict(summary), indent=1, allow_nan=False) + "\n")
+    return path
+
+
+def _subprocess(argv: list[str], extra_env: dict, log: Path) -> int:
+    """One process, its output appended to the comparison's log (the terminal gets one line per round)."""
+    log.parent.mkdir(parents=True, exist_ok=True)
+    with open(log, "a") as out:
+        out.write(f"$ {' '.join(argv)}\n")
+        out.flush()
+        return subprocess.run(argv, env={**os.environ, **extra_env}, stdout=out, stderr=subprocess.STDOUT,
+                              stdin=subprocess.DEVNULL).returncode

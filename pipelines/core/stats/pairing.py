@@ -1,0 +1,141 @@
+"""Which arm a reproduced arm is compared with, which published figures belong to it, and whether two
+sets of records may be compared at all.
+
+The catalog is the only source: an entry's `baseline` ("id" or "id@variant"), or, without one, the
+entry's own first arm. A baseline id without "@variant" means the arm of that experiment with the same
+name when there is one (oneCCL ranks=4 against Gloo ranks=4), else its first arm. With `match_cores`,
+the arm of the baseline experiment that ran on the same total cores is used instead of the declared one
+(the book's 2x8 against 1x16 becomes 2x1 against 1x2 on a 2-core machine). Records are compared only
+when machine, torch and image agree (`envinfo.machine_key`); the report says which of them differ.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from pipelines.core.spec import experiments
+from pipelines.core.record.envinfo import machine_key
+
+MACHINE_FIELDS = ("CPU model", "CPU family/model", "CPU vector units", "logical CPUs", "torch", "image target",
+                  "image lock", "GPUs")
+TIME_METRICS = {"train_time_s": 1.0, "train_time_min": 60.0, "fit_time_min": 60.0}  # metric -> s per unit
+
+Records = list[dict[str, Any]]
+
+
+def applies(entry: experiments.Experiment, fig: experiments.Published, variant: str) -> bool:
+    """A figure belongs to an arm when it names it, or names none in a single-arm experiment."""
+    return fig.variant == variant or (fig.variant is None and not entry.has_variants)
+
+
+def published_figure(entry: experiments.Experiment, metric: str, variant: str) -> experiments.Published | None:
+    return next((fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant)), None)
+
+
+def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
+    """The figure's value on the basis a throughput measurement has: same work (see Published.same_work_value)."""
+    fig = published_figure(entry, metric, variant)
+    return None if fig is None else fig.same_work_value
+
+
+def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[str, float]]:
+    """(as printed, seconds) of an arm's published training times."""
+    return [(f"{fig.value:g} {fig.metric.rsplit('_', 1)[-1]}", fig.value * TIME_METRICS[fig.metric])
+            for fig in entry.published if fig.metric in TIME_METRICS and applies(entry, fig, variant)]
+
+
+def declared_baseline(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
+    """(experiment, arm) the catalog compares `variant` with; None for a reference arm."""
+    if entry.baseline:
+        base_id, _, base_variant = entry.baseline.partition("@")
+        if base_variant:
+            return base_id, base_variant
+        base = experiments.all_experiments().get(base_id)
+        names = [arm.name for arm in base.variants] if base else ["default"]
+        return base_id, variant if variant in names else names[0]
+    first = entry.variants[0].name
+    return None if variant == first else (entry.id, first)
+
+
+def total_cores(record: dict[str, Any]) -> int:
+    """Parallel workers of a run: GPUs (ranks) on CUDA, ranks x torch threads on the CPU."""
+    ranks = int((record.get("dist") or {}).get("world_size") or 1)
+    if record["config"].get("device") == "cuda":
+        return ranks
+    return ranks * int(record["env"].get("torch_threads") or 1)
+
+
+def baseline_arm(entry: experiments.Experiment, variant: str, records: Records,
+                 ran: Mapping[tuple[str, str], Records]) -> tuple[str, str, str] | None:
+    """(experiment, arm, why this arm) to compare with; `ran` holds the ok records of this scale by arm."""
+    declared = declared_baseline(entry, variant)
+    if declared is None or not entry.match_cores or not records:
+        return None if declared is None else (*declared, "")
+    cores = total_cores(records[0])
+    base = experiments.all_experiments().get(declared[0])
+    for arm in base.variants if base else ():
+        recs = ran.get((declared[0], arm.name))
+        if recs and total_cores(recs[0]) == cores:
+            return declared[0], arm.name, f"same total cores: {cores}"
+    return (*declared, f"no {declared[0]} arm ran on the same total cores: {cores}")
+
+
+def _published_processes(experiment_id: str) -> int:
+    """The processes the catalog launches an entry with (its NPROC knob; 1 for a single process)."""
+    entry = experiments.all_experiments().get(experiment_id)
+    return int(entry.knobs.get("NPROC", 1)) if entry and entry.launcher == "torchrun" else 1
+
+
+def process_count_difference(entry: experiments.Experiment, base_id: str, records: Records,
+                             base_records: Records) -> str:
+    """'' when the measured pair ran at the published pair's process ratio, else what differs: vit-ddp-4gpu
+    on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU speed-up. Arms sized
+    by a `ranks` option are left out (a launch skips the arms that do not fit it), and so are arms of one
+    experiment (one launch, one process count)."""
+    if base_id == entry.id or any("ranks" in arm.options for arm in entry.variants):
+        return ""
+    ran, ran_base = _world_sizes(records), _world_sizes(base_records)
+    wanted, wanted_base = _published_processes(entry.id), _published_processes(base_id)
+    if len(ran) == len(ran_base) == 1 and ran[0] * wanted_base == ran_base[0] * wanted:
+        return ""
+    return (f"published at {wanted} vs {wanted_base} process(es), ran at {'/'.join(map(str, ran))} vs "
+            f"{'/'.join(map(str, ran_base))} (NPROC; one GPU per process)")
+
+
+def _world_sizes(records: Records) -> list[int]:
+    return sorted({int((r.get("dist") or {}).get("world_size") or 1) for r in records})
+
+
+def machine_difference(records: Records) -> str:
+    """'' when every record ran on one machine/torch/image, else what differs."""
+    keys = {machine_key(r["env"]) for r in records}
+    if len(keys) < 2:
+        return ""
+    parts = []
+    for index, name in enumerate(MACHINE_FIELDS):
+        values = sorted({str(k[index]) for k in keys})
+        if len(values) > 1:
+            parts.append(f"{name} {' vs '.join(values)}")
+    return "runs differ in " + "; ".join(parts)
+
+
+def hardware_class(entry: experiments.Experiment) -> str:
+    return "gpu" if entry.target == "cuda" or "gpu" in entry.requires else "cpu"
+
+
+def run_class(records: Records) -> str:
+    return "gpu" if any(r["config"].get("device") == "cuda" for r in records) else "cpu"
+
+
+def machine_class(record: dict[str, Any]) -> tuple:
+    """What a committed reference must share with a run to be compared: CPU model, family/model and vector
+    units (a VM's generic model name can hide another generation), logical CPUs, GPUs."""
+    env = record["env"]
+    return (env.get("cpu_model"), env.get("cpu_id"), env.get("cpu_isa"), env.get("logical_cpus"),
+            tuple(g.get("name") for g in env.get("gpus") or ()))
+
+
+def class_text(key: tuple) -> str:
+    model, cpu_id, isa, cpus, gpus = key
+    return f"{model} ({cpu_id or 'family/model not recorded'}, {isa or 'vector units not recorded'}; " \
+           f"{cpus} logical CPUs, {', '.join(gpus) or 'no GPU'})"

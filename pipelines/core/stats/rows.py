@@ -1,0 +1,391 @@
+"""Report rows: one per experiment arm and scale, measured beside published, each with its verdict.
+
+The compared quantity is throughput (samples per second of training, data loading included), so a
+ratio means what the book's ratio of training times means for the same work: baseline_time /
+variant_time = variant_throughput / baseline_throughput, whatever the batch size. A verdict is
+conclusive only when the ratio's bootstrap interval (report_stats) is; records without per-step times
+(older schema) get the point ratio and the verdict "inconclusive" (no interval). An `interrupted` record
+(a repeat stopped by Ctrl-C or SIGTERM) never enters a ratio: an arm with nothing else shows the verdict
+"interrupted" and how far it got, an arm with finished repeats too says how many were left out.
+
+Rows are flat dataclasses so that a table is `pandas.DataFrame(row.data() for row in rows)`: the CSV's
+columns are these fields, in this order, and nothing else lists them.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from pipelines.core.record import results
+from pipelines.core.spec import experiments
+from pipelines.core.stats import pairing as compare
+from pipelines.core.stats import intervals as stats
+from pipelines.core.spec.config import ConfigError
+
+HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
+HIDDEN = {"table": False}  # Row fields that are not table columns
+NO_INTERVAL = "no interval: records without per-step times (older schema)"
+INTERRUPTED = "interrupted"
+
+
+@dataclass
+class Loaded:
+    records: list[dict[str, Any]]
+    skipped: list[str]  # "file[:line]: reason" for everything that could not be used
+    files: int
+
+
+def load(results_dir: Path) -> Loaded:
+    """Every valid record under results_dir (sub-folders too, except reference/ ones: those are compared
+    with --against, never mixed in); damaged lines and unknown schemas are skipped, each with a reason."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ConfigError(f"results dir {root} does not exist; run an experiment first "
+                          "(e.g. make <id> ARGS='--scale bench') or pass --results-dir")
+    loaded = Loaded([], [], 0)
+    for path in sorted(root.glob("**/*.jsonl")):
+        if "reference" in path.relative_to(root).parts[:-1]:
+            continue
+        loaded.files += 1
+        for item in results.read_tolerant(path):
+            if isinstance(item, results.Skipped):
+                loaded.skipped.append(item.reason)
+            else:
+                loaded.records.append(item)
+    return loaded
+
+
+@dataclass
+class Row:
+    experiment: str
+    variant: str
+    scale: str = "-"
+    n: int = 0
+    baseline: str = "-"  # "id [arm]" this arm is compared with, and why that arm
+    published_time: str = "-"
+    published_time_s: float | None = None
+    published_ratio: float | None = None  # on the same-work basis the measured ratio has
+    published_basis: str = "-"  # what the source's figure measured, and how it became published_ratio
+    band_low: float | None = None
+    band_high: float | None = None
+    throughput_mean: float | None = None
+    throughput_sd: float | None = None
+    train_s_mean: float | None = None
+    step_ms_median: float | None = None
+    ratio: float | None = None
+    ci_low: float | None = None
+    ci_high: float | None = None
+    verdict: str = "not run"
+    why: str = ""
+    judged: str = "-"  # which measured ratio the verdict judged: steady state, or end-to-end
+    e2e_ratio: float | None = None  # the same arms' whole repeats, warm-up and compilation included
+    e2e_ci_low: float | None = None
+    e2e_ci_high: float | None = None
+    memory_metric: str = "-"
+    memory_ratio: float | None = None  # baseline peak / this arm's peak: 2 = half the memory
+    memory_ci_low: float | None = None
+    memory_ci_high: float | None = None
+    published_memory_ratio: float | None = None
+    memory_verdict: str = "-"
+    data_source: str = "-"
+    samples_seen: int | None = None
+    accuracy_mean: float | None = None
+    accuracy_sd: float | None = None
+    published_accuracy: float | None = None
+    entry: experiments.Experiment | None = field(default=None, metadata=HIDDEN)
+    records: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)
+    errors: list[str] = field(default_factory=list, metadata=HIDDEN)
+    interrupted: list[str] = field(default_factory=list, metadata=HIDDEN)  # how far each stopped repeat got
+    base_key: tuple[str, str, str] | None = field(default=None, metadata=HIDDEN)
+
+    @classmethod
+    def columns(cls) -> list[str]:
+        return [f.name for f in fields(cls) if f.metadata.get("table", True)]
+
+    def data(self) -> dict[str, Any]:
+        return {name: getattr(self, name) for name in self.columns()}
+
+    @property
+    def key(self) -> tuple[str, str, str]:
+        return self.experiment, self.variant, self.scale
+
+    @property
+    def family(self) -> str:
+        return self.experiment.split("-")[0]
+
+    @property
+    def interval(self) -> stats.Interval | None:
+        return None if self.ci_low is None else stats.Interval(self.ci_low, self.ci_high)
+
+
+def samples_seen(record: dict[str, Any]) -> int | None:
+    """Training samples a run saw: steps x samples per step under a step budget (warm-up steps train
+    too), epochs x training-set size when it ran whole epochs. Accuracies compare only at equal values."""
+    cfg, metrics = record["config"], record["metrics"]
+    if cfg.get("steps"):
+        per_step = metrics.get("samples_per_step") or (cfg.get("batch_size") or 0) * int(
+            (record.get("dist") or {}).get("world_size") or 1)
+        return int(((metrics.get("warmup_steps") or 0) + (metrics.get("measured_steps") or 0)) * per_step)
+    epochs, size = metrics.get("epochs_completed"), cfg.get("train_samples")
+    return int(epochs * size) if epochs and size else None
+
+
+def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
+    """Rows for every catalog arm that has records, plus 'not run' rows for the ids named in `only`."""
+    entries = experiments.all_experiments()
+    ran: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    errors: dict[tuple[str, str], list[str]] = defaultdict(list)
+    stopped: dict[tuple[str, str], list[str]] = defaultdict(list)
+    for rec in loaded.records:
+        if rec["experiment"] == HARNESS_ID:
+            continue
+        if rec["status"] == "ok" and rec["metrics"].get("throughput_samples_per_s"):
+            ran[(rec["experiment"], rec["variant"], rec["scale"])].append(rec)
+        elif rec["status"] == "error":
+            err = rec.get("error") or {}
+            errors[(rec["experiment"], rec["variant"])].append(
+                f"{err.get('type', 'error')}: {str(err.get('message', ''))[:160]}")
+        elif rec["status"] == INTERRUPTED:
+            stopped[(rec["experiment"], rec["variant"])].append(
+                f"repeat {rec['repeat']} ({rec['scale']}): {'; '.join(rec.get('notes', [])) or INTERRUPTED}")
+    order = {exp: index for index, exp in enumerate(entries)}  # catalog order; unknown ids last
+    wanted = sorted(set(only or []) | {k[0] for k in ran} | {k[0] for k in errors} | {k[0] for k in stopped},
+                    key=lambda exp: (order.get(exp, len(order)), exp))
+    rows = []
+    for exp in wanted:
+        entry = entries.get(exp)
+        recorded = sorted({k[1] for k in ran if k[0] == exp})
+        arms = [a.name for a in entry.variants] if entry else recorded
+        arms += [arm for arm in recorded if arm not in arms]  # an arm the catalog has since renamed or dropped
+        for variant in arms:
+            for scale in sorted({k[2] for k in ran if k[:2] == (exp, variant)}) or ["-"]:
+                row = Row(exp, variant, scale, entry=entry, records=ran.get((exp, variant, scale), []),
+                          errors=errors.get((exp, variant), []), interrupted=stopped.get((exp, variant), []))
+                _measured(row)
+                if entry is not None and variant in {a.name for a in entry.variants}:
+                    _published(row, entry)
+                    _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
+                elif row.records:
+                    row.verdict = "not in catalog"
+                    row.why = ("no published figures" if entry is None else
+                               f"{exp} has no arm {variant} now (the records are older than the catalog)")
+                _left_out(row)
+                rows.append(row)
+    return rows
+
+
+def _left_out(row: Row) -> None:
+    """Interrupted repeats are shown, never measured: the arm's verdict, or a note beside its ratio."""
+    if not row.interrupted:
+        return
+    if not row.records:
+        row.verdict, row.why = INTERRUPTED, f"{INTERRUPTED}: {row.interrupted[-1]}"
+    else:
+        note = f"{len(row.interrupted)} interrupted repeat(s) not counted"
+        row.why = f"{row.why}; {note}" if row.why else note
+
+
+def _measured(row: Row) -> None:
+    recs = row.records
+    row.n = len(recs)
+    metric = lambda name: stats.stat(r["metrics"].get(name) for r in recs)  # noqa: E731
+    throughput, accuracy = metric("throughput_samples_per_s"), metric("test_accuracy_pct")
+    row.throughput_mean, row.throughput_sd = throughput.mean, throughput.sd
+    row.accuracy_mean, row.accuracy_sd = accuracy.mean, accuracy.sd
+    row.train_s_mean, row.step_ms_median = metric("train_s").mean, metric("step_time_ms_median").mean
+    if recs:
+        row.data_source = "/".join(sorted({str(r["config"].get("data_source")) for r in recs}))
+        seen = {samples_seen(r) for r in recs}
+        row.samples_seen = seen.pop() if len(seen) == 1 else None
+
+
+def _published(row: Row, entry: experiments.Experiment) -> None:
+    times = compare.published_times(entry, row.variant)
+    row.published_time = ", ".join(text for text, _ in times) or "-"
+    row.published_time_s = times[0][1] if times else None
+    row.published_accuracy = compare.published(entry, "test_accuracy_pct", row.variant)
+    metric = "ratio" if compare.published_figure(entry, "ratio", row.variant) else STATED_SPEED
+    row.published_ratio = compare.published(entry, metric, row.variant)
+    fig = compare.published_figure(entry, metric, row.variant)
+    if fig is not None:
+        row.published_basis = "stated rule of thumb" if metric == STATED_SPEED else \
+            fig.basis_name if fig.work_ratio == 1.0 else (
+            f"{fig.basis_name} {fig.value:g} over {fig.work_ratio:.3g}x the work: {fig.same_work_value:.2f} "
+            "on the same work")
+    if row.published_ratio is not None:
+        expected = stats.band(row.published_ratio, entry.tolerance)
+        row.band_low, row.band_high = expected.low, expected.high
+
+
+def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
+    """The comparison with the baseline arm, or why there is none."""
+    if not row.records:
+        row.why = (f"error: {row.errors[-1]}" if row.errors else
+                   f"planned: {entry.planned_reason}" if entry.status == "planned" else "no records")
+        return
+    base = compare.baseline_arm(entry, row.variant, row.records, here)
+    if base is None:
+        row.verdict, row.why = "baseline", "the reference arm (ratio 1 by definition)"
+        return
+    row.base_key = (base[0], base[1], row.scale)
+    row.baseline = f"{base[0]} [{base[1]}]" + (f" ({base[2]})" if base[2] else "")
+    base_recs = ran.get(row.base_key, [])
+    if not base_recs:
+        row.verdict = "not comparable"
+        row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
+        return
+    difference = (compare.machine_difference(row.records + base_recs)
+                  or compare.process_count_difference(entry, base[0], row.records, base_recs))
+    if difference:
+        row.verdict, row.why = "not comparable", f"no ratio: {difference}"
+        return
+    _ratio(row, base_recs)
+    _end_to_end(row, base_recs)
+    _memory(row, entry, base_recs)
+    interval = row.interval
+    row.judged = "steady state"
+    figure = compare.published_figure(entry, "ratio", row.variant)
+    if figure is not None and figure.basis_name == "end-to-end" and compare.hardware_class(entry) == \
+            compare.run_class(row.records):
+        if row.scale != "book":
+            row.verdict = "not comparable"
+            # the source's compilation is spread over its whole run, a bench run's over a few steps
+            row.why = (f"end-to-end figure: judged at --scale book (here steady {stats.fmt(row.ratio)}, "
+                       f"end-to-end {stats.fmt(row.e2e_ratio)})")
+            return
+        row.judged = "end-to-end"
+        interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
+        row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
+    if compare.hardware_class(entry) != compare.run_class(row.records):
+        row.verdict = "not comparable"
+        row.why = (f"different hardware class: published on {compare.hardware_class(entry).upper()} "
+                   f"({entry.hardware or 'unstated'}), run on {compare.run_class(row.records).upper()}")
+    elif row.published_ratio is None:
+        row.verdict = "measured"
+        row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
+    elif interval is None:
+        row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
+    elif (fewest := min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
+        row.verdict = stats.INCONCLUSIVE
+        row.why = (f"{fewest} repeat(s) on an arm: the interval cannot see run-to-run noise; a verdict needs "
+                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ repeats per arm (--repeats, or accel compare --rounds)")
+    else:
+        row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
+        if row.verdict == stats.INCONCLUSIVE:
+            row.why = (f"interval {interval.text()} straddles the band "
+                       f"{stats.Interval(row.band_low, row.band_high).text()}")
+
+
+def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
+    """Bootstrap ratio and interval from per-step times; the point ratio of mean throughputs without them."""
+    mine = [stats.repeat_of(r) for r in row.records]
+    theirs = [stats.repeat_of(r) for r in base_recs]
+    if None not in mine and None not in theirs:
+        row.ratio, interval = stats.ratio_interval(mine, theirs)
+        row.ci_low, row.ci_high = interval.low, interval.high
+        return
+    base_mean = stats.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
+    row.ratio = row.throughput_mean / base_mean
+
+
+def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
+    """Ratio of whole repeats (warm-up + timed steps: compilation included) over the same work: what a source
+    that timed its whole run, compilation inside its first epoch, measured."""
+    total = lambda r: (r["metrics"].get("warmup_s") or 0.0) + (r["metrics"].get("train_s") or 0.0)  # noqa: E731
+    mine, theirs = [total(r) for r in row.records], [total(r) for r in base_recs]
+    if not all(mine) or not all(theirs) or {samples_seen(r) for r in row.records} != \
+            {samples_seen(r) for r in base_recs}:
+        return
+    if len(mine) >= 2 and len(theirs) >= 2:
+        row.e2e_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.e2e_ci_low, row.e2e_ci_high = interval.low, interval.high
+    else:
+        row.e2e_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
+
+
+# A source's stated factors (the scale note's recipe table: "2x speed, 2x memory"): judged like measured figures
+# when an arm has no published ratio of its own, and labelled as rules of thumb.
+STATED_SPEED, STATED_MEMORY = "stated_speed_factor_x", "stated_memory_factor_x"
+
+# A saving factor above the band saves more memory than published (not "faster").
+MEMORY_WORDS = {stats.FASTER: "saves more than published", stats.SLOWER: "saves less than published"}
+
+# Which per-repeat memory a memory ratio compares: what autograd keeps for backward where the technique
+# trades exactly that (activation checkpointing), else the training's peak (CUDA allocator, CPU peak RSS).
+MEMORY_METRICS = ("saved_for_backward_mib", "variant_peak_mib")
+
+
+def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, Any]]) -> None:
+    """The memory saving factor (baseline peak / this arm's), its interval, and a verdict when the source
+    published one."""
+    for name in MEMORY_METRICS:
+        mine = [r["metrics"].get(name) for r in row.records]
+        theirs = [r["metrics"].get(name) for r in base_recs]
+        if all(isinstance(v, (int, float)) and v > 0 for v in (*mine, *theirs)):
+            break
+    else:
+        return
+    row.memory_metric = name
+    if len(mine) >= 2 and len(theirs) >= 2:
+        row.memory_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.memory_ci_low, row.memory_ci_high = interval.low, interval.high
+    else:
+        row.memory_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
+    row.published_memory_ratio = next((value for metric in ("memory_ratio", STATED_MEMORY) if
+                                       (value := compare.published(entry, metric, row.variant)) is not None), None)
+    if row.published_memory_ratio is None:
+        row.memory_verdict = "measured"
+    elif row.memory_ci_low is None or min(len(mine), len(theirs)) < stats.MIN_REPEATS_FOR_VERDICT:
+        row.memory_verdict = stats.INCONCLUSIVE
+    else:
+        judged = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
+                               entry.tolerance)
+        row.memory_verdict = MEMORY_WORDS.get(judged, judged)
+
+
+def accuracy_delta(row: Row, by_key: dict[tuple[str, str, str], Row]) -> tuple[float | None, str]:
+    """(accuracy - the baseline arm's, in points, or None, why not). Arms compare only when they saw
+    the same number of training samples: at bench scale a bigger batch sees more, and learns more."""
+    if row.accuracy_mean is None:
+        return None, "-"
+    if row.base_key is None:
+        return (0.0, "reference arm") if row.verdict == "baseline" else (None, "no baseline arm ran")
+    base = by_key.get(row.base_key)
+    if base is None or base.accuracy_mean is None:
+        return None, "baseline arm has no accuracy"
+    if row.samples_seen is None or row.samples_seen != base.samples_seen:
+        return None, f"not compared: {row.samples_seen or '?'} vs {base.samples_seen or '?'} samples seen"
+    return row.accuracy_mean - base.accuracy_mean, "same samples seen"
+
+
+def book_accuracy(row: Row) -> bool:
+    """Published accuracy is compared only with a book-scale run on the real data set."""
+    return row.scale == "book" and bool(row.records) and all(
+        r["config"].get("data_source") == "real" for r in row.records)
+
+
+def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, float | None]:
+    """"id [arm]" -> relative 95 % half-width of the arm's ratio (its baseline measured among `records`),
+    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times).
+    What `--repeats auto` and `accel compare --rounds auto` stop on (core/stats/stopping.py)."""
+    out: dict[str, float | None] = {}
+    for row in build(Loaded(records, [], 1), ids):
+        if row.experiment not in ids or not row.n:
+            continue
+        key = f"{row.experiment} [{row.variant}]"
+        if row.ratio is not None and row.interval is not None:
+            out[key] = _relative(row.interval, row.ratio)
+            continue
+        repeats = [rep for rep in map(stats.repeat_of, row.records) if rep is not None]
+        if len(repeats) < 2 or len(repeats) != len(row.records):
+            out[key] = None
+            continue
+        out[key] = _relative(stats.throughput_interval(repeats), stats.throughput(repeats))
+    return out
+
+
+def _relative(interval: stats.Interval, value: float) -> float | None:
+    return (interval.high - interval.low) / 2 / value if value > 0 else None

@@ -1,0 +1,92 @@
+"""When repeats stop: a fixed count, or `auto` (precise enough, or the time budget spent).
+
+`--repeats auto` (the default at bench scale) runs rounds (every arm once, the order reversed every
+other round, ABBA, so a linear drift of the machine costs every arm the same) until, after at least
+`MIN_ROUNDS`, every arm's 95 % interval has a half-width of at most `halfwidth` (5 %) of its value, or
+until one more round would overrun the time budget, or `MAX_AUTO_REPEATS` rounds ran. The next round is
+expected to take as long as the longest round since the first: the first carries a process's one-time
+costs (torch.compile's compilation, cold caches; chapter 3's first round is 25 s, the next ones 4 s), so
+it stands for the next round only while it is the only one. An arm's interval
+is that of its ratio to its baseline when the baseline ran beside it, else that of its own throughput
+(report_rows.arm_halfwidths, the report's bootstrap). Fewer than `MIN_ROUNDS` rounds give no verdict
+(report_stats), so the precision rule never stops a run before the third round; the budget is the
+user's limit and may (the report then says the run is inconclusive), but never before the first.
+
+The same rule serves `accel compare --rounds auto` (core/stats/alternate.py), where every experiment is one
+process per round; `accel run` applies it to the arms of one process (core/run/runner.py) and records which
+part of it stopped the run in every record's `stopping`.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any, Sequence
+
+from pipelines.core.stats import intervals as stats
+from pipelines.core.spec.repeat_rule import (  # noqa: F401  (the rule's settings, read here by many)
+    AUTO, DEFAULT_BUDGET_S, DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth)
+
+MIN_ROUNDS = stats.MIN_REPEATS_FOR_VERDICT
+
+
+def order(items: Sequence[Any], round_index: int) -> list[Any]:
+    """ABBA: the given order in even rounds, reversed in odd ones."""
+    return list(items) if round_index % 2 == 0 else list(reversed(items))
+
+
+def precise_enough(widths: dict[str, float | None], limit: float) -> bool:
+    return bool(widths) and all(w is not None and w <= limit for w in widths.values())
+
+
+def describe_widths(widths: dict[str, float | None]) -> str:
+    return ", ".join(f"{k} ±{v * 100:.1f} %" if v is not None else f"{k} no interval"
+                     for k, v in widths.items()) or "no arm measured"
+
+
+@dataclass
+class AutoStop:
+    """The `auto` rule's state over one run: `should_start` before a round, `after_round` when it ends."""
+
+    budget_s: float
+    halfwidth: float = DEFAULT_HALFWIDTH
+    max_rounds: int = MAX_AUTO_REPEATS
+    rounds: int = 0
+    stopped_by: str = ""  # "precision" | "budget" | "max_repeats" (set when it stops)
+    widths: dict[str, float | None] = field(default_factory=dict)
+    first_round_s: float = 0.0
+    longest_later_round_s: float = 0.0  # the longest after the first (0 until a second round ran)
+    elapsed_s: float = 0.0  # at the last decision
+
+    def __post_init__(self) -> None:
+        check_budget(self.budget_s)
+        check_halfwidth(self.halfwidth)
+
+    def after_round(self, widths: dict[str, float | None], round_s: float) -> None:
+        self.rounds += 1
+        self.widths = widths
+        if self.rounds == 1:
+            self.first_round_s = round_s
+        else:
+            self.longest_later_round_s = max(self.longest_later_round_s, round_s)
+
+    def next_round_s(self) -> float:
+        """How long the next round is expected to take (see the module docstring)."""
+        return self.longest_later_round_s if self.rounds > 1 else self.first_round_s
+
+    def should_start(self, elapsed_s: float) -> bool:
+        """Whether another round runs; when not, `stopped_by` says why."""
+        self.elapsed_s = elapsed_s
+        if self.rounds >= MIN_ROUNDS and precise_enough(self.widths, self.halfwidth):
+            self.stopped_by = "precision"
+        elif self.rounds >= self.max_rounds:
+            self.stopped_by = "max_repeats"
+        elif self.rounds and elapsed_s + self.next_round_s() > self.budget_s:
+            self.stopped_by = "budget"
+        return not self.stopped_by
+
+    def summary(self) -> dict[str, Any]:
+        """What a record keeps: the rule, which part of it stopped the run, and the half-widths then."""
+        kept = asdict(self)
+        kept.pop("first_round_s")
+        kept.pop("longest_later_round_s")
+        return {"rule": AUTO, **kept, "elapsed_s": round(self.elapsed_s, 3)}

@@ -1,0 +1,139 @@
+"""The last thing `accel run`, `accel compare` and `accel launch` print: a compact verdict table.
+
+The product of an experiment is its verdict ("Table 9.1's 1.65x is reproduced here: 1.62 [1.56, 1.68]"),
+so a command that measured something ends with it instead of a file path. The rows are the report's own
+(report_rows.build over this command's records only, never older ones in the same folder), so the table
+and `accel report` can never disagree on the same records. One line after the table names the record
+files and the command that writes the full report.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+from pipelines.core.spec import experiments
+from pipelines.core.stats import rows as rows_of
+from pipelines.core.stats import intervals as stats
+
+COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
+
+
+def _table(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
+    """Columns padded to their widest cell under a dashed rule (tabulate's "simple" look). Written here, not
+    with tabulate: the run's last lines must print in every runtime a run happens in, and the frozen IPEX
+    runtime (containers/locks/ipex.lock, .venv-ipex) carries no table library."""
+    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *lines)]
+    render = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
+    return "\n".join([render(headers), render(["-" * w for w in widths]), *map(render, lines)])
+
+
+def published_source(entry: experiments.Experiment | None, variant: str,
+                     metrics: Sequence[str] = ("ratio", rows_of.STATED_SPEED)) -> str:
+    """Where the published figure of this arm comes from (book:ch2, talk-slides, ...), or ''."""
+    if entry is None:
+        return ""
+    for metric in metrics:
+        for fig in entry.published:
+            if fig.metric == metric and fig.variant in (variant, None):
+                return fig.source
+    return ""
+
+
+def _measured(row: rows_of.Row) -> str:
+    if row.ratio is None:
+        return "-"
+    interval = f" [{stats.fmt(row.ci_low)}, {stats.fmt(row.ci_high)}]" if row.ci_low is not None else ""
+    return f"{stats.fmt(row.ratio)}{interval}"
+
+
+def _published(row: rows_of.Row) -> str:
+    """The published ratio, its source, and its basis when that is not plain same-work throughput."""
+    if row.published_ratio is None:
+        return "-"
+    source = published_source(row.entry, row.variant)
+    basis = "" if row.published_basis in ("-", "same-work throughput") else f"; {row.published_basis}"
+    return f"{stats.fmt(row.published_ratio)} ({source}{basis})" if source else stats.fmt(row.published_ratio)
+
+
+def _accuracy(row: rows_of.Row) -> str:
+    """Book scale on real data only: a few bench steps never compare with a published final accuracy."""
+    if row.accuracy_mean is None or not rows_of.book_accuracy(row):
+        return "-"
+    published = f" vs {row.published_accuracy:.2f} %" if row.published_accuracy is not None else ""
+    return f"{row.accuracy_mean:.2f} %{published}"
+
+
+def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, Any]]:
+    """One dict per arm of `ids` that has records (the table's lines, and the --json objects)."""
+    built = rows_of.build(rows_of.Loaded(records, [], 1), list(ids))
+    out = []
+    for row in built:
+        if row.experiment not in ids or not (row.records or row.errors or row.interrupted):
+            continue
+        out.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,
+                    "repeats": row.n, "baseline": row.baseline, "ratio": row.ratio, "ci_low": row.ci_low,
+                    "ci_high": row.ci_high, "published_ratio": row.published_ratio,
+                    "published_source": published_source(row.entry, row.variant) or None,
+                    "published_basis": row.published_basis,
+                    "verdict": row.verdict, "why": row.why, "memory_metric": row.memory_metric,
+                    "memory_ratio": row.memory_ratio, "memory_ci_low": row.memory_ci_low,
+                    "memory_ci_high": row.memory_ci_high, "published_memory_ratio": row.published_memory_ratio,
+                    "memory_verdict": row.memory_verdict,
+                    "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
+                    "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
+                    "_row": row})
+    return out
+
+
+def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path) -> str:
+    """The table, the reasons behind verdicts that are not conclusive, and the closing line."""
+    lines = rows(records, ids)
+    if not lines:
+        body = "verdict: nothing was measured (no finished repeat)"
+    else:
+        book = any(line["scale"] == "book" for line in lines)
+        table = []
+        for line in lines:
+            row = line["_row"]
+            cells = [f"{row.experiment} [{row.variant}]", _measured(row), _published(row), row.verdict]
+            if book:
+                cells.append(_accuracy(row))
+            table.append(cells)
+        headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
+        body = "verdict:\n" + _table(headers, table)
+        reasons = [f"  {line['experiment']} [{line['variant']}]: {line['why']}" for line in lines
+                   if line["why"] and line["verdict"] not in ("baseline",)]
+        if reasons:
+            body += "\n" + "\n".join(reasons)
+        body += _memory_table(lines)
+    return f"{body}\n{closing_line(paths, results_dir)}"
+
+
+def _memory_table(lines: list[dict[str, Any]]) -> str:
+    """Memory saving factors (baseline peak / arm peak) with their intervals and verdicts, when measured."""
+    measured = [line["_row"] for line in lines if line["_row"].memory_ratio is not None]
+    if not measured:
+        return ""
+    table = [[f"{row.experiment} [{row.variant}]", row.memory_metric,
+              f"{stats.fmt(row.memory_ratio)}" + (f" [{stats.fmt(row.memory_ci_low)}, {stats.fmt(row.memory_ci_high)}]"
+                                                  if row.memory_ci_low is not None else ""),
+              stats.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
+    return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
+        ["arm", "memory", "measured [95 %]", "published", "verdict"], table)
+
+
+def closing_line(paths: Sequence[Path], results_dir: Path) -> str:
+    """The record files (named when few; an alternation writes one per process and round) and the report."""
+    files = (", ".join(str(p) for p in paths) if len(paths) <= 2 else f"{len(paths)} files in {results_dir}/"
+             ) if paths else "(none written)"
+    return f"records: {files}; full report: accel report --results-dir {results_dir} --out {results_dir}"
+
+
+def as_json(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path) -> str:
+    """The same table for scripts: one object with the arms, the record files and the report command."""
+    arms = [{k: v for k, v in line.items() if k != "_row"} for line in rows(records, ids)]
+    return json.dumps({"arms": arms, "records": [str(p) for p in paths],
+                       "report": f"accel report --results-dir {results_dir} --out {results_dir}"},
+                      indent=1, allow_nan=False, default=str)

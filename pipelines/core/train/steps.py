@@ -1,0 +1,52 @@
+"""The plain training step every technique starts from, the book's optimizer, and the dtype table.
+
+Pipelines whose technique IS the step (mixed precision with a GradScaler, gradient accumulation) write
+their own step in the pipeline file, so the technique stays visible there; this one is the baseline
+they are compared against. `dtype` runs forward and loss under autocast (the loss stays fp32), and
+`prepare` changes each input batch (e.g. to channels_last) before the model sees it.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from pipelines.core.spec.config import RunConfig
+from pipelines.core.train.loop import Step
+
+DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # precision name -> dtype
+
+
+def book_optimizer(model: nn.Module, cfg: RunConfig) -> torch.optim.Optimizer:
+    """Adam with the book's weight decay; the learning rate comes from the catalog (as coded)."""
+    return torch.optim.Adam(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
+
+
+def autocast_forward(model: Callable, dtype: torch.dtype | None = None,
+                     prepare: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Callable:
+    """model(x), under autocast to `dtype` when it is a low-precision type, on prepared inputs."""
+    def forward(x: torch.Tensor) -> torch.Tensor:
+        x = prepare(x) if prepare else x
+        with torch.autocast(x.device.type, dtype=dtype or torch.float32,
+                            enabled=dtype not in (None, torch.float32)):
+            return model(x)
+
+    return forward
+
+
+def plain_step(model: Callable, optimizer: torch.optim.Optimizer, dtype: torch.dtype | None = None,
+               prepare: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Step:
+    """forward, loss, zero_grad, backward, step: the book's order."""
+    forward = autocast_forward(model, dtype, prepare)
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(forward(x).float(), y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        return loss
+
+    return step
