@@ -43,7 +43,7 @@ test: venv ## Install test prerequisites, run the whole suite
 
 test-images: venv ## The heavy image builds make test leaves out: cuda, cpu-intel and every .def (spython), built and run
 	ci/install-test-deps.sh
-	$(PY) -m pytest -m images_all tests/test_container_build.py $(PYTEST_ARGS)
+	$(PY) -m pytest -m images_all tests/containers/test_container_build.py $(PYTEST_ARGS)
 
 list: venv ## Every experiment id
 	@$(ACCEL) list

@@ -1,6 +1,6 @@
 """Rewrite the experiment map in docs/experiments.md from the catalog (`accel list --markdown`).
 
-The README links the map; it no longer holds it. tests/test_readme.py checks the block is in sync and
+The README links the map; it no longer holds it. tests/unit/test_readme.py checks the block is in sync and
 appears exactly once. Run: .venv/bin/python ci/update-readme-map.py
 """
 

@@ -2,7 +2,7 @@
 
 Entries build their published figures from these tables, and every ratio from two printed times with
 `ratio`, so a ratio cannot drift from the times or from the arm it is compared with
-(tests/test_catalog.py recomputes each catalog ratio from the catalog's times and declared baselines).
+(tests/unit/test_catalog.py recomputes each catalog ratio from the catalog's times and declared baselines).
 Times are the book's wall-clock seconds, truncated to integers as printed; profile tables are the book's
 per-op shares of self CPU time. This module defines no experiments.
 """

@@ -2,7 +2,7 @@
 
 tests/published_reference.csv is the pack's published.csv. Every row of it is either explained by the first
 rule below that matches it, or carried: a figure of the entry with the row's id, of the same kind and value
-(tests/test_catalog.py). A rule wins over a figure whose value merely coincides (the repo log's cudagraphs
+(tests/unit/test_catalog.py). A rule wins over a figure whose value merely coincides (the repo log's cudagraphs
 median of 45 s is not Table 3.1's eager median); a rule that matches no row is stale and fails the test.
 Rules match a row by id (or "*"), metric (exact, "prefix*" or "*"), and optionally a substring of its
 config, the start of its source and an upper bound on its value. This module defines no experiments.

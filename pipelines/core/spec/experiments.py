@@ -125,7 +125,7 @@ class Experiment:
 
 def cpu_smoke_args(entry: Experiment) -> list[str]:
     """`accel run` arguments that run a GPU entry's code path on a CPU at smoke scale: what the no-GPU hints
-    suggest (tests/test_hints.py runs each one). NCCL has no CPU side, so Gloo stands in for it."""
+    suggest (tests/refusals/test_hints.py runs each one). NCCL has no CPU side, so Gloo stands in for it."""
     args = ["--device", "cpu", "--scale", "smoke"]
     if entry.options.get("backend") == "nccl":
         args += ["-o", "backend=gloo"]

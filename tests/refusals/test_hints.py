@@ -2,7 +2,7 @@
 scale, generated data); it must succeed. A hint that sends users into another error is a bug.
 
 Not run here, each with its reason: `accel data fetch` (needs internet), the IPEX venv (`make ipex-venv`,
-about 7 GB; tests/test_cpu_libs.py covers it under ACCEL_TEST_IPEX=1) and the cpu-intel image (IMAGE=...).
+about 7 GB; tests/e2e/test_cpu_libs.py covers it under ACCEL_TEST_IPEX=1) and the cpu-intel image (IMAGE=...).
 `make ID` is `accel launch ID $(ARGS)` (Makefile), so hints naming it are run as `accel launch`.
 """
 

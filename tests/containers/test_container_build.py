@@ -5,7 +5,7 @@
 wheelhouse stays in a layer): they form the `images_all` group that `make test` leaves out (CI has one
 hour and a shared disk); `make test` keeps the `.def` checks that build no environment (a failing %post
 line fails the build):
-`.venv/bin/python -m pytest -m images_all tests/test_container_build.py` (or `make test-images`) runs them.
+`.venv/bin/python -m pytest -m images_all tests/containers/test_container_build.py` (or `make test-images`) runs them.
 Each image runs a smoke pipeline through launch/_container.sh, as the launchers do, and its record carries
 the image's build info. The local base and the wheelhouse stand in for the registry (tests/imageutil.py).
 

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO, records
 from pipelines.core.stats import rows as report_rows
-from test_report import ch2, record, rows_for, write
+from recordutil import ch2, record, rows_for, write
 
 
 def first_record(results: Path, process: subprocess.Popen, timeout: float = 600) -> Path:

@@ -13,7 +13,7 @@ from pipelines.core.data import datasets, files
 from pipelines.core.report import tables
 from pipelines.core.stats import rows
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 
 
 @pytest.fixture(scope="module")

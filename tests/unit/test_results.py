@@ -7,7 +7,7 @@ import pytest
 from pipelines.core.record import results
 from pipelines.core.spec.config import RunConfig
 
-GOLDEN = json.loads((Path(__file__).parent / "golden" / "result_v1.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v1.json").read_text())
 
 
 def test_golden_record_is_valid_and_its_keys_are_the_schema():

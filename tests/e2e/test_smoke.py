@@ -19,7 +19,7 @@ def _marks(entry):
     if "ipex" in entry.requires:
         marks.append(pytest.mark.ipex)
         marks.append(pytest.mark.skipif(importlib.util.find_spec("intel_extension_for_pytorch") is None,
-                                        reason="needs IPEX (tests/test_cpu_libs.py runs it in .venv-ipex)"))
+                                        reason="needs IPEX (tests/e2e/test_cpu_libs.py runs it in .venv-ipex)"))
     return marks
 
 

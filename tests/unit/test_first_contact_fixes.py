@@ -4,7 +4,7 @@ noise), the machine line without "data None", the harness overhead read by its i
 OMP_NUM_THREADS refused, a refused `accel data generate` leaving nothing behind, the rendezvous line
 stating the user's timeout, and a reference of another machine class still giving the full report.
 
-Hand-made records (tests/test_report.py's helpers) stand in where exact numbers or another machine are
+Hand-made records (tests/unit/test_report.py's helpers) stand in where exact numbers or another machine are
 needed; the CLI is run for real where the promise is about what a user sees.
 """
 
@@ -28,7 +28,7 @@ from pipelines.core.dist import rendezvous
 from pipelines.core.report import tables
 from pipelines.core.stats import rows as report_rows, intervals
 from pipelines.core.errors import ConfigError
-from test_report import ch2, drift_pair, record, table_rows, write
+from recordutil import ch2, drift_pair, record, table_rows, write
 
 H100_BENCH = REPO / "results" / "reference" / "h100-bench"
 
