@@ -15,7 +15,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 IDS := $(shell python3 -m pipelines.core.spec.experiments ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo test test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
+.PHONY: help venv demo test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
@@ -40,6 +40,9 @@ test: venv ## Install test prerequisites, run the whole suite
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+test-fast: venv ## Unit and refusal tests only, no end-to-end run (under a minute on 2 cores)
+	$(PY) -m pytest -m 'not slow and not images_all' tests/unit tests/refusals $(PYTEST_ARGS)
 
 test-images: venv ## The heavy image builds make test leaves out: cuda, cpu-intel and every .def (spython), built and run
 	ci/install-test-deps.sh

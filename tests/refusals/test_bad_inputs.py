@@ -198,7 +198,7 @@ CASES = [
     Case("accel-launch-unknown-id", (sys.executable, "-m", "pipelines", "launch", "ch8-nope"), 2,
          "unknown experiment id", via="launcher"),
     Case("accel-launch-bad-nproc", (sys.executable, "-m", "pipelines", "launch", "ch8-ddp-template", *DDP[2:]), 2,
-         "NPROC=-1 is not a positive integer", via="launcher", env={"NPROC": "-1"}),
+         "NPROC=-1 is not a positive integer", via="launcher", env={"NPROC": "-1"}, slow=True),
 ]
 
 
@@ -348,6 +348,7 @@ def test_the_table_is_big_enough():
     assert len({case.name for case in CASES}) == len(CASES), "case names must be unique"
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_a_full_disk_mid_run_leaves_the_error_record(tmp_path):
     """The checkpoint disk fills up after training started: exit 1, one line naming the file and ENOSPC, the
     error record in the results folder, no temporary file on the full disk."""

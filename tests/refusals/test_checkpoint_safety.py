@@ -57,6 +57,7 @@ def test_load_refuses_in_one_line_naming_the_file(tmp_path, case):
     assert "weights_only" not in message and not marker.exists()
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_accel_run_with_a_hostile_checkpoint_is_one_line_and_runs_nothing(tmp_path, data_root):
     folder, marker = tmp_path / "ckpt", tmp_path / "ran"
     folder.mkdir()
@@ -82,6 +83,7 @@ checkpoint.save(Path(sys.argv[1]), loop.Trainable(model, step=None, optimizer=No
 """
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_resume_ignores_a_save_killed_mid_write_and_the_next_save_removes_it(tmp_path):
     first = trainable()
     checkpoint.save(tmp_path / checkpoint.FILENAME, first, 3, complete=False)

@@ -1,11 +1,14 @@
 """Bad input: one line naming the value and the fix, the right exit code, no traceback, no result file."""
 
+import pytest
+
 from conftest import accel
 
 # The table of refused inputs (exit code, one line, no traceback, nothing written, no process left) lives in
 # test_bad_inputs.py; these are the refusals that need a real subprocess and a look at what was written.
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_missing_data_root_names_the_fix(tmp_path):
     run = accel("run", "ch2-baseline", "--scale", "smoke", "--data-root", str(tmp_path / "none"),
                 "--results-dir", str(tmp_path / "r"))
@@ -14,6 +17,7 @@ def test_missing_data_root_names_the_fix(tmp_path):
     assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_unwritable_results_dir(tmp_path, data_root):
     blocker = tmp_path / "file"
     blocker.write_text("")
@@ -22,6 +26,7 @@ def test_unwritable_results_dir(tmp_path, data_root):
     assert run.returncode == 2 and "not writable" in run.stderr and "--results-dir" in run.stderr
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_runtime_failure_writes_an_error_record(tmp_path, data_root):
     """A failure after work started (here: 3-channel CIFAR images into the 1-channel CNN) leaves an
     error record, so a report shows the hole; the traceback is kept because this is not a typo."""

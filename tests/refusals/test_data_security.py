@@ -66,6 +66,7 @@ def fmnist(tmp_path):
     return files.generate("fashion_mnist", tmp_path / "data", 30, 10)
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_code_running_batch_is_refused_by_accel_run_and_never_runs(cifar, tmp_path):
     marker = tmp_path / "ran"
     plant(cifar, "data_batch_2", pickle.dumps(batch(extra=RunsCode(marker)), protocol=2))
@@ -183,6 +184,7 @@ def test_bad_origin_or_checksum_list_is_one_line(cifar, case):
     assert "accel data fetch cifar10" in refused_verify(cifar.parent, needle)
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_real_data_is_checked_against_torchvision_digests_not_the_folder_list(cifar, tmp_path):
     """A generated folder relabelled real (its list intact) fails: real files must match torchvision's."""
     marker = tmp_path / "ran"

@@ -178,6 +178,7 @@ def test_allocator_hint_runs(data_root, tmp_path):
     assert_ran(run, tmp_path / "r", "ch4-alloc-tcmalloc-cnn")
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_missing_data_hint_generates_what_the_run_needs(tmp_path):
     """The missing-data refusal's offline command, run as printed, makes the same run succeed."""
     empty = tmp_path / "data"

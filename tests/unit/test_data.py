@@ -93,6 +93,7 @@ def test_synthetic_labels_fit_the_model_head():
     assert set(labels.tolist()) == {0, 1}
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_fetch_offline_fails_clearly(tmp_path):
     """The real download path runs; here there is no internet, so it must fail with the offline fix."""
     from conftest import accel

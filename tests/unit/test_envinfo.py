@@ -1,5 +1,7 @@
 import subprocess
 
+import pytest
+
 from conftest import REPO, accel, records
 from pipelines.core.record import envinfo
 
@@ -23,6 +25,7 @@ def test_recorded_vars_include_runtime_knobs(monkeypatch):
     assert "UNRELATED_SECRET" not in recorded
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_intel_openmp_really_loads_through_the_launcher(tmp_path, data_root):
     """launch/local.sh OMP_RUNTIME=intel preloads libiomp5; the record proves it served torch."""
     run = subprocess.run(["launch/local.sh", "run", "ch2-iomp", "--scale", "smoke", "--data-root", str(data_root),
@@ -36,6 +39,7 @@ def test_intel_openmp_really_loads_through_the_launcher(tmp_path, data_root):
     assert "launch: OMP_RUNTIME=intel" in run.stderr
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_intel_experiment_refuses_a_gnu_process(tmp_path, data_root):
     run = accel("run", "ch2-iomp", "--scale", "smoke", "--data-root", str(data_root), "--results-dir", str(tmp_path))
     assert run.returncode == 3

@@ -317,6 +317,7 @@ def test_a_reference_of_another_machine_class_gives_the_full_report_and_says_why
     assert "REVERSED" not in md
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_accel_report_against_another_class_exits_0_and_prints_the_skip(tmp_path):
     mine, ref = drift_pair(tmp_path, 2.0, 0.5, **OTHER_CLASS)  # would reverse, if it were comparable
     out = tmp_path / "out"

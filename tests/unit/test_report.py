@@ -179,6 +179,7 @@ def test_published_accuracy_only_at_book_scale_on_real_data(tmp_path):
     assert len(cells) == 1 and "83.99" in cells[0] and "-0.99" in cells[0]  # generated data: not compared
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
     ch2(tmp_path)
     other = record("ch2-bs256", "bs256", 1900.0)
@@ -200,6 +201,7 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
     assert "ch2-bs128" not in {c[0] for c in results}  # reference/ folders are not mixed in
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_missing_or_empty_dir_is_one_line_exit_2_and_named_ids_still_render(tmp_path):
     missing = accel("report", "--results-dir", str(tmp_path / "nope"))
     assert missing.returncode == 2 and missing.stderr.count("\n") == 1
@@ -246,6 +248,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert '<span class="v-reproduced">reproduced</span>' in page
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
     mine, ref = drift_pair(tmp_path, 2.0, 0.5)
     loaded = report_rows.load(mine)
@@ -265,6 +268,7 @@ def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
     assert "REVERSED" in md and ["ch2-nobias", "nobias", "bench", "2.00"] in drift_cells
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_drift_without_reversal_passes(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.3)
     ok = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
@@ -273,6 +277,7 @@ def test_drift_without_reversal_passes(tmp_path):
     assert "No conclusive verdict reversed." in (tmp_path / "o" / "report.md").read_text()
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_a_reference_from_another_machine_class_gives_the_report_and_says_the_drift_check_is_skipped(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
     loaded = report_rows.load(mine)
@@ -303,6 +308,7 @@ CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  #
 
 
 @pytest.mark.parametrize("reference", CPU_REFERENCES, ids=[p.name for p in CPU_REFERENCES])
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path, reference):
     """Each committed CPU reference was made from a clean commit: every measured ratio has its bootstrap
     interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
@@ -378,6 +384,7 @@ def script(name: str, *args: str, env: dict | None = None, timeout: int = 600) -
                           timeout=timeout, env={**os.environ, "PYTHON": sys.executable, **(env or {})})
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path):
     result = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"))
     assert result.returncode == 0, result.stderr
@@ -388,12 +395,14 @@ def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path)
     assert bad.returncode == 2 and "unknown experiment id no-such-id" in bad.stderr
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_refuses_an_unknown_excluded_id(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch7-amq"})
     assert result.returncode == 2 and "EXCLUDE names unknown experiment id ch7-amq" in result.stderr
     assert not (tmp_path / "r").exists()
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline ch2-nobias ch99-x"})
@@ -403,6 +412,7 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_measures_a_plus_joined_comparison_in_alternation(tmp_path):
     """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
@@ -503,6 +513,7 @@ def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     assert rows[("ch2-nobias", "nobias")].verdict == "not run"
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones(tmp_path):
     """CI's drift check runs against the committed reference of the class it runs on (Zen 3, Zen 5, ...)."""
     model, cpu_id, isa, cpus, _ = report_drift.this_machine_class()

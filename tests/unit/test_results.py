@@ -18,6 +18,7 @@ def test_golden_record_is_valid_and_its_keys_are_the_schema():
     assert set(GOLDEN["config"]) == set(RunConfig.__dataclass_fields__) | runner_keys
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_live_record_has_the_golden_shape(tmp_path):
     """A real run's record carries every key of the golden one (new keys must be added there too)."""
     from conftest import accel, records

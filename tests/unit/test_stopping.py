@@ -102,6 +102,7 @@ def test_rank_zeros_decision_is_every_ranks(monkeypatch):
     assert [r for r, _ in order] == [0, 1, 2, 3]
 
 
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_a_real_auto_run_records_which_rule_stopped_it(tmp_path):
     out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
                 "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "20",
