@@ -31,13 +31,14 @@ import click
 import torch
 import torch.distributed as tdist
 import torch.nn.functional as F
-from torch.distributed.checkpoint.state_dict import StateDictOptions, get_model_state_dict
 from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
+from pipelines.core.dist.sharded import GatherFullCopy
 from pipelines.core.train.loop import Hooks, Trainable
+from pipelines.core.train.steps import StepLrEachEpoch
 from pipelines.core.spec.options import CheckpointOptions, DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 
@@ -66,35 +67,6 @@ def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
     for block in models.transformer_blocks(model):
         fully_shard(block, mp_policy=policy)
     return fully_shard(model, mp_policy=policy)
-
-
-class StepLrEachEpoch(Hooks):
-    """The talk's step 07: the scheduler steps once per finished epoch; the record keeps the last rate."""
-
-    def __init__(self, scheduler):
-        self.scheduler = scheduler
-
-    def epoch_end(self, epoch: int, last_loss: float) -> None:
-        self.scheduler.step()
-
-    def train_end(self, trainable: Trainable, epoch: int) -> None:
-        trainable.metrics["lr_final"] = self.scheduler.get_last_lr()[0]
-
-
-class GatherFullCopy(Hooks):
-    """FSDP: sharded weights -> a full copy on every rank after training, so rank 0 can evaluate alone."""
-
-    def __init__(self, sharded, cfg, ctx):
-        self.sharded, self.cfg, self.ctx = sharded, cfg, ctx
-
-    def train_end(self, trainable: Trainable, epoch: int) -> None:
-        full = StateDictOptions(full_state_dict=True, cpu_offload=True)
-        state = get_model_state_dict(self.sharded, options=full)
-        copy = models.build(self.cfg.model, classes=self.cfg.head_classes)
-        if self.ctx.is_main:
-            copy.load_state_dict(state)
-        trainable.model = copy.to(self.ctx.device)
-        trainable.predict = None
 
 
 def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:

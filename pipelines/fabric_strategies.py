@@ -41,9 +41,8 @@ from pipelines.core.spec.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 from pipelines.core.dist.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
-from pipelines.ddp import GatherFullCopy, StepLrEachEpoch
-from pipelines.vit_ladder import fabric_step
-from pipelines.zero import GatherPartitioned, import_deepspeed
+from pipelines.core.dist.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
+from pipelines.core.train.steps import StepLrEachEpoch, fabric_step
 
 SHARDED = ("fsdp", "fsdp2", "deepspeed")
 

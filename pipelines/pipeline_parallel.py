@@ -40,7 +40,6 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.spec.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
-from pipelines.tensor_parallel import splittable
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -146,7 +145,7 @@ class PipelineParallel(TrainingPipeline):
     smoke_settings = {"model": "transformer_tiny", "batch_size": 8, "num_workers": 0}
 
     def check(self, cfg, opts: Options, ctx) -> None:
-        model = splittable(cfg.model, cfg.head_classes)
+        model = models.splittable(cfg.model, cfg.head_classes)
         if ctx.world_size > model.depth:
             raise ConfigError(f"{ctx.world_size} pipeline stages (one per rank) but model {cfg.model} has "
                               f"{model.depth} transformer blocks; start at most {model.depth} ranks "

@@ -32,9 +32,10 @@ from torch import nn
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
+from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines import ddp
 from pipelines.core.dist import ranks
+from pipelines.core.dist.sharded import GatherFullCopy
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
@@ -51,17 +52,6 @@ class Options(DistOptions):
 # Per transformer block: which layer is split along its output (colwise) or input (rowwise) features.
 PLAN = {"attention.q": ColwiseParallel(), "attention.k": ColwiseParallel(), "attention.v": ColwiseParallel(),
         "attention.out": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
-
-
-def splittable(name: str, classes: int) -> models.PatchTransformer:
-    """The model's structure (on the meta device: no memory), refused unless its blocks can be split."""
-    with torch.device("meta"):
-        model = models.build(name, classes=classes)
-    if not isinstance(model, models.PatchTransformer):
-        transformers = ", ".join(n for n in models.REGISTRY if n.startswith("transformer_"))
-        raise ConfigError(f"model {name} has no splittable transformer blocks (separate q/k/v/out and MLP "
-                          f"layers); use --model with one of: {transformers}")
-    return model
 
 
 def parallelize(model: models.PatchTransformer, degree: int, device: torch.device) -> models.PatchTransformer:
@@ -91,7 +81,7 @@ class TensorParallel(TrainingPipeline):
     smoke_settings = {"model": "transformer_tiny", "batch_size": 8, "num_workers": 0}
 
     def check(self, cfg, opts: Options, ctx) -> None:
-        model = splittable(cfg.model, cfg.head_classes)
+        model = models.splittable(cfg.model, cfg.head_classes)
         degree = ctx.world_size
         if opts.parallel == "tensor" and degree > 1:
             hidden = model.blocks[0].mlp.up.out_features
@@ -109,7 +99,7 @@ class TensorParallel(TrainingPipeline):
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         full = {"model": local_bytes(model.parameters()), "blocks": local_bytes(model.blocks.parameters())}
         if opts.parallel == "replicate":
-            parallel = ddp.wrap(model, ddp.Options(), ctx)  # DDP across ranks; the plain model in one process
+            parallel = DDP(model) if tdist.is_initialized() else model  # replicas across ranks; one process: plain
             optimizer = torch.optim.AdamW(parallel.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
             return Trainable(model, plain_step(parallel, optimizer), optimizer=optimizer,
                              metrics=param_metrics(model, full, 1),
@@ -129,7 +119,7 @@ class TensorParallel(TrainingPipeline):
                  "shard of each block (the ranks' sampler shards are all-gathered)"]
         return Trainable(model, step, optimizer=optimizer, count_flops=False,  # the split forward is collective
                          metrics=param_metrics(model, full, ctx.world_size), notes=notes,
-                         hooks=[ddp.GatherFullCopy(model, cfg, ctx)])  # rank 0 evaluates a gathered copy
+                         hooks=[GatherFullCopy(model, cfg, ctx)])  # rank 0 evaluates a gathered copy
 
 
 PIPELINE = TensorParallel()

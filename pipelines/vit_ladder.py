@@ -23,14 +23,13 @@ from dataclasses import dataclass
 from typing import Literal
 
 import torch
-import torch.nn.functional as F
 from lightning.fabric import Fabric  # before any torch.compile: Fabric records compile's arguments
 
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
 from pipelines.core.run.pipeline import TrainingPipeline
-from pipelines.core.train.steps import book_optimizer, plain_step
+from pipelines.core.train.steps import book_optimizer, fabric_step, plain_step
 
 
 @dataclass(frozen=True)
@@ -40,19 +39,6 @@ class Options:
     compile: bool = False
     matmul_precision: Literal["highest", "high", "medium"] = "highest"
     pretrained: bool = False
-
-
-def fabric_step(fabric, model, optimizer):
-    """The talk's Fabric training step: Fabric's backward applies the precision plugin."""
-
-    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(model(x), y)
-        optimizer.zero_grad(set_to_none=True)
-        fabric.backward(loss)
-        optimizer.step()
-        return loss
-
-    return step
 
 
 class VitLadder(TrainingPipeline):

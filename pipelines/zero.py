@@ -32,7 +32,6 @@ CUDA, fp32 on CPU, said in the record).
 from __future__ import annotations
 
 import importlib.util
-import logging
 import os
 import shutil
 from dataclasses import dataclass
@@ -52,7 +51,7 @@ from pipelines.core.spec.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 from pipelines.core.dist.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
-from pipelines.ddp import GatherFullCopy
+from pipelines.core.dist.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
 
 
 @dataclass(frozen=True)
@@ -134,17 +133,6 @@ def deepspeed_missing(device: torch.device) -> str | None:
     return None
 
 
-def import_deepspeed(device: torch.device):
-    """DeepSpeed, with its accelerator matching --device (DS_ACCELERATOR, read once at import)."""
-    wanted = os.environ.setdefault("DS_ACCELERATOR", device.type)
-    if wanted != device.type:
-        raise ConfigError(f"DS_ACCELERATOR={wanted} does not match --device {device.type}; unset DS_ACCELERATOR")
-    import deepspeed
-
-    logging.getLogger("DeepSpeed").setLevel(logging.WARNING)  # it logs its whole config on every rank
-    return deepspeed
-
-
 class EngineSteps(Hooks):
     """What the engine did with the loop's micro-batches: its optimizer steps (global_steps, counted at
     each accumulation boundary), micro-batches and fp16 overflow skips, into the record."""
@@ -157,22 +145,6 @@ class EngineSteps(Hooks):
                                  skipped_steps=self.engine.skipped_steps,
                                  gradient_accumulation_steps=self.engine.gradient_accumulation_steps(),
                                  train_batch_size=self.engine.train_batch_size())
-
-
-class GatherPartitioned(Hooks):
-    """ZeRO-3: gather the partitioned parameters on every rank (a collective) into a full copy on rank 0,
-    so rank 0 can evaluate alone."""
-
-    def __init__(self, deepspeed, engine, cfg, ctx):
-        self.deepspeed, self.engine, self.cfg, self.ctx = deepspeed, engine, cfg, ctx
-
-    def train_end(self, trainable: Trainable, epoch: int) -> None:
-        copy = models.build(self.cfg.model, classes=self.cfg.head_classes)
-        module = self.engine.module
-        with self.deepspeed.zero.GatheredParameters(list(module.parameters())):
-            if self.ctx.is_main:
-                copy.load_state_dict(module.state_dict())
-        trainable.model = copy.to(self.ctx.device)
 
 
 def deepspeed_arm(model, cfg, opts: Options, ctx) -> Trainable:

@@ -29,12 +29,12 @@ def records(results_dir: Path) -> list[dict]:
 @pytest.fixture(scope="session")
 def data_root(tmp_path_factory) -> Path:
     """Generated Fashion-MNIST and CIFAR-10 (torchvision's on-disk formats) and IMDB (aclImdb's), small."""
-    from pipelines.core.data import files
+    from pipelines.core.data import generator
 
     root = tmp_path_factory.mktemp("data")
-    files.generate("fashion_mnist", root, train=600, test=200, seed=0)
-    files.generate("cifar10", root, train=500, test=200, seed=0)
-    files.generate("imdb", root, train=240, test=80, seed=0)
+    generator.generate("fashion_mnist", root, train=600, test=200, seed=0)
+    generator.generate("cifar10", root, train=500, test=200, seed=0)
+    generator.generate("imdb", root, train=240, test=80, seed=0)
     return root
 
 

@@ -13,14 +13,14 @@ import pytest
 import torch
 
 from conftest import accel, assert_refused, records
-from pipelines.core.data import datasets, files, text
+from pipelines.core.data import datasets, files, generator, text, writing
 from pipelines.core.train import models
 from pipelines.core.spec.config import RunConfig
 
 
 @pytest.fixture
 def imdb(tmp_path):
-    return files.generate("imdb", tmp_path / "data", 24, 12, seed=1)
+    return generator.generate("imdb", tmp_path / "data", 24, 12, seed=1)
 
 
 def test_generated_imdb_has_the_archive_layout_and_the_reader_parses_it(imdb):
@@ -44,7 +44,7 @@ def test_generated_imdb_carries_a_class_signal(data_root):
     """Each class uses its own sentiment words about twice as often as the other class's."""
     split = files.load_split("imdb", data_root, train=True)
     for label in (0, 1):
-        own, other = (set(words) for words in (files.SENTIMENT_WORDS[label], files.SENTIMENT_WORDS[1 - label]))
+        own, other = (set(words) for words in (generator.SENTIMENT_WORDS[label], generator.SENTIMENT_WORDS[1 - label]))
         texts = [t.lower() for t, y in zip(split.texts, split.labels) if y == label]
         counts = [(sum(w.strip(".") in own for w in t.split()), sum(w.strip(".") in other for w in t.split()))
                   for t in texts]
@@ -122,14 +122,14 @@ def _pose_as_real(monkeypatch, archive: Path) -> None:
 def test_fetch_checks_the_archive_extracts_it_and_verifies_reviews_against_it(imdb, tmp_path, monkeypatch):
     archive = _archive(imdb, tmp_path / "aclImdb_v1.tar.gz")
     root = tmp_path / "root"
-    files.generate("imdb", root, 4, 2)  # what a fetch replaces
+    generator.generate("imdb", root, 4, 2)  # what a fetch replaces
     monkeypatch.setattr(files, "IMDB_URL", archive.as_uri())
     with pytest.raises(files.DataError, match="does not match the SHA-256/MD5 of aclImdb_v1.tar.gz kept in code"):
-        files.fetch("imdb", root)  # the real digests: our archive is refused before extraction
+        writing.fetch("imdb", root)  # the real digests: our archive is refused before extraction
     assert files.source("imdb", root) == "generated" and len(files.load_split("imdb", root, True).texts) == 4
 
     _pose_as_real(monkeypatch, archive)
-    folder = files.fetch("imdb", root)
+    folder = writing.fetch("imdb", root)
     assert files.source("imdb", root) == "real" and (folder / files.IMDB_ARCHIVE).is_file()
     assert len(files.verify("imdb", root)) == 1 + 36  # the archive, then every review against its member
     assert files.load_split("imdb", root, True).texts == files.load_split("imdb", imdb.parent, True).texts
@@ -158,7 +158,7 @@ def test_an_archive_member_that_could_escape_is_refused_before_extraction(imdb, 
     _pose_as_real(monkeypatch, archive)
     root = tmp_path / "root"
     with pytest.raises(files.DataError, match="refused: extracting it could write outside the dataset"):
-        files.fetch("imdb", root)
+        writing.fetch("imdb", root)
     assert not list(tmp_path.rglob("escaped.txt")) and not (root / "aclImdb").exists()
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.core.data import datasets, files
+from pipelines.core.data import datasets, generator
 from pipelines.core.report import tables
 from pipelines.core.stats import rows
 
@@ -32,7 +32,7 @@ def test_the_book_loops_indices_are_the_loaders(harness):
 
 def test_book_mode_runs_both_arms_on_the_same_work_and_writes_records(harness, tmp_path, capsys):
     root, out = tmp_path / "data", tmp_path / "results"
-    files.generate("fashion_mnist", root, train=300, test=50, seed=0)
+    generator.generate("fashion_mnist", root, train=300, test=50, seed=0)
     code = harness.main(["--scale", "book", "--epochs", "1", "--repeats", "2", "--data-root", str(root),
                          "--results-dir", str(out)])
     assert code == 0

@@ -8,8 +8,7 @@ import pytest
 import torch
 
 from conftest import accel, assert_refused, records
-from pipelines import vit_ladder
-from pipelines.core.train import models
+from pipelines.core.train import models, steps
 
 CPU = torch.device("cpu")
 
@@ -27,7 +26,7 @@ def test_fabric_drives_the_step_inside_the_shared_loop():
     model = models.build("vit_tiny", classes=10)
     fabric = Fabric(accelerator="cpu", devices=1, precision="bf16-mixed")
     fabric_model, optimizer = fabric.setup(model, torch.optim.Adam(model.parameters(), lr=1e-3))
-    step = vit_ladder.fabric_step(fabric, fabric_model, optimizer)
+    step = steps.fabric_step(fabric, fabric_model, optimizer)
     before = model.heads.head.weight.detach().clone()
     loss = step(torch.rand(2, 3, 224, 224), torch.tensor([1, 2]))
     assert torch.isfinite(loss) and not torch.equal(before, model.heads.head.weight)

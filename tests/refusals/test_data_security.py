@@ -19,7 +19,7 @@ import pytest
 import torchvision
 
 from conftest import REPO, accel, assert_refused
-from pipelines.core.data import datasets, files
+from pipelines.core.data import datasets, files, generator, writing
 
 
 class RunsCode:
@@ -58,12 +58,12 @@ def refused_verify(root, needle: str) -> str:
 
 @pytest.fixture
 def cifar(tmp_path):
-    return files.generate("cifar10", tmp_path / "data", 50, 20)
+    return generator.generate("cifar10", tmp_path / "data", 50, 20)
 
 
 @pytest.fixture
 def fmnist(tmp_path):
-    return files.generate("fashion_mnist", tmp_path / "data", 30, 10)
+    return generator.generate("fashion_mnist", tmp_path / "data", 30, 10)
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
@@ -249,16 +249,16 @@ def test_stale_staging_folder_is_removed_by_the_next_generate(tmp_path):
     stale = tmp_path / ".accel-cifar10.killed.tmp" / "cifar-10-batches-py"
     stale.mkdir(parents=True)
     (stale / "data_batch_1").write_bytes(b"half")
-    folder = files.generate("cifar10", tmp_path, 20, 10)
+    folder = generator.generate("cifar10", tmp_path, 20, 10)
     assert sorted(p.name for p in tmp_path.iterdir()) == [".cifar10.lock", "cifar-10-batches-py"]
     assert files.verify("cifar10", tmp_path) and folder == tmp_path / "cifar-10-batches-py"
 
 
 def test_fetch_downloads_into_a_stage_and_swaps_in_only_verified_real_data(tmp_path, monkeypatch):
     """torchvision's download is replaced by a copy of generated files posing as the real archives."""
-    archives = files.generate("fashion_mnist", tmp_path / "archives", 30, 10)
+    archives = generator.generate("fashion_mnist", tmp_path / "archives", 30, 10)
     root = tmp_path / "data"
-    files.generate("fashion_mnist", root, 20, 10)  # what a fetch replaces
+    generator.generate("fashion_mnist", root, 20, 10)  # what a fetch replaces
 
     class FashionMNIST:  # torchvision's class, minus the network
         resources = [(f"{n}.gz", files.digest(archives / f"{n}.gz", "md5"))
@@ -275,11 +275,11 @@ def test_fetch_downloads_into_a_stage_and_swaps_in_only_verified_real_data(tmp_p
     monkeypatch.setattr(torchvision.datasets, "FashionMNIST", FashionMNIST)
     FashionMNIST.fail = True
     with pytest.raises(RuntimeError, match="unreachable"):
-        files.fetch("fashion_mnist", root)
+        writing.fetch("fashion_mnist", root)
     assert files.source("fashion_mnist", root) == "generated" and files.verify("fashion_mnist", root)
     assert sorted(p.name for p in root.iterdir()) == [".fashion_mnist.lock", "FashionMNIST"]  # stage removed
     FashionMNIST.fail = False
-    folder = files.fetch("fashion_mnist", root)
+    folder = writing.fetch("fashion_mnist", root)
     assert files.source("fashion_mnist", root) == "real" and folder == root / "FashionMNIST" / "raw"
     assert len(files.verify("fashion_mnist", root)) == 4  # the archives, against their (patched) MD5s
     assert len(files.load_split("fashion_mnist", root, True).labels) == 30

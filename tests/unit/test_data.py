@@ -6,7 +6,7 @@ import pytest
 import torch
 import torchvision
 
-from pipelines.core.data import datasets, files
+from pipelines.core.data import datasets, files, generator, writing
 from pipelines.core.spec.config import RunConfig
 
 
@@ -51,14 +51,14 @@ def test_generated_signal_is_learnable(data_root):
 
 
 def test_generation_is_deterministic(tmp_path):
-    a = files.generate("cifar10", tmp_path / "a", 20, 10, seed=3)
-    b = files.generate("cifar10", tmp_path / "b", 20, 10, seed=3)
+    a = generator.generate("cifar10", tmp_path / "a", 20, 10, seed=3)
+    b = generator.generate("cifar10", tmp_path / "b", 20, 10, seed=3)
     assert (a / files.MANIFEST).read_text() == (b / files.MANIFEST).read_text()
 
 
 @pytest.mark.parametrize("damage", ["flip", "truncate", "delete"])
 def test_corrupted_file_is_named_with_the_fix(tmp_path, damage):
-    folder = files.generate("fashion_mnist", tmp_path, 30, 10)
+    folder = generator.generate("fashion_mnist", tmp_path, 30, 10)
     victim = folder / "t10k-images-idx3-ubyte"
     if damage == "flip":
         blob = bytearray(victim.read_bytes())
@@ -112,7 +112,7 @@ def test_fetch_lock_serialises_downloads(tmp_path):
     spans = []
 
     def hold():
-        with files._exclusive(tmp_path, "cifar10"):
+        with writing.exclusive(tmp_path, "cifar10"):
             start = time.monotonic()
             time.sleep(0.2)
             spans.append((start, time.monotonic()))

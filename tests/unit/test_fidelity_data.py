@@ -4,7 +4,7 @@ import math
 
 import numpy as np
 
-from pipelines.core.data import datasets
+from pipelines.core.data import datasets, generator
 
 
 def books_build_data_loader_train_indices(num_train: int, valid_size: float = 0.1) -> list[int]:
@@ -33,10 +33,9 @@ def test_a_generated_copy_uses_the_same_rule_at_its_size():
 
 
 def test_the_loader_samples_exactly_those_images(tmp_path):
-    from pipelines.core.data import files
     from pipelines.core.spec.config import RunConfig
 
-    files.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
+    generator.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
     cfg = RunConfig(experiment="ch2-baseline", pipeline="ch02_layers", variant="baseline", model="cnn_fmnist",
                     dataset="fashion_mnist", data_root=tmp_path, batch_size=64, seed=0)
     loaders = datasets.loaders(cfg, (1, 28, 28))

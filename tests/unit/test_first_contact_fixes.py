@@ -21,7 +21,7 @@ from matplotlib.colors import to_rgba
 
 from conftest import REPO, accel
 from pipelines.core.report import summary as report
-from pipelines.core.data import files
+from pipelines.core.data import files, generator
 from pipelines.core.report import document, drift, plots
 from pipelines.core.spec import config, experiments
 from pipelines.core.dist import rendezvous
@@ -228,16 +228,16 @@ def test_generate_refused_mid_write_leaves_no_lock_and_no_new_folder(tmp_path, m
     def full(*_args, **_kwargs):
         raise OSError(errno.ENOSPC, "No space left on device")
 
-    monkeypatch.setattr(files, "write_fashion_mnist", full)
+    monkeypatch.setattr(generator, "write_fashion_mnist", full)
     root = tmp_path / "new" / "data"
     with pytest.raises(files.DataError, match="No space left on device"):
-        files.generate("fashion_mnist", root, train=10, test=10)
+        generator.generate("fashion_mnist", root, train=10, test=10)
     assert list(tmp_path.iterdir()) == []
     kept = tmp_path / "kept"
     kept.mkdir()
     (kept / ".fashion_mnist.lock").touch()  # another writer's lock: not this call's to remove
     with pytest.raises(files.DataError):
-        files.generate("fashion_mnist", kept, train=10, test=10)
+        generator.generate("fashion_mnist", kept, train=10, test=10)
     assert [p.name for p in kept.iterdir()] == [".fashion_mnist.lock"]
 
 

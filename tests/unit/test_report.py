@@ -8,7 +8,6 @@ hardware this machine lacks (GPUs, many cores); the slow tests run the real scri
 
 from __future__ import annotations
 
-import ast
 import csv
 import dataclasses
 import io
@@ -16,7 +15,6 @@ import json
 import os
 import subprocess
 import sys
-from collections import defaultdict
 
 import pytest
 
@@ -340,35 +338,6 @@ def test_scaling_curves_from_record_fields(tmp_path):
         [(1, 1.0), (2, 1.65), (4, 2.61), (8, 3.34), (12, 4.26), (16, 4.26)]
     made = plots.scaling(recs, tmp_path)
     assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
-
-
-def test_no_import_cycle_under_pipelines():
-    """Every `pipelines` import, module-level or inside a function, forms a DAG."""
-    modules = {".".join(p.relative_to(REPO).with_suffix("").parts).removesuffix(".__init__"): p
-               for p in (REPO / "pipelines").rglob("*.py")}
-    edges: dict[str, set[str]] = defaultdict(set)
-    for name, path in modules.items():
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.ImportFrom) and node.module:
-                targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-            elif isinstance(node, ast.Import):
-                targets = [a.name for a in node.names]
-            else:
-                continue
-            edges[name] |= {t for t in targets if t in modules and t != name}
-    state: dict[str, int] = {}
-
-    def visit(name: str, path: list[str]) -> None:
-        state[name] = 1
-        for target in edges[name]:
-            assert state.get(target) != 1, "import cycle: " + " -> ".join(path + [name, target])
-            if target not in state:
-                visit(target, path + [name])
-        state[name] = 2
-
-    for name in modules:
-        if name not in state:
-            visit(name, [])
 
 
 def test_decision_constants_are_used_by_the_catalog():

@@ -1,4 +1,4 @@
-"""`--repeats auto` (core/stats/stopping.py, core/run/runner.py): the stop rule, the ABBA schedule inside one process,
+"""`--repeats auto` (core/stats/stopping.py, core/run/execute.py): the stop rule, the ABBA schedule inside one process,
 rank 0's decision on every rank, and a real run whose records say which rule stopped it."""
 
 from __future__ import annotations
@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from conftest import accel, records
-from pipelines.core.run import runner
+from pipelines.core.run import execute
 from pipelines.core.spec import config
 from pipelines.core.stats import stopping
 from pipelines.core.spec.config import resolve
@@ -84,8 +84,8 @@ def _schedule(monkeypatch, configs, skips, widths, agree=lambda mine: mine):
     """The (round, variant) order the runner would run, with `widths` as every round's half-widths."""
     rule = stopping.AutoStop(budget_s=1e9)
     fed = iter(widths)
-    monkeypatch.setattr(runner.rows, "arm_halfwidths", lambda records, ids: next(fed))
-    return [(r, c.variant) for r, c in runner._work(configs, skips, rule, [], agree)], rule
+    monkeypatch.setattr(execute.rows, "arm_halfwidths", lambda records, ids: next(fed))
+    return [(r, c.variant) for r, c in execute.work_order(configs, skips, rule, [], agree)], rule
 
 
 def test_auto_rounds_run_every_arm_in_abba_order_and_a_skipped_arm_once(monkeypatch):

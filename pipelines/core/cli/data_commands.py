@@ -24,13 +24,13 @@ ROOT_HELP = "The data folder (what --data-root of `accel run` reads)."
 @click.option("--root", type=PathArg(), default=Path("data"), show_default=True, help=ROOT_HELP)
 def fetch(names: tuple[str, ...], root: Path) -> None:
     """Download with torchvision's dataset classes (needs internet), verify, record checksums."""
-    from pipelines.core.data import files
+    from pipelines.core.data import files, writing
 
     for name in names:
         files.spec(name)
     for name in names:
         try:
-            folder = files.fetch(name, root)
+            folder = writing.fetch(name, root)
         except (OSError, RuntimeError) as exc:  # torchvision raises RuntimeError when offline or on a bad MD5
             _fail(f"could not fetch {name} ({exc.__class__.__name__}: {str(exc).splitlines()[0][:200]}); "
                   f"check the network, or run `accel data generate {name} --root {root}` for offline data")
@@ -45,9 +45,9 @@ def fetch(names: tuple[str, ...], root: Path) -> None:
 @click.option("--seed", type=int, default=0, show_default=True, help="Random seed of the generated images.")
 def generate(name: str, root: Path, train: int, test: int, seed: int) -> None:
     """Write small files in the dataset's true format, with a learnable class signal."""
-    from pipelines.core.data import files
+    from pipelines.core.data import generator
 
-    folder = files.generate(name, root, train, test, seed)
+    folder = generator.generate(name, root, train, test, seed)
     click.echo(f"{name}: generated {train} train / {test} test samples in {folder} (data_source=generated)")
 
 

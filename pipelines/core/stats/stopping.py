@@ -8,12 +8,12 @@ expected to take as long as the longest round since the first: the first carries
 costs (torch.compile's compilation, cold caches; chapter 3's first round is 25 s, the next ones 4 s), so
 it stands for the next round only while it is the only one. An arm's interval
 is that of its ratio to its baseline when the baseline ran beside it, else that of its own throughput
-(report_rows.arm_halfwidths, the report's bootstrap). Fewer than `MIN_ROUNDS` rounds give no verdict
-(report_stats), so the precision rule never stops a run before the third round; the budget is the
+(stats/rows.py arm_halfwidths, the report's bootstrap). Fewer than `MIN_ROUNDS` rounds give no verdict
+(stats/intervals.py), so the precision rule never stops a run before the third round; the budget is the
 user's limit and may (the report then says the run is inconclusive), but never before the first.
 
 The same rule serves `accel compare --rounds auto` (core/stats/alternate.py), where every experiment is one
-process per round; `accel run` applies it to the arms of one process (core/run/runner.py) and records which
+process per round; `accel run` applies it to the arms of one process (core/run/execute.py) and records which
 part of it stopped the run in every record's `stopping`.
 """
 

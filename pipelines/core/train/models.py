@@ -337,3 +337,14 @@ def transformer_blocks(model: nn.Module) -> list[nn.Module]:
 
 def parameter_count(model: nn.Module) -> int:
     return sum(p.numel() for p in model.parameters())
+
+
+def splittable(name: str, classes: int) -> PatchTransformer:
+    """The model's structure (on the meta device: no memory), refused unless its blocks can be split."""
+    with torch.device("meta"):
+        model = build(name, classes=classes)
+    if not isinstance(model, PatchTransformer):
+        transformers = ", ".join(n for n in REGISTRY if n.startswith("transformer_"))
+        raise ConfigError(f"model {name} has no splittable transformer blocks (separate q/k/v/out and MLP "
+                          f"layers); use --model with one of: {transformers}")
+    return model

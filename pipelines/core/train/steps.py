@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from pipelines.core.spec.config import RunConfig
-from pipelines.core.train.loop import Step
+from pipelines.core.train.loop import Hooks, Step, Trainable
 
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # precision name -> dtype
 
@@ -50,3 +50,29 @@ def plain_step(model: Callable, optimizer: torch.optim.Optimizer, dtype: torch.d
         return loss
 
     return step
+
+
+def fabric_step(fabric, model, optimizer):
+    """The talk's Fabric training step: Fabric's backward applies the precision plugin."""
+
+    def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = F.cross_entropy(model(x), y)
+        optimizer.zero_grad(set_to_none=True)
+        fabric.backward(loss)
+        optimizer.step()
+        return loss
+
+    return step
+
+
+class StepLrEachEpoch(Hooks):
+    """The talk's step 07: the scheduler steps once per finished epoch; the record keeps the last rate."""
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+
+    def epoch_end(self, epoch: int, last_loss: float) -> None:
+        self.scheduler.step()
+
+    def train_end(self, trainable: Trainable, epoch: int) -> None:
+        trainable.metrics["lr_final"] = self.scheduler.get_last_lr()[0]

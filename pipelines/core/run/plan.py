@@ -1,0 +1,72 @@
+"""The plan: one resolved RunConfig per variant of a catalog entry, and the technique file that runs it.
+
+`plan` refuses a planned entry or an unknown variant, loads `pipelines/<name>.py` (its PIPELINE) and
+resolves settings + the variant's options + the command line's overrides; at smoke scale a model with a
+registered small sibling runs that sibling. Nothing here touches data, devices or processes.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pipelines.core.errors import ConfigError, NotRunnable
+from pipelines.core.run.pipeline import Pipeline
+from pipelines.core.spec import experiments, options
+from pipelines.core.spec.config import RunConfig, resolve
+from pipelines.core.train import models
+
+
+@dataclass
+class Plan:
+    experiment: experiments.Experiment
+    pipeline: Pipeline
+    configs: list[RunConfig]  # one per variant to run
+
+
+def load_pipeline(name: str) -> Pipeline:
+    module = importlib.import_module(f"pipelines.{name}")
+    pipeline = getattr(module, "PIPELINE", None)
+    if not isinstance(pipeline, Pipeline):
+        raise TypeError(f"pipelines/{name}.py must expose PIPELINE, an instance of core.pipeline.Pipeline")
+    return pipeline
+
+
+def plan(experiment: experiments.Experiment, scale: str, overrides: Mapping[str, Any],
+         option_overrides: Mapping[str, Any], only: tuple[str, ...] = ()) -> Plan:
+    """One resolved RunConfig per variant (all of them, or those named in `only`)."""
+    if experiment.status == "planned" or experiment.pipeline is None:
+        raise NotRunnable(f"experiment {experiment.id} is planned, not implemented yet: "
+                          f"{experiment.planned_reason or 'no pipeline exists for it'}")
+    names = [variant.name for variant in experiment.variants]
+    unknown = sorted(set(only) - set(names))
+    if unknown:
+        raise ConfigError(f"unknown variant {', '.join(unknown)} of {experiment.id}; it has: {', '.join(names)}")
+    pipeline = load_pipeline(experiment.pipeline)
+    configs = []
+    for variant in experiment.variants:
+        if only and variant.name not in only:
+            continue
+        opts = options.build(pipeline.Options, experiment.options, variant.options, option_overrides)
+        settings = {**experiment.settings, **variant.settings}
+        smoke = smoke_settings(pipeline, settings) if scale == "smoke" else {}
+        configs.append(resolve({**settings, **smoke}, opts, overrides,
+                               experiment=experiment.id, pipeline=experiment.pipeline, variant=variant.name,
+                               scale=scale))
+    return Plan(experiment, pipeline, configs)
+
+
+def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The pipeline's smoke settings; a model with a registered small sibling (vit_b_16 -> vit_tiny,
+    distilbert -> distilbert_tiny) runs that sibling, whatever small model the pipeline names."""
+    smoke = dict(pipeline.smoke_settings)
+    model = settings.get("model")
+    if model in models.REGISTRY and models.spec(model).smoke:
+        smoke["model"] = models.spec(model).smoke
+    return smoke
+
+
+def dist_options(cfg: RunConfig) -> options.DistOptions:
+    """The run's backend and timeout: the pipeline's own when it declares them, else the defaults."""
+    return cfg.options if isinstance(cfg.options, options.DistOptions) else options.DistOptions()

@@ -1,0 +1,90 @@
+"""Refusals before any work, the same on every rank and in the launchers' pre-flight (`accel preflight`).
+
+What the machine cannot do (a GPU, the OpenMP runtime or allocator a launcher chose, the backend), what
+the pipeline refuses (its `check`), missing or damaged data, unreadable weights and unwritable folders:
+each is one line and an exit code before a single step runs. `skip_reasons` names the arms this device
+cannot run (recorded as skipped); when none can run, that too is a refusal.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import torch
+
+from pipelines.core.data import datasets, files
+from pipelines.core.dist import ranks
+from pipelines.core.errors import NotRunnable
+from pipelines.core.record import atomic, envinfo, results
+from pipelines.core.run.plan import Plan, dist_options
+from pipelines.core.spec import experiments, options
+from pipelines.core.spec.config import RunConfig
+from pipelines.core.train import loop, models
+
+
+# (launcher knob, what it selects, what this process actually loaded)
+RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", lambda: envinfo.openmp_runtime()["openmp_runtime"]),
+                 ("ALLOCATOR", "allocator", lambda: envinfo.allocator()["allocator"]))
+
+
+def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True) -> float:
+    """A launcher's check before it starts any process (`accel preflight`): each rank's refusals, for the
+    world it is about to start; returns the run's rendezvous wait (timeout_s) the launcher passes on.
+
+    Without `capabilities` (the ranks run inside IMAGE, whose libraries this host may lack) only user
+    mistakes are refused: what the device, runtime and backend can do is for the ranks to say."""
+    ctx = loop.RunContext(torch.device(the_plan.configs[0].device), rank, world_size)
+    for cfg in the_plan.configs:
+        refuse_before_work(the_plan, cfg, ctx, capabilities)
+    if capabilities:
+        skip_reasons(the_plan, ctx)
+    return dist_options(the_plan.configs[0]).timeout_s
+
+
+def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True) -> None:
+    """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
+    if capabilities:
+        _refuse_capabilities(the_plan, cfg)
+    try:
+        the_plan.pipeline.check(cfg, cfg.options, ctx)
+    except NotRunnable:
+        if capabilities:
+            raise
+    datasets.check(cfg)
+    if cfg.dataset != "synthetic":
+        files.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
+    if cfg.weights is not None and not (Path(cfg.weights).is_dir() and models.spec(cfg.model).from_folder):
+        models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
+    if ctx.is_main:
+        results.check_writable(cfg.results_dir)
+        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
+            atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
+                                "pass -o checkpoint_dir= with a writable folder")
+
+
+def _refuse_capabilities(the_plan: Plan, cfg: RunConfig) -> None:
+    """What this machine cannot do for the run: a GPU, the OpenMP runtime or allocator, the backend."""
+    experiment = the_plan.experiment
+    if cfg.device == "cuda" and not torch.cuda.is_available():
+        raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; run it on a GPU "
+                          "machine, or smoke-test its code path on CPU: accel run "
+                          f"{experiment.id} {' '.join(experiments.cpu_smoke_args(experiment))}")
+    for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
+        wanted = os.environ.get(knob) or experiment.knobs.get(knob)
+        if wanted in ("gnu", "intel", "tcmalloc", "jemalloc") and (loaded := loaded_now()) != wanted:
+            raise NotRunnable(f"{experiment.id} needs the {wanted} {label} but {loaded} is loaded; start it "
+                              f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "
+                              f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
+    if isinstance(cfg.options, options.DistOptions):
+        ranks.check_backend(cfg.options.backend, cfg.device)
+
+
+def skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
+    """Variant -> why it cannot run on this device (the pipeline's `skip`); all skipped: NotRunnable."""
+    reasons = {cfg.variant: reason for cfg in the_plan.configs
+               if (reason := the_plan.pipeline.skip(cfg, cfg.options, ctx))}
+    if reasons and len(reasons) == len(the_plan.configs):
+        raise NotRunnable(f"{the_plan.experiment.id}: nothing can run here: "
+                          + "; ".join(sorted(set(reasons.values()))))
+    return reasons
