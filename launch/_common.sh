@@ -24,10 +24,13 @@ check_positive_int() {
   [[ "$2" =~ ^[1-9][0-9]*$ ]] || die "$1=$2 is not a positive integer"
 }
 
+shown_knobs=()  # what echo_knobs named: the assignments a printed command line starts with
 echo_knobs() {
   local name
   for name in "$@"; do
-    [[ -n "${!name:-}" ]] && echo "launch: $name=${!name}" >&2
+    [[ -n "${!name:-}" ]] || continue
+    [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: $name=${!name}" >&2
+    shown_knobs+=("$name=${!name}")
   done
   return 0
 }
@@ -40,6 +43,7 @@ installed() { local path; path="$(command -v "$1")" && [[ -x "$path" ]]; }
 
 check_image() {
   local where="${1:-here}"
+  [[ -z "${ACCEL_PRINT:-}" ]] || where=elsewhere  # printing a command line: the image need not be here
   case "$IMAGE" in
     podman:*|docker:*)
       local engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
@@ -98,9 +102,17 @@ check_ranks_here() {
   (( $2 <= 4 * cores )) || die "$1=$2 is more than 4 processes per usable core ($cores here); use at most $((4 * cores))"
 }
 
-# Run a command line (python, torchrun, mpirun, srun) from the checkout, echoed first.
+# Run a command line (python, torchrun, mpirun, srun) from the checkout, echoed first. With ACCEL_PRINT=1
+# (`accel launch ID --print`) print it instead, shell-quoted, and start nothing; a command that starts
+# with the container wrapper is handed to it, which prints the engine's full command line.
 run_launcher() {
   cd "$repo" || die "cannot enter $repo"
+  if [[ -n "${ACCEL_PRINT:-}" ]]; then
+    [[ "$1" == "$repo/launch/_container.sh" ]] && exec "$@"
+    { [[ ${#shown_knobs[@]} -eq 0 ]] || printf '%q ' "${shown_knobs[@]}"; printf '%q ' "$@"; } | sed 's/ $//'
+    echo
+    exit 0
+  fi
   echo "+ $*" >&2
   exec "$@"
 }

@@ -40,6 +40,7 @@ mapfile -t PASS_PREFIXES < <(sed 's/#.*//' "$knob_file" | awk 'NF == 1 || $2 == 
 knobs() {
   local name prefix
   while IFS= read -r name; do
+    [[ "$name" != ACCEL_PRINT ]] || continue  # accel launch --print's own switch, never the run's
     for prefix in "${PASS_PREFIXES[@]}"; do
       [[ "$name" == "$prefix"* ]] && { echo "$name"; break; }
     done
@@ -63,6 +64,7 @@ absolute() { if [[ "$1" == /* ]]; then echo "$1"; else echo "$repo/$1"; fi; }
 
 # An image of this project says where its build info is (label accel.build-info); refuse any other.
 need_build_info() {
+  [[ -z "${ACCEL_PRINT:-}" ]] || return 0  # printing the command line: the image need not exist yet
   [[ "$1" == /* ]] || die "IMAGE=$IMAGE has no accel build info (label accel.build-info); it was not built from containers/: make image TARGET=<target> (or make sif TARGET=<target>)"
 }
 
@@ -118,6 +120,11 @@ case "$IMAGE" in
 esac
 
 [[ $check_only -eq 0 ]] || exit 0  # silent when all is well
+if [[ -n "${ACCEL_PRINT:-}" ]]; then  # accel launch --print: the command line, nothing started or written
+  printf '%q ' "${cmd[@]}" | sed 's/ $//'
+  echo
+  exit 0
+fi
 mkdir -p "$results" || die "cannot create the results folder $results"  # after the checks: nothing written on error
 echo "+ $(printf '%q ' "${cmd[@]}")" >&2
 exec "${cmd[@]}"

@@ -100,6 +100,6 @@ echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_A
 if [[ -n "${IMAGE:-}" ]]; then  # the image's build info, on this host or on every host of HOSTS
   if [[ -z "$HOSTS" ]]; then "$repo/launch/_container.sh" --check; else check_image_on_hosts; fi
 fi
-echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
+[[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 run_launcher mpirun -np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" "${common[@]}" \
   "${wrap[@]}" "$py" -m pipelines "$@"

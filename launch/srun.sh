@@ -64,7 +64,7 @@ if [[ -n "${IMAGE:-}" ]]; then
     "$repo/launch/_container.sh" --check  # no allocation yet: this host (its own one-line error, exit 2)
   fi
 fi
-echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
+[[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --wait="$(( ${TIMEOUT_S%.*} + 1 ))" --export=ALL
       "${extra[@]}")
 run_launcher srun "${args[@]}" "${wrap[@]}" "$py" -m pipelines "$@"

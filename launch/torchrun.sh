@@ -72,7 +72,7 @@ image_command here  # with IMAGE, torchrun runs inside one container and starts 
 preflight $((NPROC * NNODES)) $((NODE_RANK * NPROC)) here "$@"
 echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
-echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
+[[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 log_dir="$RUN_RESULTS/torchrun-$(date -u +%Y%m%dT%H%M%SZ)-node$NODE_RANK-$$"
 probe=()  # a node that does not host the rendezvous first proves the host answers, within TIMEOUT_S
 [[ "$NODE_RANK" -eq 0 ]] || probe=(--probe "$MASTER_ADDR:$MASTER_PORT")

@@ -1,5 +1,8 @@
+import os
+import shlex
 import shutil
 import subprocess
+import sys
 
 import pytest
 
@@ -40,3 +43,50 @@ def test_local_launcher_echoes_knobs_and_runs():
 def test_launch_without_args_prints_usage():
     run = _local()
     assert run.returncode == 2 and "usage: launch/local.sh" in run.stderr
+
+
+# ---------------------------------------------------------------- accel launch ID --print
+
+def _printed(*args: str, **env: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines", "launch", *args, "--print"], cwd=REPO,
+                          capture_output=True, text=True, timeout=120, env={**os.environ, **env})
+
+
+def test_print_shows_the_torchrun_command_and_starts_nothing(tmp_path):
+    results = tmp_path / "results"
+    run = _printed("ch9-cpu-gloo", "--variant", "ranks=2", "--results-dir", str(results), MASTER_PORT="29611")
+    assert run.returncode == 0, run.stderr
+    (line,) = run.stdout.splitlines()
+    words = shlex.split(line)
+    assert "NPROC=2" in words and "MASTER_PORT=29611" in words and "OMP_NUM_THREADS=" in line
+    agent = words.index("pipelines.core.dist.agent")
+    assert words[agent - 1] == "-m" and "--nproc-per-node" in words
+    assert words[words.index("run"):][:4] == ["run", "ch9-cpu-gloo", "--variant", "ranks=2"]
+    assert not results.exists()  # nothing written, not even the log folder the run would make
+    assert "Traceback" not in run.stderr
+
+
+def test_print_with_an_image_shows_the_container_command(tmp_path):
+    run = _printed("ch9-cpu-gloo", "--variant", "ranks=2", "--results-dir", str(tmp_path / "r"),
+                   IMAGE="podman:x")
+    assert run.returncode == 0, run.stderr
+    words = shlex.split(run.stdout.strip())
+    assert words[:3] == ["podman", "run", "--rm"] and "x" in words
+    inner = words[words.index("x") + 1:]
+    assert inner[:3] == ["python3", "-m", "pipelines.core.dist.agent"]  # torchrun's agent, inside the image
+    assert "ACCEL_PRINT=1" not in run.stdout
+
+
+@pytest.mark.skipif(shutil.which("mpirun") is None, reason="mpirun not installed (make test installs it)")
+def test_print_shows_the_mpirun_command():
+    run = _printed("ch11-mpi-backend-cpu", "--scale", "smoke", "-o", "backend=gloo", NP="2", MASTER_PORT="29612")
+    assert run.returncode == 0, run.stderr
+    words = shlex.split(run.stdout.strip())
+    start = words.index("mpirun")
+    assert words[start + 1:start + 3] == ["-np", "2"] and "pipelines" in words
+
+
+def test_print_still_refuses_a_bad_knob_in_one_line():
+    run = _printed("ch9-cpu-gloo", "--variant", "ranks=2", NPROC="0")
+    assert run.returncode == 2 and run.stdout == ""
+    assert run.stderr.strip().splitlines()[-1].endswith("NPROC=0 is not a positive integer")

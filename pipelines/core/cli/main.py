@@ -415,11 +415,15 @@ Details: the header of launch/<launcher>.sh and launch/_container.sh.
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script (launch/<launcher>.sh), with the catalog's knobs.
 
-    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`.
+    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`. With --print,
+    the exact command line the launcher would run (torchrun, mpirun or srun; inside IMAGE's container
+    when IMAGE is set) is printed after the same checks, and nothing starts.
     """
     from pipelines.core.spec.config import check_environment
 
     entry = experiments.get(experiment_id)
+    printing = "--print" in args  # the command line the launcher would run, printed; nothing started
+    args = tuple(a for a in args if a != "--print")
     check_environment()  # before torch loads: libgomp would print its own warning line first
     device_given = any(a == "--device" or a.startswith("--device=") for a in args)
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
@@ -448,6 +452,10 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     if {"-h", "--help"} & set(args):
         os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
     knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
+    if printing:
+        argv = [str(script), "run", experiment_id, *args, "--no-baseline"]
+        sys.stdout.flush()
+        os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PRINT": "1"})
     ctx = run.make_context("run", [experiment_id, *args])
     options = ctx.params
     if not os.environ.get("ACCEL_PLAN_SHOWN"):  # an alternation's process: its parent showed the plan
