@@ -29,6 +29,8 @@ def test_live_record_has_the_golden_shape(tmp_path):
     for section in ("config", "metrics", "env", "dist"):
         assert set(live[section]) == set(GOLDEN[section]), section
     assert live["schema"] == results.SCHEMA and live["config"]["data_source"] == "synthetic"
+    assert isinstance(live["machine"]["noisy"], bool) and "noisy_reasons" in live["machine"]
+    assert live["energy"]["measured"] or live["energy"]["reason"].startswith("not measurable here: ")
 
 
 def test_write_is_atomic_and_leaves_nothing_on_failure(tmp_path):

@@ -26,6 +26,7 @@ from pipelines.core.record import version
 from pipelines.core.spec import experiments
 from pipelines.core.cli.args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, RepeatsArg, fail as _fail
 from pipelines.core.cli.data_commands import data, doctor
+from pipelines.core.cli.notebook import diff
 from pipelines.core.spec.config import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.train.interrupt import Interrupted, signals_raise
@@ -588,6 +589,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
 
 cli.add_command(data)
 cli.add_command(doctor)
+cli.add_command(diff)
 
 
 def _interrupted(stop: Interrupted) -> None:
@@ -603,6 +605,9 @@ def _interrupted(stop: Interrupted) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    from pipelines.core.record.machine import mark_root
+
+    mark_root()  # this process and what it starts are the run's own load, never "other processes"
     try:
         with signals_raise():
             cli.main(args=argv, prog_name="accel", standalone_mode=False)

@@ -37,7 +37,8 @@ def new_run_id() -> str:
 def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int,
                 metrics: dict[str, Any], dist: dict[str, Any], env: dict[str, Any],
                 error: dict[str, str] | None = None, artifacts: dict[str, Any] | None = None,
-                notes: list[str] | None = None) -> dict[str, Any]:
+                notes: list[str] | None = None, machine: dict[str, Any] | None = None,
+                energy: dict[str, Any] | None = None) -> dict[str, Any]:
     record = {
         "schema": SCHEMA, "status": status, "run_id": run_id,
         "experiment": config["experiment"], "pipeline": config["pipeline"],
@@ -50,6 +51,10 @@ def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int
         record["artifacts"] = artifacts
     if notes:
         record["notes"] = notes
+    if machine is not None:  # the machine's state around the repeat and its noisy flag (record/machine.py)
+        record["machine"] = machine
+    if energy is not None:  # joules of the repeat, or why they are not measurable here (record/energy.py)
+        record["energy"] = energy
     validate(record)
     return record
 

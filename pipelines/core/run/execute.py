@@ -24,7 +24,7 @@ import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inhe
 from pipelines.core.data import datasets
 from pipelines.core.dist import ranks
 from pipelines.core.errors import ConfigError
-from pipelines.core.record import envinfo, results
+from pipelines.core.record import energy, envinfo, machine, results
 from pipelines.core.run.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
@@ -164,6 +164,8 @@ def record_of(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, 
 def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,
                 dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
+    state_before, meter = machine.snapshot(), energy.Meter(ctx.device.type)
+    meter.start()
     transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
                            train_transform=transforms[0], test_transform=transforms[1])
@@ -174,8 +176,12 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
         metrics, notes, artifacts = _train(pipeline, cfg, ctx, loaders, counter)
     config = {**cfg.to_record(), "data_source": loaders.source, "train_samples": loaders.train_samples,
               "test_samples_available": loaders.test_samples, **loaders.details}
+    trained = (metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
+                                                         + (metrics.get("measured_steps") or 0))
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
-                               dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes)
+                               dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes,
+                               machine=machine.judge(state_before, machine.snapshot()),
+                               energy=meter.stop(trained or None))
 
 
 def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,

@@ -27,13 +27,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
-from pipelines.core.record import envinfo
+from pipelines.core.record import envinfo, machine
 from pipelines.core.record.version import REPO
 from pipelines.core.spec import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.spec.config import RunConfig
 
 REFERENCE_DIR = REPO / "results" / "reference"
+BUSY_WINDOW_S = 0.3  # how long the plan watches the machine for other load before work
 DEFAULT_LAUNCHER_RANKS = 2  # launch/torchrun.sh and mpirun.sh: NPROC / NP when unset
 
 
@@ -270,6 +271,9 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
              f"  results:   {results_dir}/"]
     if device_note:
         lines.append(f"  device:    {device_note}")
+    if first.scale != "smoke" and (busy := machine.busy_now(BUSY_WINDOW_S)):  # smoke numbers are never judged
+        lines.append(f"  WARNING:   this machine is busy before work: {busy}; repeats that stay this busy are "
+                     "flagged noisy (see accel doctor --bench)")
     lines += [f"  note:      {note}" for note in notes if note]
     return "\n".join(lines)
 

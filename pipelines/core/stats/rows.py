@@ -71,6 +71,7 @@ class Row:
     published_basis: str = "-"  # what the source's figure measured, and how it became published_ratio
     band_low: float | None = None
     band_high: float | None = None
+    noisy_repeats: int = 0  # repeats whose machine state was flagged noisy (record/machine.py)
     throughput_mean: float | None = None
     throughput_sd: float | None = None
     train_s_mean: float | None = None
@@ -196,6 +197,7 @@ def _measured(row: Row) -> None:
     row.throughput_mean, row.throughput_sd = throughput.mean, throughput.sd
     row.accuracy_mean, row.accuracy_sd = accuracy.mean, accuracy.sd
     row.train_s_mean, row.step_ms_median = metric("train_s").mean, metric("step_time_ms_median").mean
+    row.noisy_repeats = sum(1 for r in recs if (r.get("machine") or {}).get("noisy"))
     if recs:
         row.data_source = "/".join(sorted({str(r["config"].get("data_source")) for r in recs}))
         seen = {samples_seen(r) for r in recs}

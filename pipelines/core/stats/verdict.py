@@ -97,7 +97,8 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
         table = []
         for line in lines:
             row = line["_row"]
-            cells = [f"{row.experiment} [{row.variant}]", _measured(row), _published(row), row.verdict]
+            noisy = f" (noisy: {row.noisy_repeats} of {row.n} repeats)" if row.noisy_repeats else ""
+            cells = [f"{row.experiment} [{row.variant}]", _measured(row), _published(row), row.verdict + noisy]
             if book:
                 cells.append(_accuracy(row))
             table.append(cells)

@@ -1,0 +1,150 @@
+"""`accel diff A B`: two sets of results side by side (before and after an upgrade, laptop and cluster,
+last week and today), per arm, with what in the environment may explain a change.
+
+Per arm present on both sides (experiment, variant, scale): B's throughput over A's with the same
+two-level bootstrap the report uses (repeats, then steps within a repeat; stats/intervals.py), as a
+change in percent with its 95 % interval. A change is significant only when the interval excludes zero
+and each side has at least `MIN_REPEATS_FOR_VERDICT` repeats: with fewer, run-to-run noise is unseen.
+`regressions(diffs, pct)` are the significant slow-downs of more than `pct` percent: what
+`--fail-above PCT` gates on, for users and for CI's drift check against the committed reference.
+
+The fingerprint diff lists the recorded environment fields whose values differ between the two sides
+(torch, threads, OpenMP runtime, ISA, image digest, commit, ...), with the machine state around the
+repeats (load, noisy repeats) when the records carry it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from pipelines.core.errors import ConfigError
+from pipelines.core.record import results
+from pipelines.core.stats import intervals
+from pipelines.core.stats.rows import load
+
+ArmKey = tuple[str, str, str]  # experiment, variant, scale
+
+
+@dataclass(frozen=True)
+class ArmDiff:
+    experiment: str
+    variant: str
+    scale: str
+    repeats: tuple[int, int]  # A's, B's
+    throughput: tuple[float, float]  # samples/s, A's and B's
+    change_pct: float
+    interval_pct: tuple[float, float] | None  # None: no per-step times on a side
+    significant: bool
+    note: str  # "", or why the change is not judged
+
+    @property
+    def word(self) -> str:
+        if not self.significant:
+            return self.note or "no significant change"
+        return "faster" if self.change_pct > 0 else "slower"
+
+
+def read(path: Path) -> list[dict[str, Any]]:
+    """The ok records of a results folder (sub-folders too) or of one .jsonl file."""
+    path = Path(path)
+    if path.is_file():
+        found = [item for item in results.read_tolerant(path) if not isinstance(item, results.Skipped)]
+    elif path.is_dir():
+        found = load(path).records
+    else:
+        raise ConfigError(f"{path} does not exist; give a results folder or a .jsonl file "
+                          "(e.g. accel diff results/reference/<run> results)")
+    ok = [r for r in found if r.get("status") == "ok"]
+    if not ok:
+        raise ConfigError(f"{path} holds no finished records; run an experiment into it first "
+                          "(accel run ID --results-dir ...)")
+    return ok
+
+
+def by_arm(records: list[dict[str, Any]]) -> dict[ArmKey, list[dict[str, Any]]]:
+    arms: dict[ArmKey, list[dict[str, Any]]] = defaultdict(list)
+    for record in records:
+        arms[(record["experiment"], record["variant"], record.get("scale", ""))].append(record)
+    return arms
+
+
+def _throughputs(records: list[dict[str, Any]]) -> list[float]:
+    return [r["metrics"]["throughput_samples_per_s"] for r in records
+            if isinstance(r["metrics"].get("throughput_samples_per_s"), (int, float))]
+
+
+def compare_arm(key: ArmKey, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> ArmDiff | None:
+    first, second = _throughputs(before), _throughputs(after)
+    if not first or not second:
+        return None
+    steps = [intervals.repeat_of(r) for r in before], [intervals.repeat_of(r) for r in after]
+    if all(s is not None for s in steps[0] + steps[1]):
+        ratio, interval = intervals.ratio_interval(steps[1], steps[0])
+    else:  # a side without per-step times: whole repeats only
+        ratio, interval = intervals.mean_ratio_interval(second, first)
+    low, high = (interval.low - 1) * 100, (interval.high - 1) * 100
+    enough = min(len(first), len(second)) >= intervals.MIN_REPEATS_FOR_VERDICT
+    note = "" if enough else f"too few repeats to judge (fewer than {intervals.MIN_REPEATS_FOR_VERDICT} a side)"
+    return ArmDiff(*key, repeats=(len(first), len(second)),
+                   throughput=(sum(first) / len(first), sum(second) / len(second)),
+                   change_pct=(ratio - 1) * 100, interval_pct=(low, high),
+                   significant=enough and (low > 0 or high < 0), note=note)
+
+
+def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> tuple[list[ArmDiff], list[ArmKey],
+                                                                                 list[ArmKey]]:
+    """(per-arm diffs, arms only in A, arms only in B)."""
+    a, b = by_arm(before), by_arm(after)
+    diffs = [d for key in sorted(a.keys() & b.keys()) if (d := compare_arm(key, a[key], b[key]))]
+    return diffs, sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
+
+
+def regressions(diffs: list[ArmDiff], fail_above_pct: float) -> list[ArmDiff]:
+    """Significant slow-downs of more than `fail_above_pct` percent."""
+    return [d for d in diffs if d.significant and d.change_pct < -fail_above_pct]
+
+
+def _vars(name: str) -> Callable[[dict[str, Any]], Any]:
+    return lambda env: (env.get("vars") or {}).get(name)
+
+
+FINGERPRINT: dict[str, Callable[[dict[str, Any]], Any]] = {
+    "torch": lambda env: env.get("torch"),
+    "python": lambda env: env.get("python"),
+    "CPU": lambda env: env.get("cpu_id") or env.get("cpu_model"),
+    "ISA": lambda env: env.get("cpu_isa"),
+    "usable CPUs": lambda env: len(env.get("usable_cpus") or []) or None,
+    "torch threads": lambda env: env.get("torch_threads"),
+    "OMP_NUM_THREADS": _vars("OMP_NUM_THREADS"),
+    "OpenMP runtime": lambda env: env.get("openmp_runtime"),
+    "allocator": lambda env: env.get("allocator"),
+    "image": lambda env: (env.get("image") or {}).get("digest") or (env.get("image") or {}).get("target"),
+    "commit": lambda env: env.get("git_commit"),
+    "GPUs": lambda env: ", ".join(g.get("name", "?") for g in env.get("gpus") or []) or None,
+}
+
+
+def _values(records: list[dict[str, Any]], read_one: Callable[[dict[str, Any]], Any]) -> str:
+    found = sorted({str(read_one(r.get("env") or {})) for r in records})
+    return " | ".join(found)
+
+
+def _machine(records: list[dict[str, Any]]) -> dict[str, str]:
+    states = [r["machine"] for r in records if isinstance(r.get("machine"), dict)]
+    if not states:
+        return {"load at start": "not recorded", "noisy repeats": "not recorded"}
+    loads = [s["load_avg_start"][0] for s in states if s.get("load_avg_start")]
+    noisy = sum(1 for s in states if s.get("noisy"))
+    return {"load at start": f"{min(loads):.2f}-{max(loads):.2f}" if loads else "not recorded",
+            "noisy repeats": f"{noisy} of {len(states)}"}
+
+
+def fingerprint_diff(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> list[tuple[str, str, str]]:
+    """(field, A's values, B's values) for every fingerprint field that differs, then the machine state."""
+    out = [(name, _values(before, read_one), _values(after, read_one)) for name, read_one in FINGERPRINT.items()]
+    changed = [row for row in out if row[1] != row[2]]
+    mine, theirs = _machine(before), _machine(after)
+    return changed + [(name, mine[name], theirs[name]) for name in mine]
