@@ -22,6 +22,9 @@
 #             never REF_OUT itself): the report gets a drift table (both intervals, the difference) and the
 #             job fails when a conclusive verdict reversed (faster <-> slower than published); a reference
 #             from another machine class is named and skipped, not compared.
+#   DIFF_FAIL_ABOVE  with a same-class AGAINST, `accel diff AGAINST REF_OUT --fail-above` this percent
+#             (default 50: a gross regression such as a lost optimisation, far beyond run-to-run noise of
+#             bench runs on a shared 2-core machine); smaller changes are printed with intervals, not gated
 # Entries that are not `ready` in the catalog are listed in the report as "not run"; the job fails only
 # when a ready entry exits non-zero or leaves no record, never on a timing.
 set -euo pipefail
@@ -31,6 +34,7 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-30}"
 REPEATS="${REPEATS:-3}"
+DIFF_FAIL_ABOVE="${DIFF_FAIL_ABOVE:-50}"
 # The overhead benchmark measures a few-percent effect: it gets twice the steps and repeats.
 HARNESS_STEPS="${HARNESS_STEPS:-$((STEPS * 2))}"
 HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
@@ -172,6 +176,10 @@ if [[ -n "$AGAINST" ]]; then
     echo "reference-timings: no drift table: $AGAINST cannot be compared with this run (see the line above)"
   elif grep -q "^Drift check skipped" "$REF_OUT/report.md"; then
     echo "reference-timings: no drift table: $AGAINST is from another machine class (report.md says which)"
+  else
+    echo "== accel diff against $AGAINST (gate: a significant slow-down beyond $DIFF_FAIL_ABOVE %)"
+    accel diff "$AGAINST" "$REF_OUT" --fail-above "$DIFF_FAIL_ABOVE" \
+      || failed+=("accel diff (an arm significantly slower than $AGAINST by more than $DIFF_FAIL_ABOVE %)")
   fi
 fi
 
