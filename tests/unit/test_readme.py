@@ -26,6 +26,8 @@ README_MAX_LINES = 250
 PLANNED_FLAGS: dict[str, set[str]] = {}  # flags the docs may name before the CLI has them (none now)
 # Commands whose unknown options pass through to `accel run` (click's ignore_unknown_options).
 PASSES_TO_RUN = {"launch", "compare"}
+# Flags such a command takes out of the pass-through arguments itself (cli/main.py's launch: --print).
+OWN_PASSTHROUGH_FLAGS = {"launch": {"--print"}}
 # Ids that exist only in docs/design.md's "adding a technique" example (the example test creates it).
 EXAMPLE_IDS = {"x-smoothing"}
 # Make targets whose ARGS reach `accel launch`, hence `accel run`, besides every catalog id.
@@ -160,7 +162,8 @@ def cli_commands():
 
 def allowed_flags(name, command):
     cli = cli_commands()
-    allowed = option_names(command) | {"--help", "-h"} | PLANNED_FLAGS.get(name, set())
+    allowed = option_names(command) | {"--help", "-h"} | PLANNED_FLAGS.get(name, set()) \
+        | OWN_PASSTHROUGH_FLAGS.get(name, set())
     if name in PASSES_TO_RUN:
         allowed |= option_names(cli.commands["run"]) | PLANNED_FLAGS.get("run", set())
     return allowed
