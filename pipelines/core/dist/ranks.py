@@ -15,6 +15,9 @@ The rendezvous address comes from MASTER_ADDR/MASTER_PORT, which the launch scri
 record why, print one line and leave without the teardown that would wait on a dead peer. torchrun stops
 the surviving ranks with SIGTERM when one fails; a session turns that signal into an error the runner
 records, instead of dying silently. This module reads the environment; it never writes it.
+
+Over 300 lines on purpose: the rank contract is one protocol (placement, join, gather, shutdown) whose
+failure handling is read step by step; split, each step's timeout would lose the others' context.
 """
 
 from __future__ import annotations

@@ -10,6 +10,9 @@ conclusive only when the ratio's bootstrap interval (report_stats) is; records w
 
 Rows are flat dataclasses so that a table is `pandas.DataFrame(row.data() for row in rows)`: the CSV's
 columns are these fields, in this order, and nothing else lists them.
+
+Over 300 lines on purpose: every rule that turns records into a verdict (ratio, basis, memory, accuracy,
+end to end) fills the same Row, and reading them together is how a verdict is checked.
 """
 
 from __future__ import annotations
