@@ -29,7 +29,7 @@ $(STAMP): pyproject.toml
 	# pip byte-compiles the 5.5 GB stack (a CUDA build of torch, even here) on one core; compileall uses every
 	# core: 110 s instead of 135 s on 2 cores. A few files written for newer Pythons (torch's testing
 	# helpers) fail to compile under both and are skipped under both, hence `|| true`.
-	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero]'
+	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,notebook]'
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	rm -f $(VENV)/.installed-* && touch $@
 

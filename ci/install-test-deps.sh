@@ -18,6 +18,8 @@ command -v taskset >/dev/null || needed+=(util-linux)
 command -v podman >/dev/null || needed+=(podman)
 command -v runc >/dev/null || needed+=(runc)
 command -v debootstrap >/dev/null || needed+=(debootstrap)
+# The trend page (report/trend.py) is checked as a person sees it: rendered by a real headless browser.
+command -v chromium >/dev/null || needed+=(chromium)
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then

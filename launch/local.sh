@@ -24,58 +24,9 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-need_args "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)" "$@"
+resolve_knobs local "$@"  # checks and exports the knobs above (pipelines/core/dist/launchers.py)
 
-THREADS="${THREADS:-$(threads_per_rank 1)}"  # one process: every usable core
-check_positive_int THREADS "$THREADS"
-OMP_RUNTIME="${OMP_RUNTIME:-gnu}"
-OMP_BIND="${OMP_BIND:-none}"
-ALLOCATOR="${ALLOCATOR:-default}"
-export OMP_RUNTIME OMP_NUM_THREADS="$THREADS"
-# numpy (imported for the statistics before torch) loads OpenBLAS, whose pool would start threads before the
-# OpenMP runtime binds this process, floating over every core beside the measured ones. Training never uses
-# numpy's BLAS, so its pool stays at the calling thread.
-export OPENBLAS_NUM_THREADS="${OPENBLAS_NUM_THREADS:-1}"
-
-case "$OMP_RUNTIME" in
-  gnu) ;;
-  intel)
-    if [[ -n "${IMAGE:-}" ]]; then
-      # Inside an image the environment lives at IMAGE_PREFIX; the runner there refuses a GNU run.
-      iomp="${IMAGE_PREFIX:-/opt/venv}/lib/libiomp5.so"
-    else
-      iomp="$(python_prefix)/lib/libiomp5.so"
-      [[ -f "$iomp" ]] || die "OMP_RUNTIME=intel but $iomp does not exist; install intel-openmp into that environment (make venv does)"
-    fi
-    export LD_PRELOAD="$iomp${LD_PRELOAD:+:$LD_PRELOAD}"
-    export KMP_AFFINITY="${KMP_AFFINITY:-granularity=fine,compact,1,0}"
-    export KMP_BLOCKTIME="${KMP_BLOCKTIME:-0}"
-    ;;
-  *) die "OMP_RUNTIME=$OMP_RUNTIME is not gnu or intel" ;;
-esac
-
-case "$OMP_BIND" in
-  none) ;;
-  pinned)
-    [[ "$OMP_RUNTIME" == gnu ]] || die "OMP_BIND=pinned is for OMP_RUNTIME=gnu; Intel OpenMP binds with KMP_AFFINITY"
-    export OMP_PROC_BIND=TRUE OMP_SCHEDULE=STATIC
-    GOMP_CPU_AFFINITY="$(physical_first_cpus "$THREADS")" || die "could not compute GOMP_CPU_AFFINITY"
-    export GOMP_CPU_AFFINITY
-    ;;
-  *) die "OMP_BIND=$OMP_BIND is not none or pinned" ;;
-esac
-
-case "$ALLOCATOR" in
-  default) ;;
-  tcmalloc|jemalloc)
-    lib="$(allocator_library "$ALLOCATOR")" || die "ALLOCATOR=$ALLOCATOR but its library is not installed; apt-get install $(allocator_package "$ALLOCATOR")"
-    export LD_PRELOAD="$lib${LD_PRELOAD:+:$LD_PRELOAD}"
-    ;;
-  *) die "ALLOCATOR=$ALLOCATOR is not default, tcmalloc or jemalloc" ;;
-esac
-export OMP_BIND ALLOCATOR
-
-echo_knobs OMP_RUNTIME OMP_NUM_THREADS OPENBLAS_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY ALLOCATOR \
-  LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
-image_command here
+echo_knobs OMP_RUNTIME OMP_NUM_THREADS OPENBLAS_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY \
+  ALLOCATOR LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
+image_command
 run_launcher "${wrap[@]}" "$py" -m pipelines "$@"

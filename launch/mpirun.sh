@@ -23,49 +23,12 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-need_args "usage: launch/mpirun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)" "$@"
-command -v mpirun >/dev/null || die "mpirun not found; install Open MPI (Debian: openmpi-bin) or use the mpi image"
-
-NP="${NP:-2}"
-HOSTS="${HOSTS:-}"
-MAP_BY="${MAP_BY:-slot}"
-BIND_TO="${BIND_TO:-none}"
-MASTER_PORT="${MASTER_PORT:-29500}"
-check_positive_int NP "$NP"
-check_port MASTER_PORT "$MASTER_PORT"
-case "$MAP_BY" in slot|node|core|socket) ;; *) die "MAP_BY=$MAP_BY is not slot, node, core or socket" ;; esac
-case "$BIND_TO" in none|core|socket) ;; *) die "BIND_TO=$BIND_TO is not none, core or socket" ;; esac
+resolve_knobs mpirun "$@"  # checks the knobs (hosts resolve, port free, IMAGE on every host) and sets RANKS_AT
 
 hosts=()
-local_ranks="$NP"
-if [[ -n "$HOSTS" ]]; then
-  [[ "$HOSTS" =~ ^[A-Za-z0-9._-]+(:[1-9][0-9]*)?(,[A-Za-z0-9._-]+(:[1-9][0-9]*)?)*$ ]] \
-    || die "HOSTS=$HOSTS is not host[:slots][,host[:slots]...] (e.g. node1:8,node2:8)"
-  IFS=, read -r -a entries <<< "$HOSTS"
-  for entry in "${entries[@]}"; do
-    name="${entry%%:*}"
-    [[ "$name" =~ ^[0-9]+\.[0-9]+\.[0-9]+\.[0-9]+$ ]] || getent hosts "$name" >/dev/null \
-      || die "HOSTS=$HOSTS: host $name does not resolve"
-  done
-  first="${entries[0]%%:*}"
-  if [[ "$first" =~ ^[0-9.]+$ ]]; then MASTER_ADDR="${MASTER_ADDR:-$first}"; fi
-  MASTER_ADDR="${MASTER_ADDR:-$(getent hosts "$first" | awk '{print $1; exit}')}"
-  [[ "${entries[0]}" == *:* ]] && local_ranks="${entries[0]##*:}"
-  hosts=(--host "$HOSTS")
-fi
-MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
-if ip -o addr show 2>/dev/null | grep -qw "inet ${MASTER_ADDR}" || [[ "$MASTER_ADDR" =~ ^(127\.|localhost$) ]]; then
-  check_port_free "$MASTER_ADDR" "$MASTER_PORT"
-fi
-[[ -n "$HOSTS" ]] || check_ranks_here NP "$NP"
-THREADS="${THREADS:-$(threads_per_rank "$local_ranks")}"
-check_positive_int THREADS "$THREADS"
-export MASTER_ADDR MASTER_PORT OMP_NUM_THREADS="$THREADS"
-where=here  # the ranks (and their containers) start on this host
-[[ -z "$HOSTS" ]] || where=elsewhere
-image_command "$where"  # the host's mpirun starts one container per rank
-preflight "$NP" 0 "$where" "$@"
-
+[[ -z "$HOSTS" ]] || hosts=(--host "$HOSTS")
+image_command  # the host's mpirun starts one container per rank
+preflight "$NP" 0 "$RANKS_AT" "$@"
 common=(-wdir "$repo" -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
 # With IMAGE each rank runs launch/_container.sh, which reads these (remote ranks see only what -x sends).
 for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPATH IMAGE IMAGE_PREFIX GPUS \
@@ -77,29 +40,8 @@ common+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole secon
 [[ $(id -u) -eq 0 ]] && common+=(--allow-run-as-root)
 # Loopback-only runs keep Open MPI's own wire-up off other interfaces.
 [[ -z "$HOSTS" ]] && common+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
-
-# With IMAGE across HOSTS: `_container.sh --check` once per host, started by mpirun itself, so a host without
-# the container runtime or the image fails here, in one line naming it, before any rank starts.
-check_image_on_hosts() {
-  local names=() entry out line rank
-  for entry in "${entries[@]}"; do names+=("${entry%%:*}"); done
-  local one_each
-  one_each="$(IFS=,; echo "${names[*]/%/:1}")"
-  if out="$(mpirun -np "${#names[@]}" --host "$one_each" --map-by node --tag-output "${common[@]}" \
-      "$repo/launch/_container.sh" --check 2>&1)"; then
-    return 0
-  fi
-  line="$(grep -m1 -o '^\[[0-9]*,[0-9]*\]<std...>:launch: error: .*' <<< "$out" || true)"
-  [[ -n "$line" ]] || die "IMAGE=$IMAGE: the pre-flight mpirun across HOSTS=$HOSTS failed ($(tail -n 1 <<< "$out")); check that every host is reachable (RSH_AGENT, ssh)"
-  [[ "$line" =~ ^\[[0-9]+,([0-9]+)\] ]] && rank="${BASH_REMATCH[1]}"
-  die "host ${names[${rank:-0}]}: ${line#*launch: error: }"
-}
-
 echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
   NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
-if [[ -n "${IMAGE:-}" ]]; then  # the image's build info, on this host or on every host of HOSTS
-  if [[ -z "$HOSTS" ]]; then "$repo/launch/_container.sh" --check; else check_image_on_hosts; fi
-fi
 [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 run_launcher mpirun -np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" "${common[@]}" \
   "${wrap[@]}" "$py" -m pipelines "$@"

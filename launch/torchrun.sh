@@ -26,49 +26,16 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-need_args "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)" "$@"
+resolve_knobs torchrun "$@"  # checks the knobs above, sets their defaults (pipelines/core/dist/launchers.py)
 
-NPROC="${NPROC:-2}"
-NNODES="${NNODES:-1}"
-NODE_RANK="${NODE_RANK:-0}"
-MASTER_ADDR="${MASTER_ADDR:-127.0.0.1}"
-MASTER_PORT="${MASTER_PORT:-29500}"
-RDZV="${RDZV:-static}"
-RDZV_ID="${RDZV_ID:-accel}"
-MAX_RESTARTS="${MAX_RESTARTS:-0}"
-check_positive_int NPROC "$NPROC"
-check_ranks_here NPROC "$NPROC"
-check_positive_int NNODES "$NNODES"
-if ! [[ "$NODE_RANK" =~ ^[0-9]+$ ]] || (( NODE_RANK >= NNODES )); then
-  die "NODE_RANK=$NODE_RANK must be an integer from 0 to NNODES-1 ($((NNODES - 1)))"
+rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT")
+if [[ "$RDZV" == c10d ]]; then
+  # node 0 hosts the rendezvous store (torchrun's own guess misses addresses not tied to the hostname)
+  rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
+              --rdzv-conf "is_host=$(( NODE_RANK == 0 ? 1 : 0 ))")  # its waits: the agent adds timeouts
+  [[ -z "$LOCAL_ADDR" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR")
 fi
-[[ "$MAX_RESTARTS" =~ ^[0-9]+$ ]] || die "MAX_RESTARTS=$MAX_RESTARTS is not a non-negative integer"
-[[ -n "$MASTER_ADDR" ]] || die "MASTER_ADDR is empty; set it to the rendezvous host of node 0"
-check_port MASTER_PORT "$MASTER_PORT"
-THREADS="${THREADS:-$(threads_per_rank "$NPROC")}"
-check_positive_int THREADS "$THREADS"
-export OMP_NUM_THREADS="$THREADS"
-for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG; do
-  [[ -n "${!name:-}" ]] && export "${name?}"
-done
-
-rendezvous=()
-case "$RDZV" in
-  static)
-    [[ "$NODE_RANK" -ne 0 ]] || check_port_free "$MASTER_ADDR" "$MASTER_PORT"
-    rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT") ;;
-  c10d)
-    [[ "$NODE_RANK" -ne 0 ]] || check_port_free "$MASTER_ADDR" "$MASTER_PORT"
-    # node 0 hosts the rendezvous store (torchrun's own guess misses addresses not tied to the hostname)
-    host=$(( NODE_RANK == 0 ? 1 : 0 ))
-    rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
-                --rdzv-conf "is_host=$host")  # its waits: the agent adds join/read timeouts
-    if [[ -z "${LOCAL_ADDR:-}" && "$NNODES" -gt 1 && "$NODE_RANK" -eq 0 ]]; then LOCAL_ADDR="$MASTER_ADDR"; fi
-    [[ -z "${LOCAL_ADDR:-}" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR") ;;
-  *) die "RDZV=$RDZV is not static or c10d" ;;
-esac
-
-image_command here  # with IMAGE, torchrun runs inside one container and starts the ranks there
+image_command  # with IMAGE, torchrun runs inside one container and starts the ranks there
 preflight $((NPROC * NNODES)) $((NODE_RANK * NPROC)) here "$@"
 echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
   GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE

@@ -1,4 +1,5 @@
-"""Shared fixtures: generated datasets in their real on-disk formats, and a real `accel` subprocess."""
+"""Shared fixtures: generated datasets in their real on-disk formats, `accel` in this process or as a real
+subprocess, and one torch thread for in-process work."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import json
 import os
 import subprocess
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -17,6 +19,51 @@ def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess
     """Run the real CLI in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
+
+
+def accel_here(capfd, *args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """`accel ARGS` in this process, through `cli.main` (what the console script calls: click's parsing, the
+    checks, the error-to-exit-code mapping), with the output captured at the file descriptors. An exception
+    that escapes is printed as its traceback with exit 1, as the interpreter would. The environment (with
+    `env` added) and the working directory are those of a subprocess from `accel`, and are restored after."""
+    from pipelines.core.cli import main as cli
+
+    capfd.readouterr()  # what earlier code printed is not this command's output
+    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    os.environ.update(env or {})
+    os.chdir(REPO)
+    code = 0
+    try:
+        cli.main(list(args))
+    except SystemExit as exc:
+        code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except Exception:  # noqa: BLE001  (a traceback is what the callers' assertions must catch)
+        code = 1
+        sys.stderr.write(traceback.format_exc())
+    finally:
+        os.chdir(saved_cwd)
+        os.environ.clear()
+        os.environ.update(saved_env)
+    out, err = capfd.readouterr()
+    return subprocess.CompletedProcess(["accel", *args], code, out, err)
+
+
+@pytest.fixture
+def accel_in_process(capfd):
+    """`accel_in_process(*args, env=None)`: like `accel`, in this process (no interpreter start-up)."""
+    return lambda *args, env=None: accel_here(capfd, *args, env=env)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch's intra-op pool at one thread for the test: on a shared 2-core machine, two OpenMP threads of
+    tiny kernels wait on each other's descheduled thread (a DenseNet forward: 4 s instead of 0.06 s)."""
+    import torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)
 
 
 def records(results_dir: Path) -> list[dict]:
@@ -49,9 +96,10 @@ def without_plan(stderr: str) -> list[str]:
     return [line for line in stderr.strip().splitlines() if not line.startswith(("plan: ", "  "))]
 
 
-def assert_refused(args, code: int, needle: str, results_dir: Path, data_root: Path) -> None:
-    """A refused run: the exit code, one `accel: error:` line naming the problem, no traceback, no result."""
-    run = accel(*args, "--data-root", str(data_root), "--results-dir", str(results_dir))
+def assert_refused(args, code: int, needle: str, results_dir: Path, data_root: Path, run=accel) -> None:
+    """A refused run: the exit code, one `accel: error:` line naming the problem, no traceback, no result.
+    `run`: `accel` (a real subprocess) or the `accel_in_process` fixture."""
+    run = run(*args, "--data-root", str(data_root), "--results-dir", str(results_dir))
     lines = without_plan(run.stderr)
     assert run.returncode == code and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
     assert needle in lines[0] and "Traceback" not in run.stderr

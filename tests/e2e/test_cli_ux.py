@@ -97,10 +97,13 @@ def _launcher_knobs() -> set[str]:
     echo_knobs), minus what the scripts set themselves or read from SLURM."""
     text = "\n".join(path.read_text() for path in (REPO / "launch").iterdir() if path.is_file())
     names = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)(?::-|:\?|:\+|})", text))
+    # the knobs the scripts hand to pipelines/core/dist/launchers.py, which reads them with knobs.get("NAME")
+    checks = (REPO / "pipelines/core/dist/launchers.py").read_text()
+    names |= set(re.findall(r'knobs\.get\("([A-Z][A-Z0-9_]+)"', checks))
     for listing in re.findall(r"(?:for name in|echo_knobs) ([A-Z0-9_ \\\n]+?)(?:;|\n[^ ])", text):
         names |= set(re.findall(r"[A-Z][A-Z0-9_]+", listing))
     own = {"OMP_NUM_THREADS", "LD_PRELOAD", "OMP_PROC_BIND", "OMP_SCHEDULE", "GOMP_CPU_AFFINITY", "PYTHONPATH",
-           "PATH", "ACCEL_REPO"}
+           "PATH", "ACCEL_REPO", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"}
     return {name for name in names if not name.startswith("SLURM_")} - own
 
 

@@ -1,5 +1,6 @@
 """Checkpoints: a file that is not one is refused in one line (never with advice to load it unsafely),
-and a writer killed mid-save leaves the last complete checkpoint, which a resume uses."""
+and a writer killed mid-save leaves the last complete checkpoint, which a resume uses. `accel run` meeting
+a hostile checkpoint at resume is end to end: tests/e2e/test_refusal_paths.py."""
 
 import os
 import pickle
@@ -10,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from conftest import REPO, assert_refused
+from conftest import REPO
 from pipelines.core.train import checkpoint, loop
 from pipelines.core.spec.config import ConfigError
 
@@ -55,16 +56,6 @@ def test_load_refuses_in_one_line_naming_the_file(tmp_path, case):
     message = str(caught.value)
     assert str(path) in message and needle in message and "\n" not in message
     assert "weights_only" not in message and not marker.exists()
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_accel_run_with_a_hostile_checkpoint_is_one_line_and_runs_nothing(tmp_path, data_root):
-    folder, marker = tmp_path / "ckpt", tmp_path / "ran"
-    folder.mkdir()
-    torch.save({"model": RunsCode(marker), "epoch": 1, "rng": {}}, folder / checkpoint.FILENAME)
-    assert_refused(["run", "ch8-ddp-template", "--scale", "smoke", "-o", f"checkpoint_dir={folder}"], 2,
-                   f"checkpoint {folder / checkpoint.FILENAME} cannot be loaded", tmp_path / "r", data_root)
-    assert not marker.exists()
 
 
 KILLED_MID_SAVE = """

@@ -2,6 +2,10 @@
 
 Each planted file has its line in `accel-checksums.sha256` rewritten, as anyone who can write the
 data folder could do: the checksum list catches accidents, the readers' checks catch the rest.
+
+`accel data verify` / `generate` run in this process (conftest's `accel_in_process`: `cli.main`, output
+captured at the file descriptors); one case goes through a real interpreter to prove the console-script
+path, and the concurrent generates are two real processes racing for the lock.
 """
 
 import json
@@ -47,9 +51,10 @@ def batch(count=10, **changes) -> dict:
     return {**entry, **changes}
 
 
-def refused_verify(root, needle: str) -> str:
-    """`accel data verify`: exit 2, one `accel: error:` line naming the problem, no traceback."""
-    run = accel("data", "verify", "--root", str(root))
+def refused_verify(accel_run, root, needle: str) -> str:
+    """`accel data verify` (through `accel_run`): exit 2, one `accel: error:` line naming the problem, no
+    traceback."""
+    run = accel_run("data", "verify", "--root", str(root))
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
     assert needle in lines[0] and "Traceback" not in run.stderr, lines[0]
@@ -66,12 +71,11 @@ def fmnist(tmp_path):
     return generator.generate("fashion_mnist", tmp_path / "data", 30, 10)
 
 
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_code_running_batch_is_refused_by_accel_run_and_never_runs(cifar, tmp_path):
+def test_code_running_batch_is_refused_by_accel_run_and_never_runs(cifar, tmp_path, accel_in_process):
     marker = tmp_path / "ran"
     plant(cifar, "data_batch_2", pickle.dumps(batch(extra=RunsCode(marker)), protocol=2))
     assert_refused(["run", "ch6-prune", "--scale", "smoke"], 2, "refers to posix.system", tmp_path / "r",
-                   cifar.parent)
+                   cifar.parent, run=accel_in_process)
     assert not marker.exists()
 
 
@@ -122,10 +126,20 @@ CIFAR_CASES = {
 
 
 @pytest.mark.parametrize("case", CIFAR_CASES)
-def test_bad_cifar_file_is_one_line(cifar, tmp_path, case):
+def test_bad_cifar_file_is_one_line(cifar, tmp_path, case, accel_in_process):
     filename, make, needle = CIFAR_CASES[case]
     plant(cifar, filename, make(tmp_path / "ran"))
-    line = refused_verify(cifar.parent, needle)
+    line = refused_verify(accel_in_process, cifar.parent, needle)
+    assert str(cifar / filename) in line and "accel data generate cifar10" in line
+    assert not (tmp_path / "ran").exists()
+
+
+def test_a_hostile_file_is_refused_the_same_through_the_console_script(cifar, tmp_path):
+    """The table above runs in this process; one case through a fresh interpreter (`python -m pipelines`),
+    as a user runs it: the same exit code, the same single line, no traceback, and the code never runs."""
+    filename, make, needle = CIFAR_CASES["code in the meta file"]
+    plant(cifar, filename, make(tmp_path / "ran"))
+    line = refused_verify(accel, cifar.parent, needle)
     assert str(cifar / filename) in line and "accel data generate cifar10" in line
     assert not (tmp_path / "ran").exists()
 
@@ -151,10 +165,10 @@ FMNIST_CASES = {
 
 
 @pytest.mark.parametrize("case", FMNIST_CASES)
-def test_bad_idx_file_is_one_line(fmnist, tmp_path, case):
+def test_bad_idx_file_is_one_line(fmnist, tmp_path, case, accel_in_process):
     filename, blob, needle = FMNIST_CASES[case]
     plant(fmnist, filename, blob)
-    assert str(fmnist / filename) in refused_verify(tmp_path / "data", needle)
+    assert str(fmnist / filename) in refused_verify(accel_in_process, tmp_path / "data", needle)
 
 
 def write_origin(folder, text):
@@ -178,19 +192,20 @@ LIST_CASES = {
 
 
 @pytest.mark.parametrize("case", LIST_CASES)
-def test_bad_origin_or_checksum_list_is_one_line(cifar, case):
+def test_bad_origin_or_checksum_list_is_one_line(cifar, case, accel_in_process):
     damage, needle = LIST_CASES[case]
     damage(cifar)
-    assert "accel data fetch cifar10" in refused_verify(cifar.parent, needle)
+    assert "accel data fetch cifar10" in refused_verify(accel_in_process, cifar.parent, needle)
 
 
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_real_data_is_checked_against_torchvision_digests_not_the_folder_list(cifar, tmp_path):
+def test_real_data_is_checked_against_torchvision_digests_not_the_folder_list(cifar, tmp_path,
+                                                                               accel_in_process):
     """A generated folder relabelled real (its list intact) fails: real files must match torchvision's."""
     marker = tmp_path / "ran"
     plant(cifar, "data_batch_1", pickle.dumps(batch(extra=RunsCode(marker)), protocol=2))
     write_origin(cifar, json.dumps({"source": "real", "dataset": "cifar10"}))
-    refused_verify(cifar.parent, "data_batch_1 does not match torchvision's MD5 of the real file")
+    refused_verify(accel_in_process, cifar.parent,
+                   "data_batch_1 does not match torchvision's MD5 of the real file")
     assert not marker.exists()
 
 
@@ -213,10 +228,10 @@ def test_real_fashion_mnist_extracted_files_must_equal_their_verified_archives(f
 
 
 @pytest.mark.parametrize("root", ["file", "file/sub", "/proc", "/proc/accel-data"])
-def test_generate_root_that_cannot_hold_data_is_one_line(tmp_path, root):
+def test_generate_root_that_cannot_hold_data_is_one_line(tmp_path, root, accel_in_process):
     (tmp_path / "file").write_text("")
     root = root if root.startswith("/") else str(tmp_path / root)
-    run = accel("data", "generate", "cifar10", "--root", root, "--train", "10", "--test", "5")
+    run = accel_in_process("data", "generate", "cifar10", "--root", root, "--train", "10", "--test", "5")
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and "Traceback" not in run.stderr, run.stderr
     assert re.match(rf"accel: error: (data root {root} is a file|cannot write datasets under {root} )",
@@ -229,14 +244,15 @@ def _generate(root, train):
     return subprocess.Popen(argv, cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
-def test_concurrent_generates_leave_one_complete_dataset(tmp_path):
-    """Two sizes at once into one root: one lock, one staged folder each, swapped in whole."""
+def test_concurrent_generates_leave_one_complete_dataset(tmp_path, accel_in_process):
+    """Two sizes at once into one root (two real processes: the lock is between processes): one lock, one
+    staged folder each, swapped in whole."""
     root = tmp_path / "data"
     procs = [_generate(root, 500), _generate(root, 700)]
     for proc in procs:
         out, err = proc.communicate(timeout=300)
         assert proc.returncode == 0, err
-    run = accel("data", "verify", "--root", str(root))
+    run = accel_in_process("data", "verify", "--root", str(root))
     assert run.returncode == 0 and "cifar10: 7 files OK (generated data)" in run.stdout, run.stderr
     folder = root / files.spec("cifar10").folder
     origin = json.loads((folder / files.ORIGIN).read_text())

@@ -105,20 +105,29 @@ def test_fetch_offline_fails_clearly(tmp_path):
 
 
 def test_fetch_lock_serialises_downloads(tmp_path):
-    """Two holders of the dataset lock never overlap (the lock ranks share on one host)."""
+    """Two holders of the dataset lock never overlap (the lock ranks share on one host): the second asks for
+    it while the first holds it, and gets it only after the first let go."""
     import threading
     import time
 
-    spans = []
+    spans, holding, asking = {}, threading.Event(), threading.Event()
 
-    def hold():
+    def first():
         with writing.exclusive(tmp_path, "cifar10"):
             start = time.monotonic()
-            time.sleep(0.2)
-            spans.append((start, time.monotonic()))
+            holding.set()
+            assert asking.wait(30), "the second holder never started"
+            time.sleep(0.1)  # kept: the window in which the second is asking, not a wait for something
+            spans["first"] = (start, time.monotonic())
 
-    threads = [threading.Thread(target=hold) for _ in range(2)]
+    def second():
+        assert holding.wait(30), "the first holder never got the lock"
+        asking.set()
+        with writing.exclusive(tmp_path, "cifar10"):
+            spans["second"] = (time.monotonic(), time.monotonic())
+
+    threads = [threading.Thread(target=first), threading.Thread(target=second)]
     [t.start() for t in threads]
-    [t.join() for t in threads]
-    (a0, a1), (b0, b1) = sorted(spans)
-    assert b0 >= a1
+    [t.join(timeout=60) for t in threads]
+    assert set(spans) == {"first", "second"}, "a holder did not finish"
+    assert spans["second"][0] >= spans["first"][1]

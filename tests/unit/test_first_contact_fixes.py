@@ -254,8 +254,8 @@ def full_disk(tmp_path):
     subprocess.run(["umount", str(mount)], check=True)
 
 
-def test_data_generate_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk):
-    run = accel("data", "generate", "fashion_mnist", "--root", str(full_disk / "data"))
+def test_data_generate_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk, accel_in_process):
+    run = accel_in_process("data", "generate", "fashion_mnist", "--root", str(full_disk / "data"))
     lines = run.stderr.strip().splitlines()
     assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
     assert "No space left on device" in lines[0]

@@ -20,6 +20,7 @@ def test_parameter_counts_match_the_book(name, kwargs, classes, expected):
 
 
 @pytest.mark.parametrize("name", sorted(models.REGISTRY))
+@pytest.mark.usefixtures("one_torch_thread")  # a shape check: two threads on a busy 2-core box cost seconds
 def test_every_model_runs_its_input_shape(name):
     if name in ("efficientnet_b7", "vit_b_16", "resnet50", "distilbert"):
         pytest.skip("large: covered by the parameter-count test")

@@ -332,7 +332,7 @@ def test_the_link_checker_sees_what_it_checks():
 
 # ---- the executed example: one file plus one catalog entry ----
 
-def test_readme_example_adds_a_technique_in_one_file(tmp_path):
+def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread):
     """The 'one file plus one catalog entry' example (README or a docs page), executed as written, runs end
     to end."""
     import sys

@@ -26,7 +26,7 @@ from pipelines.core.record import version
 from pipelines.core.spec import experiments
 from pipelines.core.cli.args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, RepeatsArg, fail as _fail
 from pipelines.core.cli.data_commands import data, doctor
-from pipelines.core.cli.notebook import diff
+from pipelines.core.cli.notebook import diff, history
 from pipelines.core.spec.config import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.train.interrupt import Interrupted, signals_raise
@@ -392,7 +392,8 @@ LAUNCH_KNOBS = """\b
 Environment knobs (your environment wins over the catalog's; every launcher echoes what it uses):
  all         PYTHON (interpreter; default .venv/bin/python), THREADS (OMP_NUM_THREADS per process;
              default: usable cores / processes), IMAGE (path.sif | podman:TAG | docker:TAG: run inside
-             that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through)
+             that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through),
+             ACCEL_PRINT=1 (what --print sets: the script prints its command line and starts nothing)
  local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
              ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
              OPENBLAS_NUM_THREADS (numpy's BLAS pool; default 1, so no thread floats beside pinned ones)
@@ -403,8 +404,9 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
  srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
  IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER,
              APPTAINER (the apptainer binary)
-Every launcher checks the run's arguments before it starts any process (one line for a mistake), and
-every rendezvous waits at most the run's -o timeout_s (default 120).
+Every launcher checks its knobs (pipelines/core/dist/launchers.py) and the run's arguments before it
+starts any process (one line for a mistake), and every rendezvous waits at most the run's -o timeout_s
+(default 120).
 Details: the header of launch/<launcher>.sh and launch/_container.sh.
 """
 
@@ -420,45 +422,24 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     the exact command line the launcher would run (torchrun, mpirun or srun; inside IMAGE's container
     when IMAGE is set) is printed after the same checks, and nothing starts.
     """
+    from pipelines.core.run.launch import refuse
     from pipelines.core.spec.config import check_environment
 
     entry = experiments.get(experiment_id)
     printing = "--print" in args  # the command line the launcher would run, printed; nothing started
     args = tuple(a for a in args if a != "--print")
     check_environment()  # before torch loads: libgomp would print its own warning line first
-    device_given = any(a == "--device" or a.startswith("--device=") for a in args)
-    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not device_given:
-        _fail(f"{experiment_id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a GPU "
-              f"machine, or smoke-test its code path on CPU: accel launch {experiment_id} "
-              f"{' '.join(experiments.cpu_smoke_args(entry))}", EXIT_NOT_RUNNABLE)
-    if "ccl" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
-        import importlib.util
-
-        if importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
-            _fail(f"{experiment_id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
-                  "provides when built where Intel's wheel index is reachable (containers/cpu-intel/README.md); run "
-                  "it with IMAGE=<such an image> or compare with -o backend=gloo", EXIT_NOT_RUNNABLE)
-    if "mpi-backend" in entry.requires and not os.environ.get("IMAGE") and "backend=" not in " ".join(args):
-        from pipelines.core.dist.ranks import mpi_backend_missing
-
-        if missing := mpi_backend_missing():
-            _fail(f"{experiment_id} {missing}", EXIT_NOT_RUNNABLE)
-    script = REPO / "launch" / f"{entry.launcher}.sh"
-    if not script.is_file():
-        _fail(f"launcher {script} for {experiment_id} does not exist", EXIT_NOT_RUNNABLE)
-    python = os.environ.get("PYTHON")
-    if python and not (os.path.isfile(python) and os.access(python, os.X_OK)):
-        _fail(f"PYTHON={python} is not an executable file; unset PYTHON (the launchers then use "
-              ".venv/bin/python) or point it at a Python with this package installed", EXIT_USAGE)
     if {"-h", "--help"} & set(args):
+        script = REPO / "launch" / f"{entry.launcher}.sh"
         os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
+    ctx = run.make_context("run", [experiment_id, *args])  # parsed once; the checks read the parsed values
+    options = ctx.params
+    script = refuse(entry, options, os.environ)
     knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
     if printing:
         argv = [str(script), "run", experiment_id, *args, "--no-baseline"]
         sys.stdout.flush()
         os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PRINT": "1"})
-    ctx = run.make_context("run", [experiment_id, *args])
-    options = ctx.params
     if not os.environ.get("ACCEL_PLAN_SHOWN"):  # an alternation's process: its parent showed the plan
         from pipelines.core.run import preview
 
@@ -501,8 +482,11 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
 @click.option("--fail-on-reversal", is_flag=True,
               help="With --against: exit 1 when a conclusive verdict reversed (faster <-> slower than "
                    "published).")
+@click.option("--strict", is_flag=True,
+              help="No conclusive verdict from an arm (or its baseline) with a repeat flagged noisy: "
+                   "others' CPU, throttling or swap during the repeat (the record's machine field).")
 def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
-           experiment_ids: str, note: str, fail_on_reversal: bool) -> None:
+           experiment_ids: str, note: str, fail_on_reversal: bool, strict: bool) -> None:
     """Published vs reproduced, from result files only."""
     from pipelines.core.report.summary import FORMATS, summary_table, write_report
 
@@ -516,7 +500,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
                           "(where report.md goes)")
     _refuse_empty(results_dir, experiment_ids)
     if out_dir is None:
-        click.echo(summary_table(results_dir))
+        click.echo(summary_table(results_dir, strict))
         return
     from pipelines.core.record.atomic import check_folder
 
@@ -524,7 +508,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:
         experiments.get(experiment_id)
-    written = write_report(results_dir, out_dir, formats or FORMATS, only, against, note)
+    written = write_report(results_dir, out_dir, formats or FORMATS, only, against, note, strict)
     for line in written.loaded.skipped:
         click.echo(f"accel report: skipped {line}", err=True)
     click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
@@ -590,6 +574,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
 cli.add_command(data)
 cli.add_command(doctor)
 cli.add_command(diff)
+cli.add_command(history)
 
 
 def _interrupted(stop: Interrupted) -> None:

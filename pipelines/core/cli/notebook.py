@@ -1,5 +1,6 @@
-"""The lab notebook's command `accel diff A B`: why did my number change? The numbers come from
-stats/diff.py."""
+"""The lab notebook's commands, for "why did my number change?": `accel diff A B` (two result sets side by
+side; numbers from stats/diff.py) and `accel history ID` (one experiment over every stored run, with change
+points; record/history.py keeps the store, stats/changes.py finds the points)."""
 
 from __future__ import annotations
 
@@ -59,3 +60,68 @@ def diff(before: Path, after: Path, fail_above: float | None) -> None:
             click.echo(f"\naccel: error: significantly slower by more than {fail_above:g} %: {names}", err=True)
             raise SystemExit(1)
         click.echo(f"\nno arm is significantly slower by more than {fail_above:g} %")
+
+
+@click.command()
+@click.argument("experiment_id")
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="The results folder whose records (sub-folders too, except reference/) make the history.")
+@click.option("--metric", default="throughput_samples_per_s", show_default=True,
+              help="The record metric to follow (e.g. step_time_ms_median, peak_rss_mib).")
+@click.option("--variant", "variants", multiple=True, help="Only these arms (repeatable; default all).")
+@click.option("--rebuild", is_flag=True, help="Make the history store again from the JSON-lines records first.")
+def history(experiment_id: str, results_dir: Path, metric: str, variants: tuple[str, ...], rebuild: bool) -> None:
+    """A metric over every stored run of one experiment, one line per run and arm, with the change points
+    ruptures finds (more than run-to-run noise) and what changed in the environment there."""
+    from pipelines.core.record import history as store
+    from pipelines.core.spec import experiments
+    from pipelines.core.stats import changes
+
+    experiments.get(experiment_id)
+    if not results_dir.is_dir():
+        raise ConfigError(f"--results-dir {results_dir} does not exist; run an experiment first "
+                          f"(accel run {experiment_id}) or pass the folder that holds its records")
+    skipped = (store.rebuild if rebuild else store.sync)(results_dir)
+    for line in skipped:
+        click.echo(f"accel history: skipped {line}", err=True)
+    by_arm = changes.series(store.repeats(results_dir, experiment_id), metric)
+    by_arm = {arm: points for arm, points in by_arm.items() if not variants or arm[0] in variants}
+    if not by_arm:
+        raise ConfigError(f"no ok records of {experiment_id} with metric {metric} in {results_dir}; run it first "
+                          f"(accel run {experiment_id}) or choose another --metric")
+    runs = len({p.run_id for points in by_arm.values() for p in points})
+    click.echo(f"{experiment_id}: {metric} over {runs} run(s), {len(by_arm)} arm(s) "
+               f"(store: {store.store_path(results_dir)})")
+    for (variant, scale), points in sorted(by_arm.items()):
+        found = _change_points([p.value for p in points])
+        at = {c.index: c for c in found}
+        click.echo(f"\n{variant} ({scale})")
+        lines = []
+        for i, p in enumerate(points):
+            mark = ""
+            if i in at:
+                c = at[i]
+                moved = [f"{k} {points[i - 1].fingerprint.get(k)} -> {p.fingerprint.get(k)}"
+                         for k in ("torch", "cpu", "host", "threads", "openmp", "git", "image")
+                         if points[i - 1].fingerprint.get(k) != p.fingerprint.get(k)]
+                mark = f"<- change {_pct(c.percent)} ({c.before:.4g} -> {c.after:.4g})" + \
+                       (f"; {', '.join(moved)}" if moved else "")
+            lines.append([p.run_id, f"{p.value:.4g}", str(p.repeats), "noisy" if p.noisy else "",
+                          str(p.fingerprint.get("torch") or ""), str(p.fingerprint.get("git") or ""), mark])
+        click.echo(_columns(["run", metric, "n", "machine", "torch", "git", ""], lines))
+        if len(points) < 2 * changes.MIN_SEGMENT:
+            click.echo(f"(change points need at least {2 * changes.MIN_SEGMENT} runs)")
+        elif not found:
+            click.echo("no change point: every move is within run-to-run noise")
+
+
+def _change_points(values: list[float]):
+    import importlib.util
+
+    from pipelines.core.errors import NotRunnable
+    from pipelines.core.stats import changes
+
+    if importlib.util.find_spec("ruptures") is None:
+        raise NotRunnable("accel history needs ruptures for its change points; make venv installs it "
+                          "(pip install -e '.[notebook]')")
+    return changes.change_points(values)

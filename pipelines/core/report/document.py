@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pipelines.core.record import atomic
-from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render
+from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals as stats
 from pipelines.core.report import tables as tables
@@ -36,14 +36,14 @@ class Written(NamedTuple):
 
 
 def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | None = None,
-          against: Path | None = None, note: str = "") -> Written:
+          against: Path | None = None, note: str = "", strict: bool = False) -> Written:
     """report.md (+ PNG plots beside it), report.csv, report.html into out_dir (default: results_dir).
 
     A reference of another machine class still gives the whole report: no drift table, and
     `drift_skipped` (also in report.md) says why, the two classes side by side. A reference that cannot
     be read at all is a ConfigError raised before out_dir is created, so a refusal leaves no empty folder."""
     loaded = report_rows.load(results_dir)
-    rows = report_rows.build(loaded, only)
+    rows = report_rows.build(loaded, only, strict)
     drift, skipped = None, None
     if against is not None:
         try:
@@ -62,14 +62,16 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
         name, text = render[kind]
         paths.append(out_dir / name)
         atomic.write_text(paths[-1], text())  # a reader never sees half a report
+    if "html" in formats:  # every run a point over time, change points drawn
+        paths.append(atomic.write_text(out_dir / "trend.html", trend.page(loaded.records)))
     paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
     return Written(paths, loaded, drift, skipped)
 
 
-def summary(results_dir: Path) -> str:
+def summary(results_dir: Path, strict: bool = False) -> str:
     """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
     loaded = report_rows.load(results_dir)
-    rows = report_rows.build(loaded)
+    rows = report_rows.build(loaded, None, strict)
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
@@ -132,6 +134,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
         doc.add("table", tables.results_view(tables.frame(rows)))
     else:
         doc.add("p", f"No usable records under `{results_dir}`: nothing to compare yet.")
+    _machine_state(doc, rows)
     _memory(doc, rows)
     _accuracy(doc, rows)
     if drift is not None:
@@ -152,6 +155,34 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
         doc.add("h", "Errors and skipped input")
         doc.add("list", problems + [f"skipped: {s}" for s in skipped])
     return doc
+
+
+def _machine_state(doc: Doc, rows: list[Row]) -> None:
+    """Noisy arms (the machine state in their records) and energy per sample beside throughput."""
+    measured = [r for r in rows if r.records]
+    if not measured:
+        return
+    doc.add("h", "Machine state and energy")
+    doc.add("p", "A repeat is noisy when other processes kept more than a quarter of a usable core busy, the CPU "
+                 "throttled, or the machine swapped while it ran (the record's `machine` field). `accel report "
+                 "--strict` gives no conclusive verdict from such arms. Energy per sample comes from RAPL "
+                 "(/sys/class/powercap) or NVML where a counter is readable, never estimated.")
+    doc.add("table", tables.machine_view(measured))
+    unread = sorted({r.energy_note for r in measured if r.energy_note})
+    if unread:
+        doc.add("p", "Energy " + "; ".join(unread) + ".")
+    by_key = {(r.experiment, r.variant, r.scale): r for r in rows}
+    costly = []
+    for row in measured:
+        base = by_key.get(row.base_key) if row.base_key else None
+        if base is None or None in (row.ratio, row.energy_j_per_sample, base.energy_j_per_sample):
+            continue
+        if row.ratio > 1 and row.energy_j_per_sample > base.energy_j_per_sample:
+            costly.append(f"{row.experiment} [{row.variant}] is faster ({stats.fmt(row.ratio)}x) but costs more "
+                          f"energy per sample ({row.energy_j_per_sample:.4g} J vs {base.energy_j_per_sample:.4g} J "
+                          f"for {base.variant})")
+    if costly:
+        doc.add("list", costly)
 
 
 def _memory(doc: Doc, rows: list[Row]) -> None:

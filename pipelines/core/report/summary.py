@@ -93,17 +93,17 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
 
 
 def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS, only=None,
-                 against: Path | None = None, note: str = ""):
+                 against: Path | None = None, note: str = "", strict: bool = False):
     """report.md (+ PNG plots), report.csv, report.html; returns report_doc.Written(paths, loaded, drift).
     With `against`, a drift table against that reference; a reference of another machine class gives none,
     and `drift_skipped` says why (only a reference without usable records raises ConfigError)."""
     from pipelines.core.report import document
 
-    return document.write(results_dir, out_dir, formats, only, against, note)
+    return document.write(results_dir, out_dir, formats, only, against, note, strict)
 
 
-def summary_table(results_dir: Path) -> str:
+def summary_table(results_dir: Path, strict: bool = False) -> str:
     """The compact table `make demo` and `accel report` print: one line per arm, with its verdict."""
     from pipelines.core.report import document
 
-    return document.summary(results_dir)
+    return document.summary(results_dir, strict)

@@ -50,6 +50,17 @@ def results_view(data: pd.DataFrame) -> pd.DataFrame:
         "verdict": data.verdict, "compared with": data.baseline, "why": data.why})
 
 
+def machine_view(rows: list[Row]) -> pd.DataFrame:
+    """Per measured arm: how many repeats ran on a noisy machine and why; throughput and energy per sample."""
+    return pd.DataFrame({
+        "experiment": [r.experiment for r in rows], "variant": [r.variant for r in rows],
+        "scale": [r.scale for r in rows],
+        "noisy repeats": [f"{r.noisy_repeats} of {r.n}" + (f": {r.noisy_reasons}" if r.noisy_reasons else "")
+                          if any("machine" in rec for rec in r.records) else "not recorded" for r in rows],
+        "samples/s": [stats.fmt(r.throughput_mean, 1) if r.throughput_mean else "-" for r in rows],
+        "J/sample": [f"{r.energy_j_per_sample:.4g}" if r.energy_j_per_sample is not None else "-" for r in rows]})
+
+
 def memory_view(data: pd.DataFrame) -> pd.DataFrame:
     """Arms with a memory saving factor (baseline peak / arm peak), its interval, and its verdict."""
     has = data[data.memory_ratio.notna()]

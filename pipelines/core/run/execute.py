@@ -12,6 +12,7 @@ saying how far that repeat got (core/train/interrupt.py).
 from __future__ import annotations
 
 import random
+import sys
 import time
 import traceback
 from dataclasses import dataclass
@@ -24,7 +25,7 @@ import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inhe
 from pipelines.core.data import datasets
 from pipelines.core.dist import ranks
 from pipelines.core.errors import ConfigError
-from pipelines.core.record import energy, envinfo, machine, results
+from pipelines.core.record import energy, envinfo, history, machine, results
 from pipelines.core.run.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
@@ -113,10 +114,10 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
             records.append(record)
             in_flight = None
             if ctx.is_main:
-                results.write(path, records)  # each finished repeat is on disk before the next starts
+                keep(path, records)  # each finished repeat is on disk before the next starts
             bars.finished(record)
         if ctx.is_main and rule is not None:
-            results.write(path, _with_stopping(records, rule))
+            keep(path, _with_stopping(records, rule))
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
     except (Interrupted, KeyboardInterrupt) as exc:
@@ -126,14 +127,14 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
             records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
         if rule is not None:
             rule.stopped_by = "interrupted"
-        kept = results.write(path, _with_stopping(records, rule)) if ctx.is_main and records else None
+        kept = keep(path, _with_stopping(records, rule)) if ctx.is_main and records else None
         raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
                           session is not None) from None
     except Exception as exc:
         error = record_of("error", cfg, run_id, len(records), dist_info, error={
             "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
         if ctx.is_main:
-            results.write(path, [*records, error])
+            keep(path, [*records, error])
         if session is not None:
             session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
         raise
@@ -159,6 +160,20 @@ def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Inte
 def record_of(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **extra) -> dict[str, Any]:
     return results.make_record(status=status, run_id=run_id, config=cfg.to_record(), repeat=repeat, metrics={},
                                dist=dist_info, env=envinfo.fingerprint(), **extra)
+
+
+def keep(path: Path, records: list[dict[str, Any]]) -> Path:
+    """Write the run's records (the source of truth), then index them in the folder's history store
+    (record/history.py). A store that cannot be updated costs one warning, never the records."""
+    import sqlite3
+
+    written = results.write(path, records)
+    try:
+        history.add(path.parent, records, path)
+    except sqlite3.Error as exc:
+        print(f"accel: warning: the history store {history.store_path(path.parent)} was not updated ({exc}); "
+              "`accel history ID --rebuild` makes it again from the records", file=sys.stderr)
+    return written
 
 
 def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,

@@ -75,6 +75,9 @@ class Row:
     band_low: float | None = None
     band_high: float | None = None
     noisy_repeats: int = 0  # repeats whose machine state was flagged noisy (record/machine.py)
+    noisy_reasons: str = ""  # why, as the records say (others' CPU share, throttling, swap)
+    energy_j_per_sample: float | None = None  # mean over repeats where a counter was readable (record/energy.py)
+    energy_note: str = ""  # "not measurable here: ..." when no repeat had one
     throughput_mean: float | None = None
     throughput_sd: float | None = None
     train_s_mean: float | None = None
@@ -137,8 +140,9 @@ def samples_seen(record: dict[str, Any]) -> int | None:
     return int(epochs * size) if epochs and size else None
 
 
-def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
-    """Rows for every catalog arm that has records, plus 'not run' rows for the ids named in `only`."""
+def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -> list[Row]:
+    """Rows for every catalog arm that has records, plus 'not run' rows for the ids named in `only`.
+    `strict`: no conclusive verdict from an arm or baseline with a repeat that ran on a noisy machine."""
     entries = experiments.all_experiments()
     ran: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
     errors: dict[tuple[str, str], list[str]] = defaultdict(list)
@@ -178,7 +182,26 @@ def build(loaded: Loaded, only: list[str] | None = None) -> list[Row]:
                                f"{exp} has no arm {variant} now (the records are older than the catalog)")
                 _left_out(row)
                 rows.append(row)
+    for row in rows:
+        _noisy(row, {(r.experiment, r.variant, r.scale): r for r in rows}, strict)
     return rows
+
+
+CONCLUSIVE = (stats.REPRODUCED, stats.FASTER, stats.SLOWER)
+
+
+def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> None:
+    """A verdict resting on repeats from a noisy machine says so; under --strict it is no verdict at all."""
+    base = by_key.get(row.base_key) if row.base_key else None
+    count = row.noisy_repeats + (base.noisy_repeats if base is not None else 0)
+    if not count or row.verdict not in CONCLUSIVE:
+        return
+    reasons = "; ".join(r for r in {row.noisy_reasons, base.noisy_reasons if base else ""} if r)
+    note = f"{count} repeat(s) of this arm and its baseline ran on a noisy machine ({reasons or 'see records'})"
+    if strict:
+        row.verdict, row.why = stats.INCONCLUSIVE, f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)"
+    else:
+        row.why = f"{row.why}; {note}" if row.why else note
 
 
 def _left_out(row: Row) -> None:
@@ -200,7 +223,15 @@ def _measured(row: Row) -> None:
     row.throughput_mean, row.throughput_sd = throughput.mean, throughput.sd
     row.accuracy_mean, row.accuracy_sd = accuracy.mean, accuracy.sd
     row.train_s_mean, row.step_ms_median = metric("train_s").mean, metric("step_time_ms_median").mean
-    row.noisy_repeats = sum(1 for r in recs if (r.get("machine") or {}).get("noisy"))
+    noisy = [r["machine"] for r in recs if (r.get("machine") or {}).get("noisy")]
+    row.noisy_repeats = len(noisy)
+    reasons = sorted({str(reason) for m in noisy for reason in m.get("noisy_reasons") or []})
+    row.noisy_reasons = "; ".join(reasons[:2]) + (f"; {len(reasons) - 2} more" if len(reasons) > 2 else "")
+    joules = [r["energy"].get("joules_per_sample") for r in recs if (r.get("energy") or {}).get("measured")]
+    joules = [j for j in joules if j]
+    row.energy_j_per_sample = sum(joules) / len(joules) if joules else None
+    unread = {r["energy"].get("reason") for r in recs if r.get("energy") and not r["energy"].get("measured")}
+    row.energy_note = "" if joules or not unread else sorted(unread)[0]
     if recs:
         row.data_source = "/".join(sorted({str(r["config"].get("data_source")) for r in recs}))
         seen = {samples_seen(r) for r in recs}

@@ -1,0 +1,102 @@
+"""The launchers' knobs are checked in one place, in Python (pipelines/core/dist/launchers.py), and the
+launch scripts only build a command line. The refusals run here in-process; tests/refusals/test_bad_inputs.py
+proves a handful through the real scripts."""
+
+import re
+import shlex
+import socket
+
+import pytest
+
+from conftest import REPO
+from pipelines.core.dist import affinity, launchers
+
+ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
+
+
+def resolved(launcher: str, **env: str) -> launchers.Knobs:
+    return launchers.resolve_knobs(launcher, ARGS, {"PATH": "/usr/bin:/bin", **env})
+
+
+def refused(launcher: str, **env: str) -> str:
+    with pytest.raises(launchers.KnobError) as caught:
+        resolved(launcher, **env)
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("launcher,env,needle", [
+    ("local", {"THREADS": "0"}, "THREADS=0 is not a positive integer"),
+    ("local", {"OMP_RUNTIME": "llvm"}, "OMP_RUNTIME=llvm is not gnu or intel"),
+    ("local", {"OMP_BIND": "tight"}, "OMP_BIND=tight is not none or pinned"),
+    ("local", {"OMP_BIND": "pinned", "OMP_RUNTIME": "intel", "IMAGE": "podman:x", "ACCEL_PRINT": "1"},
+     "OMP_BIND=pinned is for OMP_RUNTIME=gnu"),
+    ("local", {"ALLOCATOR": "mimalloc"}, "ALLOCATOR=mimalloc is not default, tcmalloc or jemalloc"),
+    ("local", {"ALLOCATOR": "jemalloc", "ALLOCATOR_PATH": "/nonexistent"}, "apt-get install libjemalloc2"),
+    ("local", {"IMAGE": "oci:x"}, "IMAGE=oci:x: unknown scheme"),
+    ("local", {"IMAGE": "podman:"}, "IMAGE=podman: names no image"),
+    ("local", {"IMAGE": "/nonexistent.sif"}, "IMAGE=/nonexistent.sif does not exist"),
+    ("torchrun", {"NPROC": "0"}, "NPROC=0 is not a positive integer"),
+    ("torchrun", {"NPROC": "100000"}, "is more than 4 processes per usable core"),
+    ("torchrun", {"NNODES": "2", "NODE_RANK": "2"}, "NODE_RANK=2 must be an integer from 0 to NNODES-1 (1)"),
+    ("torchrun", {"MAX_RESTARTS": "-1"}, "MAX_RESTARTS=-1 is not a non-negative integer"),
+    ("torchrun", {"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
+    ("torchrun", {"RDZV": "etcd"}, "RDZV=etcd is not static or c10d"),
+    ("container", {"IMAGE": "podman:x", "ACCEL_PRINT": "1", "GPUS": "maybe"}, "GPUS=maybe is not auto, yes or no"),
+])
+def test_a_bad_knob_is_one_line_naming_it(launcher, env, needle):
+    assert needle in refused(launcher, **env)
+
+
+def test_no_accel_arguments_is_the_usage_line():
+    with pytest.raises(launchers.KnobError, match="usage: launch/torchrun.sh"):
+        launchers.resolve_knobs("torchrun", [], {})
+
+
+def test_a_port_in_use_is_refused_on_node_0_only():
+    with socket.socket() as held:
+        held.bind(("", 0))
+        held.listen()
+        port = str(held.getsockname()[1])
+        assert f"MASTER_PORT={port} is already in use" in refused("torchrun", MASTER_PORT=port)
+        resolved("torchrun", MASTER_PORT=port, NNODES="2", NODE_RANK="1")  # node 1 only connects to it
+
+
+def test_defaults_follow_the_per_rank_core_policy_and_export_what_the_ranks_read():
+    knobs = resolved("torchrun", NPROC="2")
+    assert knobs.values["NPROC"] == "2" and knobs.values["RDZV"] == "static"
+    assert knobs.exported["OMP_NUM_THREADS"] == str(affinity.threads_per_rank(2))
+    assert resolved("torchrun", NPROC="2", THREADS="3").exported["OMP_NUM_THREADS"] == "3"
+    local = resolved("local", OMP_BIND="pinned", THREADS="1")
+    assert local.exported["GOMP_CPU_AFFINITY"] == affinity.gomp_list(1)
+    assert local.exported["OPENBLAS_NUM_THREADS"] == "1" and local.exported["OMP_PROC_BIND"] == "TRUE"
+
+
+def test_c10d_node_0_of_several_names_its_own_address():
+    knobs = resolved("torchrun", RDZV="c10d", NNODES="2", MASTER_ADDR="127.0.0.1")
+    assert knobs.values["LOCAL_ADDR"] == "127.0.0.1"
+
+
+def test_the_shell_assignments_survive_any_value():
+    knobs = launchers.Knobs({})
+    knobs.set("A", "x y'z")
+    knobs.export("B", "$(touch /tmp/never)")
+    lines = knobs.shell().splitlines()
+    assert shlex.split(lines[0]) == ["A=x y'z"] and shlex.split(lines[1]) == ["export", "B=$(touch /tmp/never)"]
+
+
+def test_the_container_passes_exactly_the_knob_prefixes():
+    names = launchers.passed_names({"OMP_NUM_THREADS": "1", "HOME": "/root", "ACCEL_PRINT": "1", "NCCL_DEBUG": "x"})
+    assert names == ["NCCL_DEBUG", "OMP_NUM_THREADS"]
+
+
+SCRIPTS = sorted((REPO / "launch").glob("*.sh"))
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
+def test_launch_scripts_only_build_a_command_line(script):
+    """No refusal of their own (every check is in dist/launchers.py), and short enough to read and copy:
+    at most 50 lines besides comments."""
+    code = [line for line in script.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
+    assert len(code) <= 50, f"{script.name}: {len(code)} lines of code"
+    refusals = [line for line in code if re.search(r"\bdie\b|launch: error|exit [1-9]", line)]
+    assert not refusals, refusals
