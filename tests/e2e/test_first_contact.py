@@ -9,6 +9,7 @@ import os
 import pytest
 
 from conftest import accel, records
+from pipelines.core.dist import launchers
 from pipelines.core.run import preview
 from pipelines.core.spec import experiments
 from pipelines.core.spec.config import SCALE_DEFAULTS, RunConfig
@@ -59,6 +60,11 @@ def test_oversubscription_is_ranks_times_threads_above_the_usable_cores():
     assert over.oversubscribed and "WARNING: oversubscribed" in over.text()
     default = preview.layout(entry, _cfg(), "torchrun", {"NPROC": "1"})  # the script's default: cores / ranks
     assert default.threads == usable
+    # the launcher's default, not the planning process's own thread count (make cpu-ddp NPROC=4 printed
+    # "4 ranks x 2 threads" on 2 cores while the launcher gave each rank 1)
+    four = preview.layout(entry, _cfg(), "torchrun", {"NPROC": "4"}, in_process_threads=usable)
+    node = {"NPROC": "4", "NNODES": "2", "NODE_RANK": "1"}  # node 1: no port of this host is checked
+    assert str(four.threads) == launchers.resolve_knobs("torchrun", ["run", "x"], node).exported["OMP_NUM_THREADS"]
 
 
 def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tmp_path):

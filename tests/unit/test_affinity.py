@@ -50,12 +50,12 @@ def test_reads_sysfs_layout(tmp_path):
     assert affinity.physical_first(topology, topology) == [0, 2, 3, 1]
 
 
-def test_cli_lists_this_process_usable_cpus(capsys):
-    assert affinity.main(["gomp"]) == 0
-    listed = [int(c) for c in capsys.readouterr().out.strip().split(",")]
+def test_gomp_list_is_this_process_usable_cpus():
+    listed = [int(c) for c in affinity.gomp_list().split(",")]
     assert sorted(listed) == sorted(os.sched_getaffinity(0))
-    assert affinity.main(["gomp", "1"]) == 0 and len(capsys.readouterr().out.strip().split(",")) == 1
-    assert affinity.main(["bogus"]) == 2 and affinity.main(["gomp", "0"]) == 2
+    assert len(affinity.gomp_list(1).split(",")) == 1
+    with pytest.raises(ValueError):
+        affinity.gomp_list(0)
 
 
 @pytest.mark.parametrize("cores,world,expected", [
@@ -70,9 +70,6 @@ def test_rank_cores_are_disjoint_slices_and_threads_are_the_smallest_slice(cores
     assert affinity.threads_per_rank(world, cores) == min(len(cpus) for cpus in expected)
 
 
-def test_threads_per_rank_cli_matches_the_usable_cores(capsys):
+def test_threads_per_rank_matches_the_usable_cores():
     usable = len(os.sched_getaffinity(0))
-    assert affinity.main(["threads-per-rank", "1"]) == 0 and capsys.readouterr().out.strip() == str(usable)
-    assert affinity.main(["threads-per-rank", str(usable + 1)]) == 0
-    assert capsys.readouterr().out.strip() == "1"
-    assert affinity.main(["threads-per-rank", "0"]) == 2 and affinity.main(["threads-per-rank"]) == 2
+    assert affinity.threads_per_rank(1) == usable and affinity.threads_per_rank(usable + 1) == 1

@@ -69,3 +69,51 @@ def test_a_busy_loop_elsewhere_is_noisy_and_our_own_child_is_not(monkeypatch):
     finally:
         ours.kill()
         ours.wait()
+
+
+class StandInNVML:
+    """A stand-in for pynvml: no GPU can exist on this test machine, so NVML's answers are given here, in
+    NVML's own shapes (milliwatts, MHz, the clock-event reasons bitmask, process objects with .pid)."""
+    NVML_CLOCK_SM, NVML_TEMPERATURE_GPU = 1, 0
+
+    def __init__(self, reasons: int, pids: list[int]):
+        self.reasons, self.pids = reasons, pids
+
+    def nvmlDeviceGetCount(self):
+        return 1
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return index
+
+    def nvmlDeviceGetClockInfo(self, handle, kind):
+        return 1755
+
+    def nvmlDeviceGetMaxClockInfo(self, handle, kind):
+        return 1980
+
+    def nvmlDeviceGetTemperature(self, handle, kind):
+        return 71
+
+    def nvmlDeviceGetPowerUsage(self, handle):
+        return 412345
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, handle):
+        return self.reasons
+
+    def nvmlDeviceGetComputeRunningProcesses(self, handle):
+        return [type("Proc", (), {"pid": pid})() for pid in self.pids]
+
+
+@pytest.mark.parametrize("reasons,pids,expected", [
+    (0x1, [100], []),  # idle clocks and only our own process: quiet
+    (0x4 | 0x40, [100], ["GPU 0 slowed down: software power cap, hardware thermal slowdown"]),
+    (0x0, [100, 555], ["GPU 0 also ran other processes (pids 555)"]),
+    (0x0, [7001, 7002], []),  # a container's NVML lists host pids: none of ours, so nothing to compare
+])
+def test_gpu_readings_flag_slowdowns_and_other_processes(reasons, pids, expected):
+    readings = machine.gpu_readings(StandInNVML(reasons, pids))
+    assert readings[0]["power_w"] == 412.3 and readings[0]["sm_clock_mhz"] == 1755
+    end = {**QUIET, "time": 10.0, "gpu": readings, "family_pids": [100, 101]}
+    state = machine.judge(QUIET, end)
+    assert [r for r in state["noisy_reasons"] if r.startswith("GPU")] == expected
+    assert state["gpu"][0]["temperature_c"] == 71

@@ -1,5 +1,8 @@
-"""`accel`: list, show, run, launch, report, compare (data and doctor: cli_data.py). Shared options become
-one RunConfig via the runner.
+"""`accel`: list, show, run, launch, report, compare (data and doctor: data_commands.py; diff and history:
+notebook.py). Shared options become one RunConfig via the runner.
+
+Over 300 lines on purpose: run, launch, compare and preflight share the run options, the plan text and the
+alternation helpers below; split by command, each module would import the others' private helpers.
 
 User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
 machine (planned, no GPU, wrong OpenMP runtime) exits 3; a genuine failure keeps its traceback. Ctrl-C

@@ -2,22 +2,21 @@
 
 One policy serves Python and the launchers: `rank_cores` gives each local rank a disjoint slice of the
 usable cores (shared single cores only when ranks outnumber cores), and `threads_per_rank` is the size of
-the smallest slice, so no rank runs more threads than it has cores. launch/_common.sh asks
-`python -m pipelines.core.dist.affinity threads-per-rank N` for OMP_NUM_THREADS.
+the smallest slice, so no rank runs more threads than it has cores. The launchers' THREADS default is
+`threads_per_rank` (dist/launchers.py).
 
 `GOMP_CPU_AFFINITY=0-15` (a fixed list) is physical-cores-only only when the OS numbers hyper-thread
 siblings after all first threads, and it ignores taskset, cgroup cpusets and SLURM bindings. Here the
 list starts from `os.sched_getaffinity(0)` and puts one logical CPU of every physical core (package,
 core id) first, then the remaining siblings, so N threads land on N distinct cores when N <= cores.
 
-Launch scripts call `python -m pipelines.core.dist.affinity gomp [N]`; this module only reads and prints
-(the caller binds).
+launch/local.sh's OMP_BIND=pinned takes its GOMP_CPU_AFFINITY from `gomp_list` (dist/launchers.py); this
+module only reads (the caller binds).
 """
 
 from __future__ import annotations
 
 import os
-import sys
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -90,31 +89,3 @@ def gomp_list(threads: int | None = None, topology: Topology | None = None) -> s
             raise ValueError(f"threads must be at least 1, got {threads}")
         ordered = ordered[:threads]
     return ",".join(str(cpu) for cpu in ordered)
-
-
-USAGE = "usage: python -m pipelines.core.dist.affinity gomp [THREADS] | physical | threads-per-rank RANKS"
-
-
-def main(argv: list[str] | None = None) -> int:
-    """`gomp [THREADS]` (GOMP_CPU_AFFINITY), `physical` (count of usable physical cores) or
-    `threads-per-rank RANKS` (OMP_NUM_THREADS for RANKS ranks on this node)."""
-    args = sys.argv[1:] if argv is None else argv
-    arity = {"gomp": (1, 2), "physical": (1, 1), "threads-per-rank": (2, 2)}
-    if not args or args[0] not in arity or not arity[args[0]][0] <= len(args) <= arity[args[0]][1]:
-        print(USAGE, file=sys.stderr)
-        return 2
-    try:
-        if args[0] == "physical":
-            print(physical_cores(read_topology(usable_cpus())))
-        elif args[0] == "threads-per-rank":
-            print(threads_per_rank(int(args[1])))
-        else:
-            print(gomp_list(int(args[1]) if len(args) > 1 else None))
-    except ValueError as exc:
-        print(f"affinity: error: {exc}", file=sys.stderr)
-        return 2
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())

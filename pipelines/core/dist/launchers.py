@@ -12,6 +12,10 @@ where it can be tested in-process. The accel arguments themselves are checked af
 `accel preflight` (pipelines/core/run/refusals.py), as every rank will check them.
 
 Standard library only: with IMAGE the host may have a bare python3 (the image holds torch).
+
+Over 300 lines on purpose: it is every check the five launch scripts had, in one place by design (the
+issue it answers is that they were spread over five scripts); split by launcher, the shared checks
+(counts, ports, IMAGE, threads) would need a module of their own anyway.
 """
 
 from __future__ import annotations

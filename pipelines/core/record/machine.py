@@ -15,8 +15,10 @@ usable cores busy on average (a training run that uses every core it may waits o
 one stolen core matters on any machine; background daemons stay far below), the throttle counters moved,
 or the machine swapped. Readings a machine does not
 offer (no cpufreq in a VM, no psutil in an image) are None, never a guess; their absence flags nothing.
-On CUDA the GPU's side (clocks, throttle reasons, other processes) belongs here too, through NVML; it is
-not read yet (`gpu: "not read"` says so).
+On CUDA the GPU's side comes from NVML (nvidia-ml-py) for every GPU this process sees: SM clock against
+its maximum, temperature, power draw, the clock-event (throttle) reasons, and the processes on the GPU.
+A repeat is noisy there when the GPU slowed down for power or heat (not for idling or an application
+clock setting), or when a process outside this run's family held the GPU. Without NVML `gpu` names why.
 """
 
 from __future__ import annotations
@@ -109,13 +111,70 @@ def _clock_mhz(psutil, cpus: list[int]) -> dict[str, float] | None:
     return {"current": round(min(f.current for f in picked), 1), "max": round(top, 1) if top else None}
 
 
-def snapshot() -> dict[str, Any]:
-    """One reading of the machine (cheap: a few /proc and /sys files)."""
+# NVML's clock-event reasons that mean "slowed down" (nvmlClocksEventReason*): idling (0x1), an application
+# clock setting (0x2), sync boost (0x10) and display clocks (0x100) are not the machine's fault.
+GPU_SLOWDOWNS = {0x4: "software power cap", 0x8: "hardware slowdown", 0x20: "software thermal slowdown",
+                 0x40: "hardware thermal slowdown", 0x80: "hardware power brake"}
+
+
+def _nvml():
+    """pynvml, initialised, or the reason it cannot be read."""
+    try:
+        import pynvml
+    except ImportError:
+        return None, "nvidia-ml-py is not installed"
+    try:
+        pynvml.nvmlInit()
+    except Exception as exc:  # noqa: BLE001  (NVMLError: no driver, no device)
+        return None, f"NVML: {exc}"
+    return pynvml, None
+
+
+def gpu_readings(nvml) -> list[dict[str, Any]]:
+    """One dict per GPU: SM clock and its maximum (MHz), temperature (C), power (W), the clock-event
+    reasons bitmask, and the pids of the compute processes on it. A reading a GPU does not offer is None."""
+    def read(call, *args):
+        try:
+            return call(*args)
+        except Exception:  # noqa: BLE001  (NVMLError_NotSupported and kin: that reading is absent)
+            return None
+
+    reasons_call = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or \
+        getattr(nvml, "nvmlDeviceGetCurrentClocksThrottleReasons")
+    out = []
+    for index in range(nvml.nvmlDeviceGetCount()):
+        handle = nvml.nvmlDeviceGetHandleByIndex(index)
+        power = read(nvml.nvmlDeviceGetPowerUsage, handle)
+        procs = read(nvml.nvmlDeviceGetComputeRunningProcesses, handle) or []
+        out.append({"index": index, "sm_clock_mhz": read(nvml.nvmlDeviceGetClockInfo, handle, nvml.NVML_CLOCK_SM),
+                    "sm_clock_max_mhz": read(nvml.nvmlDeviceGetMaxClockInfo, handle, nvml.NVML_CLOCK_SM),
+                    "temperature_c": read(nvml.nvmlDeviceGetTemperature, handle, nvml.NVML_TEMPERATURE_GPU),
+                    "power_w": None if power is None else round(power / 1000, 1),
+                    "clock_event_reasons": read(reasons_call, handle),
+                    "pids": sorted(p.pid for p in procs)})
+    return out
+
+
+def _family_pids(psutil) -> set[int]:
+    try:
+        root = psutil.Process(int(os.environ.get(ROOT_ENV, os.getpid())))
+        return {root.pid, *(p.pid for p in root.children(recursive=True))}
+    except (psutil.Error, ValueError):
+        return {os.getpid()}
+
+
+def snapshot(device_type: str = "cpu") -> dict[str, Any]:
+    """One reading of the machine (cheap: a few /proc and /sys files; on CUDA a few NVML calls)."""
     cpus = usable_cpus()
     psutil = _psutil()
     shot: dict[str, Any] = {"time": time.monotonic(), "cpus": len(cpus),
                             "load_avg": [round(x, 2) for x in os.getloadavg()] if hasattr(os, "getloadavg") else None,
                             "throttle_count": _throttle_count(cpus), "governor": _governor(cpus)}
+    if device_type == "cuda":
+        nvml, why = _nvml()
+        shot["gpu"] = gpu_readings(nvml) if nvml is not None else f"not read: {why}"
+        if nvml is not None and psutil is not None:
+            shot["family_pids"] = sorted(_family_pids(psutil))
     if psutil is None:
         return {**shot, "psutil": False}
     memory, swap = psutil.virtual_memory(), psutil.swap_memory()
@@ -130,7 +189,8 @@ def judge(start: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
     state: dict[str, Any] = {"load_avg_start": start.get("load_avg"), "load_avg_end": end.get("load_avg"),
                              "usable_cpus": end["cpus"], "governor": end.get("governor"),
                              "clock_mhz": end.get("clock_mhz"), "mem_available_mib": end.get("mem_available_mib"),
-                             "swap_used_mib": end.get("swap_used_mib"), "gpu": "not read"}
+                             "swap_used_mib": end.get("swap_used_mib"),
+                             "gpu": end.get("gpu", "not read: a CPU run")}
     reasons: list[str] = []
     if None not in (start.get("busy_s"), end.get("busy_s"), start.get("family_cpu_s"), end.get("family_cpu_s")):
         others = (end["busy_s"] - start["busy_s"]) - (end["family_cpu_s"] - start["family_cpu_s"])
@@ -151,6 +211,17 @@ def judge(start: dict[str, Any], end: dict[str, Any]) -> dict[str, Any]:
         state["swap_io_pages"] = swapped
         if swapped > 0:
             reasons.append(f"the machine swapped ({swapped} pages in or out)")
+    if isinstance(end.get("gpu"), list):
+        ours = set(end.get("family_pids") or [os.getpid()])
+        for gpu in end["gpu"]:
+            slowed = [name for bit, name in GPU_SLOWDOWNS.items() if (gpu.get("clock_event_reasons") or 0) & bit]
+            if slowed:
+                reasons.append(f"GPU {gpu['index']} slowed down: {', '.join(slowed)}")
+            pids = set(gpu.get("pids") or [])
+            others = sorted(pids - ours)
+            # in a container NVML may list host pids: they compare only when one of ours is among them
+            if others and pids & ours:
+                reasons.append(f"GPU {gpu['index']} also ran other processes (pids {', '.join(map(str, others))})")
     if not end.get("psutil", False):
         state["not_measured"] = "psutil is not installed: other processes, memory and swap were not read"
     return {**state, "noisy": bool(reasons), "noisy_reasons": reasons}

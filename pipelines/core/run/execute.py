@@ -179,7 +179,7 @@ def keep(path: Path, records: list[dict[str, Any]]) -> Path:
 def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,
                 dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
-    state_before, meter = machine.snapshot(), energy.Meter(ctx.device.type)
+    state_before, meter = machine.snapshot(ctx.device.type), energy.Meter(ctx.device.type)
     meter.start()
     transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
@@ -195,7 +195,7 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
                                                          + (metrics.get("measured_steps") or 0))
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
                                dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes,
-                               machine=machine.judge(state_before, machine.snapshot()),
+                               machine=machine.judge(state_before, machine.snapshot(ctx.device.type)),
                                energy=meter.stop(trained or None))
 
 

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from pipelines.core.dist import affinity
 from pipelines.core.record import envinfo, machine
 from pipelines.core.record.version import REPO
 from pipelines.core.spec import experiments
@@ -132,9 +133,12 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
         nodes = knob("NODES") or 1
         ranks = max(1, math.ceil((knob("NTASKS") or 1) / nodes))
     arm_threads = getattr(cfg.options, "threads", None)
-    threads = (arm_threads if isinstance(arm_threads, int) and arm_threads > 0 else
-               _whole((env.get("OMP_NUM_THREADS") or "").split(",")[0]) if launcher is None else
-               knob("THREADS")) or in_process_threads or max(1, usable // ranks)
+    if isinstance(arm_threads, int) and arm_threads > 0:
+        threads = arm_threads
+    elif launcher is None:  # this process: what OpenMP was told, else what torch runs
+        threads = _whole((env.get("OMP_NUM_THREADS") or "").split(",")[0]) or in_process_threads or usable
+    else:  # the launcher's own default (dist/launchers.py): the smallest core slice per rank
+        threads = knob("THREADS") or affinity.threads_per_rank(ranks)
     return Layout(ranks, threads, usable, nodes)
 
 
