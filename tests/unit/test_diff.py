@@ -32,6 +32,25 @@ def test_fewer_than_three_repeats_are_never_significant():
     assert not d.significant and "too few repeats" in d.word and diff.regressions([d], 5) == []
 
 
+def test_other_work_is_shown_but_never_judged_or_gated():
+    """2 timed steps against 20 carry start-up costs 20 do not: a 50 % slow-down there is not a regression
+    (CI's reference-timings test ran 2 steps against the committed 20-step reference)."""
+    short = arm(0.5)
+    for rec in short:
+        rec["config"]["steps"] = 2
+    (d,), _, _ = diff.compare(arm(1.0), short)
+    assert not d.significant and d.word.startswith("not the same work: timed steps 40 vs 2")
+    assert diff.regressions([d], 5) == []
+    for rec in short:  # 30 against 40: per-step throughput of the same work, judged
+        rec["config"]["steps"] = 30
+    (d,), _, _ = diff.compare(arm(1.0), short)
+    assert d.significant and diff.regressions([d], 5) == [d]
+    for rec in short:
+        rec["config"]["batch_size"] = 256
+    (d,), _, _ = diff.compare(arm(1.0), short)
+    assert d.word == "not the same work: batch_size 64 vs 256"
+
+
 def test_the_fingerprint_diff_names_only_what_changed():
     before, after = arm(1.0), arm(0.8, torch="2.15.0", openmp_runtime="intel")
     changed = {name: (a, b) for name, a, b in diff.fingerprint_diff(before, after)}

@@ -5,6 +5,12 @@ Per arm present on both sides (experiment, variant, scale): B's throughput over 
 two-level bootstrap the report uses (repeats, then steps within a repeat; stats/intervals.py), as a
 change in percent with its 95 % interval. A change is significant only when the interval excludes zero
 and each side has at least `MIN_REPEATS_FOR_VERDICT` repeats: with fewer, run-to-run noise is unseen.
+Only the same work is judged: an arm whose batch, model, dataset, device or world size differ between
+the sides, or whose timed steps differ by more than a factor of `STEPS_FACTOR`, is shown with that
+difference and never gated. Throughput is per step, so 20 timed steps compare with 30 (CI against the
+committed reference); 2 do not, because the first steps after a short warm-up still pay start-up costs
+(a 2-step run of CI's own test measured 22-52 % below the 30-step reference on the same machine, where
+20 steps stayed within 4-33 %).
 `regressions(diffs, pct)` are the significant slow-downs of more than `pct` percent: what
 `--fail-above PCT` gates on, for users and for CI's drift check against the committed reference.
 
@@ -76,6 +82,35 @@ def _throughputs(records: list[dict[str, Any]]) -> list[float]:
             if isinstance(r["metrics"].get("throughput_samples_per_s"), (int, float))]
 
 
+WORK_FIELDS = ("batch_size", "model", "dataset", "device")
+STEPS_FACTOR = 2.0
+
+
+def _work(record: dict[str, Any]) -> dict[str, Any]:
+    config = record.get("config") or {}
+    return {**{name: config.get(name) for name in WORK_FIELDS},
+            "world size": (record.get("dist") or {}).get("world_size")}
+
+
+def _steps(records: list[dict[str, Any]]) -> list[int]:
+    return sorted({s for r in records if isinstance(s := (r.get("config") or {}).get("steps"), int) and s > 0})
+
+
+def work_difference(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> str:
+    """'' when both sides did the same work per step, else what differs ('steps 30 vs 2')."""
+    differs = []
+    for name in (*WORK_FIELDS, "world size"):
+        a = sorted({str(_work(r)[name]) for r in before})
+        b = sorted({str(_work(r)[name]) for r in after})
+        if a != b:
+            differs.append(f"{name} {'/'.join(a)} vs {'/'.join(b)}")
+    a, b = _steps(before), _steps(after)
+    if a and b and max(max(a), max(b)) > STEPS_FACTOR * min(min(a), min(b)):
+        differs.append(f"timed steps {'/'.join(map(str, a))} vs {'/'.join(map(str, b))} (more than "
+                       f"{STEPS_FACTOR:g}x apart)")
+    return "; ".join(differs)
+
+
 def compare_arm(key: ArmKey, before: list[dict[str, Any]], after: list[dict[str, Any]]) -> ArmDiff | None:
     first, second = _throughputs(before), _throughputs(after)
     if not first or not second:
@@ -88,6 +123,8 @@ def compare_arm(key: ArmKey, before: list[dict[str, Any]], after: list[dict[str,
     low, high = (interval.low - 1) * 100, (interval.high - 1) * 100
     enough = min(len(first), len(second)) >= intervals.MIN_REPEATS_FOR_VERDICT
     note = "" if enough else f"too few repeats to judge (fewer than {intervals.MIN_REPEATS_FOR_VERDICT} a side)"
+    if other_work := work_difference(before, after):
+        enough, note = False, f"not the same work: {other_work}"
     return ArmDiff(*key, repeats=(len(first), len(second)),
                    throughput=(sum(first) / len(first), sum(second) / len(second)),
                    change_pct=(ratio - 1) * 100, interval_pct=(low, high),
