@@ -92,13 +92,9 @@ def port(name: str, value: str) -> int:
     return int(value)
 
 
-def usable_cores() -> int:
-    return len(os.sched_getaffinity(0))
-
-
 def ranks_fit_here(name: str, count: int) -> None:
     """More than 4 processes per usable core (NPROC=400) would swamp this host."""
-    cores = usable_cores()
+    cores = len(affinity.usable_cpus())
     if count > 4 * cores:
         raise KnobError(f"{name}={count} is more than 4 processes per usable core ({cores} here); use at most "
                         f"{4 * cores}")
