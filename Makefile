@@ -24,6 +24,7 @@ help: ## This list: every target with its `##` comment (a test keeps it equal to
 
 venv: $(STAMP) ## Create .venv with the pinned host stack
 $(STAMP): pyproject.toml
+	[[ -x $(VENV)/bin/python ]] || ci/need-free-disk.sh 7 $(VENV) 'make venv ($(VENV), the pinned host stack)'
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	# pip byte-compiles the 5.5 GB stack (a CUDA build of torch, even here) on one core; compileall uses every
@@ -87,6 +88,7 @@ IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell echo '$(IPEX_PINS)' | cksum | cut 
 
 ipex-venv: $(IPEX_STAMP) ## .venv-ipex with torch 2.8.0 + intel-extension-for-pytorch 2.8.0
 $(IPEX_STAMP):
+	[[ -x $(IPEX_VENV)/bin/python ]] || ci/need-free-disk.sh 8 $(IPEX_VENV) 'make ipex-venv ($(IPEX_VENV), torch 2.8 + IPEX)'
 	python3 -m venv $(IPEX_VENV)
 	$(IPEX_VENV)/bin/pip install --quiet --upgrade pip
 	$(IPEX_VENV)/bin/pip install --quiet $(IPEX_PINS)

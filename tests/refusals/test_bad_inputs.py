@@ -379,3 +379,22 @@ def test_json_results_refuse_nan_and_infinity(tmp_path):
     with pytest.raises(results.SchemaError, match="NaN or Infinity"):
         results.write(tmp_path / "x.jsonl", [record])
     assert not list(tmp_path.iterdir())
+
+
+def test_make_venv_on_a_small_disk_refuses_before_writing(tmp_path):
+    """`make venv` (and ipex-venv) on a disk without room for the 6-7 GB stack says so in one line and
+    creates nothing; before this check, pip stopped half-way with "[Errno 28] No space left on device"
+    and a half-built venv (CI hit it on a full shared disk)."""
+    small = tmp_path / "small"
+    if not _mount_tmpfs(small, "size=3m"):
+        pytest.skip("a small tmpfs needs root and mount")
+    try:
+        for target, variable in (("venv", "VENV"), ("ipex-venv", "IPEX_VENV")):
+            run = subprocess.run(["make", "--no-print-directory", target, f"{variable}={small}/env"], cwd=REPO,
+                                 capture_output=True, text=True, timeout=60)
+            complaint = [line for line in run.stderr.splitlines() if not line.startswith("make: ***")]
+            assert run.returncode == 2, run.stderr
+            assert len(complaint) == 1 and "needs about" in complaint[0] and "GiB free" in complaint[0], run.stderr
+            assert "Traceback" not in run.stderr and not list(small.iterdir()), "something was written"
+    finally:
+        subprocess.run(["umount", "-l", str(small)], capture_output=True)
