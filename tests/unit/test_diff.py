@@ -89,3 +89,47 @@ def test_accel_diff_gates_a_planted_regression_and_passes_the_same_code(tmp_path
     assert code == 0 and "no arm is significantly slower" in out
     code, _, err = run(str(tmp_path / "before"), str(tmp_path / "nowhere"))
     assert code == 2 and "does not exist" in err and "Traceback" not in err
+
+
+def test_relative_gate_follows_the_machine_not_the_host():
+    """A host 40 % slower on every arm fails an absolute 25 % gate but not the relative one; one arm 40 %
+    slower than its peers on that host still fails the relative gate (CI's drift check uses --relative:
+    quiet VMs of one class ran 4-33 % and 23-45 % below the committed reference)."""
+    names = ("a", "b", "c", "d")
+    before = [dict(r, variant=v) for v in names for r in arm(1.0)]
+    slower_host = [dict(r, variant=v) for v in names for r in arm(0.6)]
+    diffs, _, _ = diff.compare(before, slower_host)
+    shift = diff.machine_shift(diffs)
+    assert shift == pytest.approx(0.6, abs=0.01)
+    assert len(diff.regressions(diffs, 25)) == 4 and diff.regressions(diffs, 25, shift) == []
+    one_arm_worse = [dict(r, variant=v) for v in names for r in arm(0.36 if v == "d" else 0.6)]
+    diffs, _, _ = diff.compare(before, one_arm_worse)
+    shift = diff.machine_shift(diffs)
+    [bad] = diff.regressions(diffs, 25, shift)
+    assert bad.variant == "d" and diff.relative_pct(bad.change_pct, shift) == pytest.approx(-40, abs=1.5)
+
+
+def test_machine_shift_needs_three_judged_arms():
+    (d,), _, _ = diff.compare(arm(1.0), arm(0.6))
+    assert diff.machine_shift([d]) is None
+    assert diff.regressions([d], 25, 1.0) == [d]
+
+
+def test_accel_diff_relative_prints_the_shift_and_gates_on_it(tmp_path, capfd):
+    from recordutil import write
+
+    from pipelines.core.cli.main import main as accel_main
+
+    names = ("a", "b", "c")
+    write(tmp_path / "before", "a.jsonl", [dict(r, variant=v) for v in names for r in arm(1.0)])
+    write(tmp_path / "after", "b.jsonl", [dict(r, variant=v) for v in names for r in arm(0.6)])
+    for relative, expected in ((False, 1), (True, 0)):
+        args = ["diff", str(tmp_path / "before"), str(tmp_path / "after"), "--fail-above", "25"]
+        try:
+            accel_main(args + ["--relative"] * relative)
+            code = 0
+        except SystemExit as exc:
+            code = exc.code or 0
+        out, err = capfd.readouterr()
+        assert code == expected, out + err
+    assert "machine shift: -40." in out and "no arm is significantly slower than the machine's shift" in out

@@ -31,7 +31,10 @@ def _columns(headers: list[str], lines: list[list[str]]) -> str:
 @click.argument("after", type=PathArg())
 @click.option("--fail-above", "fail_above", type=click.FloatRange(min=0, max=100, min_open=True), default=None,
               metavar="PCT", help="Exit 1 when an arm is significantly slower by more than PCT percent.")
-def diff(before: Path, after: Path, fail_above: float | None) -> None:
+@click.option("--relative", is_flag=True,
+              help="Judge each arm against the median change of all judged arms (the machine's own shift, "
+                   "e.g. a slower host) instead of against no change (with 3 judged arms or more).")
+def diff(before: Path, after: Path, fail_above: float | None, relative: bool) -> None:
     """Two result sets side by side (folders or .jsonl files): per arm, B's throughput against A's with
     a 95 % interval, and the environment fields that differ and may explain it."""
     from pipelines.core.stats import diff as diffs
@@ -53,13 +56,25 @@ def diff(before: Path, after: Path, fail_above: float | None) -> None:
     fields = diffs.fingerprint_diff(first, second)
     click.echo("\nWhat differs between A and B (may explain a change):")
     click.echo(_columns(["field", "A", "B"], [[name, a, b] for name, a, b in fields]))
+    shift, against = 1.0, ""
+    if relative:
+        judged = sum(1 for d in arms if not d.note)
+        if (found := diffs.machine_shift(arms)) is None:
+            click.echo(f"\nmachine shift: not measured ({judged} judged arms, {diffs.MIN_ARMS_FOR_SHIFT} "
+                       "needed); each arm is judged against no change")
+        else:
+            shift, against = found, " than the machine's shift"
+            click.echo(f"\nmachine shift: {_pct((shift - 1) * 100)} (median change over {judged} judged "
+                       "arms); each arm is judged against it")
     if fail_above is not None:
-        bad = diffs.regressions(arms, fail_above)
+        bad = diffs.regressions(arms, fail_above, shift)
         if bad:
-            names = ", ".join(f"{d.experiment} / {d.variant} {_pct(d.change_pct)}" for d in bad)
-            click.echo(f"\naccel: error: significantly slower by more than {fail_above:g} %: {names}", err=True)
+            names = ", ".join(f"{d.experiment} / {d.variant} {_pct(diffs.relative_pct(d.change_pct, shift))}"
+                              for d in bad)
+            click.echo(f"\naccel: error: significantly slower{against} by more than {fail_above:g} %: {names}",
+                       err=True)
             raise SystemExit(1)
-        click.echo(f"\nno arm is significantly slower by more than {fail_above:g} %")
+        click.echo(f"\nno arm is significantly slower{against} by more than {fail_above:g} %")
 
 
 @click.command()

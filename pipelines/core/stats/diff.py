@@ -14,6 +14,13 @@ committed reference); 2 do not, because the first steps after a short warm-up st
 `regressions(diffs, pct)` are the significant slow-downs of more than `pct` percent: what
 `--fail-above PCT` gates on, for users and for CI's drift check against the committed reference.
 
+`machine_shift(diffs)` is the median change over the judged arms: how much faster or slower the machine
+B ran on as a whole. Two VMs of one class (same CPU model, same image) ran CI's reference set 4-33 % and
+23-45 % below the committed reference, arm by arm, on quiet machines: the host, not the code. With
+`--relative`, each arm is judged against that shift instead of against zero, so a code change that
+slows some arms still fails the gate, and a slower host does not. A change that slows every arm alike
+is what the harness-overhead check (the shared loop against a plain loop, in the same run) catches.
+
 The fingerprint diff lists the recorded environment fields whose values differ between the two sides
 (torch, threads, OpenMP runtime, ISA, image digest, commit, ...), with the machine state around the
 repeats (load, noisy repeats) when the records carry it.
@@ -21,6 +28,7 @@ repeats (load, noisy repeats) when the records carry it.
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
@@ -139,9 +147,26 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> tuple[
     return diffs, sorted(a.keys() - b.keys()), sorted(b.keys() - a.keys())
 
 
-def regressions(diffs: list[ArmDiff], fail_above_pct: float) -> list[ArmDiff]:
-    """Significant slow-downs of more than `fail_above_pct` percent."""
-    return [d for d in diffs if d.significant and d.change_pct < -fail_above_pct]
+MIN_ARMS_FOR_SHIFT = 3  # a median of fewer arms is one arm's own change, not the machine's
+
+
+def machine_shift(diffs: list[ArmDiff]) -> float | None:
+    """B's throughput over A's, the median over the judged arms (same work, enough repeats); None when
+    fewer than `MIN_ARMS_FOR_SHIFT` arms are judged."""
+    judged = [1 + d.change_pct / 100 for d in diffs if not d.note]
+    return statistics.median(judged) if len(judged) >= MIN_ARMS_FOR_SHIFT else None
+
+
+def relative_pct(value_pct: float, shift: float) -> float:
+    """A change in percent, judged against the machine's shift (1.0: against no change)."""
+    return ((1 + value_pct / 100) / shift - 1) * 100
+
+
+def regressions(diffs: list[ArmDiff], fail_above_pct: float, shift: float = 1.0) -> list[ArmDiff]:
+    """Judged arms whose whole 95 % interval is below `shift` and whose change, taken against `shift`,
+    is a slow-down of more than `fail_above_pct` percent. With `shift` 1.0: the significant slow-downs."""
+    return [d for d in diffs if not d.note and d.interval_pct is not None
+            and relative_pct(d.interval_pct[1], shift) < 0 and relative_pct(d.change_pct, shift) < -fail_above_pct]
 
 
 def _vars(name: str) -> Callable[[dict[str, Any]], Any]:
