@@ -58,7 +58,7 @@ def diff(before: Path, after: Path, fail_above: float | None, relative: bool) ->
     click.echo(_columns(["field", "A", "B"], [[name, a, b] for name, a, b in fields]))
     shift, against = 1.0, ""
     if relative:
-        judged = sum(1 for d in arms if not d.note)
+        judged = len(diffs.judged(arms))
         if (found := diffs.machine_shift(arms)) is None:
             click.echo(f"\nmachine shift: not measured ({judged} judged arms, {diffs.MIN_ARMS_FOR_SHIFT} "
                        "needed); each arm is judged against no change")

@@ -150,11 +150,16 @@ def compare(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> tuple[
 MIN_ARMS_FOR_SHIFT = 3  # a median of fewer arms is one arm's own change, not the machine's
 
 
+def judged(diffs: list[ArmDiff]) -> list[ArmDiff]:
+    """The arms that did the same work with enough repeats on both sides (no note)."""
+    return [d for d in diffs if not d.note]
+
+
 def machine_shift(diffs: list[ArmDiff]) -> float | None:
-    """B's throughput over A's, the median over the judged arms (same work, enough repeats); None when
-    fewer than `MIN_ARMS_FOR_SHIFT` arms are judged."""
-    judged = [1 + d.change_pct / 100 for d in diffs if not d.note]
-    return statistics.median(judged) if len(judged) >= MIN_ARMS_FOR_SHIFT else None
+    """B's throughput over A's, the median over the judged arms; None when fewer than
+    `MIN_ARMS_FOR_SHIFT` arms are judged."""
+    ratios = [1 + d.change_pct / 100 for d in judged(diffs)]
+    return statistics.median(ratios) if len(ratios) >= MIN_ARMS_FOR_SHIFT else None
 
 
 def relative_pct(value_pct: float, shift: float) -> float:
@@ -165,7 +170,7 @@ def relative_pct(value_pct: float, shift: float) -> float:
 def regressions(diffs: list[ArmDiff], fail_above_pct: float, shift: float = 1.0) -> list[ArmDiff]:
     """Judged arms whose whole 95 % interval is below `shift` and whose change, taken against `shift`,
     is a slow-down of more than `fail_above_pct` percent. With `shift` 1.0: the significant slow-downs."""
-    return [d for d in diffs if not d.note and d.interval_pct is not None
+    return [d for d in judged(diffs) if d.interval_pct is not None
             and relative_pct(d.interval_pct[1], shift) < 0 and relative_pct(d.change_pct, shift) < -fail_above_pct]
 
 
