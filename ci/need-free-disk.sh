@@ -6,6 +6,10 @@
 # machine: .venv about 6.5 GB, .venv-ipex about 7 GB, an image about 7 GB), so say so first.
 # ACCEL_SKIP_DISK_CHECK=1 skips the check (a file system whose free count lies, e.g. some network mounts).
 set -euo pipefail
+if [[ $# -ne 3 || ! "${1:-}" =~ ^[0-9]+$ ]]; then
+  echo "usage: ci/need-free-disk.sh GIB PATH WHAT (GIB a whole number of GiB; got: $*)" >&2
+  exit 2
+fi
 need_gib="$1" path="$2" what="$3"
 [[ "${ACCEL_SKIP_DISK_CHECK:-0}" == 1 ]] && exit 0
 probe="$path"

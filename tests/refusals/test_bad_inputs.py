@@ -400,3 +400,10 @@ def test_make_venv_on_a_small_disk_refuses_before_writing(tmp_path):
             assert "Traceback" not in run.stderr and not list(small.iterdir()), "something was written"
     finally:
         subprocess.run(["umount", "-l", str(small)], capture_output=True)
+
+
+@pytest.mark.parametrize("args", [(), ("abc", "/tmp", "x"), ("7", "/tmp")])
+def test_the_disk_check_misused_says_its_usage(args):
+    run = subprocess.run(["ci/need-free-disk.sh", *args], cwd=REPO, capture_output=True, text=True, timeout=30)
+    assert run.returncode == 2 and run.stderr.startswith("usage: ci/need-free-disk.sh GIB PATH WHAT"), run.stderr
+    assert len(run.stderr.splitlines()) == 1
