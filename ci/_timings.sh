@@ -1,7 +1,8 @@
 # shellcheck shell=bash
 # Shared by ci/reference-timings.sh and ci/gpu-reference.sh (sourced, not run): the catalog's id lists,
 # data preparation, and one measured launch that must leave a new record. The caller sets PYTHON, DATA,
-# STEPS, REPEATS and an array `failed`; `accel` runs the package with PYTHON.
+# REPEATS, the array SIZE (--scale and how much each arm runs) and an array `failed`; `accel` runs the
+# package with PYTHON.
 
 accel() { "$PYTHON" -m pipelines "$@"; }
 
@@ -15,13 +16,16 @@ load_catalog() {
 is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }
 
 # ensure_data TAG NAME...: generate each dataset that does not verify under DATA (records say generated).
+# Fashion-MNIST at its real size (60,000 / 10,000: 6 s), so the book's 54,000-image epoch has its real shape.
 ensure_data() {
-  local tag="$1" name
+  local tag="$1" name size
   shift
   for name in "$@"; do
     if ! accel data verify "$name" --root "$DATA" >/dev/null 2>&1; then
       echo "$tag: no verified $name under $DATA/: generating one (records say data_source=generated)"
-      accel data generate "$name" --root "$DATA" --train 6000 --test 1000
+      size=(--train 6000 --test 1000)
+      [[ "$name" != fashion_mnist ]] || size=(--train 60000 --test 10000)
+      accel data generate "$name" --root "$DATA" "${size[@]}"
     fi
   done
 }
@@ -41,7 +45,7 @@ measure() {
   before="$(records_of "$out" "$id")"
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
-  if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" --scale bench --steps "$STEPS" \
+  if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" "${SIZE[@]}" \
        --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")
     return 0
@@ -49,14 +53,14 @@ measure() {
   [[ "$(records_of "$out" "$id")" -gt "$before" ]] || failed+=("$id (no record written)")
 }
 
-# compare_argv OUT ID...: sets `argv` to the `accel compare` command that measures the IDs in alternation:
-# REPEATS rounds of one bench-scale launch per id (ABBA order). The rounds are the rule, as REPEATS is for
-# one launch, so the time budget is out of the way.
+# compare_argv OUT ID[@ARM]...: sets `argv` to the `accel compare` command that measures them as one
+# comparison: REPEATS rounds, each one process per group of arms that share a process environment (ABBA
+# order). The rounds are the rule, as REPEATS is for one launch, so the time budget is out of the way.
 compare_argv() {
   local out="$1"
   shift
   argv=("$PYTHON" -m pipelines compare "$@" --rounds "$REPEATS" --budget-s 86400 --results-dir "$out"
-        --scale bench --steps "$STEPS" --data-root "$DATA")
+        "${SIZE[@]}" --data-root "$DATA")
 }
 
 # measure_alternating OUT ID...: the IDs as one comparison in alternation (see compare_argv); a non-zero
@@ -65,7 +69,7 @@ measure_alternating() {
   local out="$1" id before=()
   shift
   echo "== in alternation: $*"
-  for id in "$@"; do before+=("$(records_of "$out" "$id")"); done
+  for id in "$@"; do before+=("$(records_of "$out" "${id%%@*}")"); done
   compare_argv "$out" "$@"
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$((ENTRY_TIMEOUT * $#))")
@@ -74,7 +78,7 @@ measure_alternating() {
     return 0
   fi
   for id in "$@"; do
-    [[ "$(records_of "$out" "$id")" -gt "${before[0]}" ]] || failed+=("$id (no record written)")
+    [[ "$(records_of "$out" "${id%%@*}")" -gt "${before[0]}" ]] || failed+=("$id (no record written)")
     before=("${before[@]:1}")
   done
 }

@@ -8,8 +8,11 @@
 # Knobs (echoed below):
 #   REF_OUT   output folder (records + report.md/csv/html + PNGs; its old ones are replaced);
 #             default results/reference/cpu-<cores>core-bench
-#   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
-#   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default twice the above)
+#   REPEATS   rounds of every comparison (default 3: the fewest a verdict needs; each round is one process
+#             per group of arms that share a process environment, core/run/sharing.py)
+#   BLOCKS    interleaved blocks per arm and process (default 6, about 0.5 s each)
+#   STEPS     timed steps per arm and process instead of time-matched blocks (default: unset)
+#   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default 60 / 6)
 #   DATA      dataset root (default data/); cifar10 + fashion_mnist are generated when missing (labelled
 #             data_source=generated in every record)
 #   NOTE      text for the report header (e.g. "shared, noisy machine")
@@ -34,12 +37,13 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
-STEPS="${STEPS:-30}"
+STEPS="${STEPS:-}"
 REPEATS="${REPEATS:-3}"
+BLOCKS="${BLOCKS:-6}"
 DIFF_FAIL_ABOVE="${DIFF_FAIL_ABOVE:-50}"
 # The overhead benchmark measures a few-percent effect: it gets twice the steps and repeats.
-HARNESS_STEPS="${HARNESS_STEPS:-$((STEPS * 2))}"
-HARNESS_REPEATS="${HARNESS_REPEATS:-$((REPEATS * 2))}"
+HARNESS_STEPS="${HARNESS_STEPS:-60}"
+HARNESS_REPEATS="${HARNESS_REPEATS:-6}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
 COMMITTED_REF="results/reference/cpu-${cores}core-bench"
@@ -58,24 +62,31 @@ REF_OUT="${REF_OUT:-$DEFAULT_REF_OUT}"
 AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 [[ -z "$AGAINST" || ! -d "$AGAINST" || "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" ]] && AGAINST=""
 # The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
-# tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison: they run in
-# alternation (accel compare: one process per id and round, ABBA order, REPEATS rounds), so drift of the
-# machine lands on every arm alike instead of on the ratio. Thread and rank sweeps stop at this machine's cores;
-# ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU workload).
+# tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison (accel compare;
+# ID@ARM names one arm): its arms that share a process environment run in one process per round,
+# interleaved in blocks, the others in processes of their own, ABBA, REPEATS rounds. Thread and rank sweeps
+# stop at this machine's cores; Table 9.2's ranks are compared with the threads arm of the same total cores,
+# in the same rounds. ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU
+# workload).
 threads_sweep="" ranks=2
 for t in 1 2 4 8 12 16; do if [[ $t -le $cores ]]; then threads_sweep+=":--variant=threads=$t"; fi; done
 for n in 4 8; do if [[ $n -le $cores ]]; then ranks=$n; fi; done
+same_cores=$(( ranks * (cores / ranks > 1 ? cores / ranks : 1) ))
 DEFAULT_IDS="ch2-baseline+ch2-nobias+ch2-bs128+ch2-bs256+ch2-iomp+ch2-both-layers ch3-compile-cnn-cpu
 ch4-gomp-default-cnn+ch4-gomp-pinned-cnn+ch4-iomp-cnn ch6-prune
 ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--variant=fp32:--variant=bf16 ch9-cpu-threads$threads_sweep
-ch9-cpu-gloo:NPROC=$ranks:--variant=ranks=$ranks"
+ch9-cpu-threads@threads=$same_cores+ch9-cpu-gloo@ranks=$ranks"
 IDS="${IDS:-$DEFAULT_IDS}"
 EXCLUDE="${EXCLUDE:-}"
 dry=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
 
-echo "reference-timings: REF_OUT=$REF_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA cores=$cores PYTHON=$PYTHON" \
+echo "reference-timings: REF_OUT=$REF_OUT REPEATS=$REPEATS BLOCKS=$BLOCKS STEPS=${STEPS:-time-matched blocks}" \
+  "DATA=$DATA cores=$cores PYTHON=$PYTHON" \
   "AGAINST=${AGAINST:-none}" "EXCLUDE=${EXCLUDE:-none}"
+# How much each arm runs in each process: time-matched blocks, or STEPS timed steps split over them.
+SIZE=(--scale bench --blocks "$BLOCKS")
+[[ -z "$STEPS" ]] || SIZE+=(--steps "$STEPS")
 # shellcheck source=ci/_timings.sh
 source ci/_timings.sh
 load_catalog
@@ -87,6 +98,7 @@ done
 # keep SPEC: whether SPEC's id runs (excluded, unknown and planned ids are said and left out).
 keep() {
   local id="${1%%:*}"
+  id="${id%%@*}"
   # shellcheck disable=SC2086  # EXCLUDE is a space-separated list
   if is_in "$id" $EXCLUDE; then
     echo "reference-timings: $id is excluded (EXCLUDE): reported as not run"; listed+=("$id"); return 1
@@ -130,7 +142,7 @@ if [[ $dry -eq 1 ]]; then
       continue
     fi
     split_spec "$spec"
-    line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" --scale bench --steps "$STEPS"
+    line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" "${SIZE[@]}"
           --repeats "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
     echo "${line[*]}"
   done
@@ -161,7 +173,7 @@ echo "== harness overhead"
 echo "== report"
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
-  --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}"
+  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}"
 
 if [[ -n "$AGAINST" ]]; then
   echo "== drift against $AGAINST"
@@ -171,7 +183,7 @@ if [[ -n "$AGAINST" ]]; then
   # Neither of the last two is a failure of this run: each is said in one line.
   rc=0
   accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
-    --note "${NOTE:-bench scale, $STEPS steps x $REPEATS repeats on $cores cores}" --fail-on-reversal || rc=$?
+    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" --fail-on-reversal || rc=$?
   if [[ $rc -eq 1 ]]; then
     failed+=("drift (a conclusive verdict reversed against $AGAINST)")
   elif [[ $rc -ne 0 ]]; then

@@ -14,7 +14,10 @@
 #   OMP_BIND      none | pinned    pinned (gnu only): OMP_PROC_BIND=TRUE, OMP_SCHEDULE=STATIC and
 #                                  GOMP_CPU_AFFINITY = the cores this process may use, physical cores
 #                                  first (python -m pipelines.core.dist.affinity). Intel binds via KMP_AFFINITY.
-#   ALLOCATOR     default | tcmalloc | jemalloc   preload Debian's libtcmalloc_minimal / libjemalloc
+#   ALLOCATOR     default | pinned | tcmalloc | jemalloc
+#                                  pinned: glibc with its mmap/trim thresholds and top pad fixed through
+#                                  GLIBC_TUNABLES (what bench-scale comparisons use; docs/timing.md).
+#                                  tcmalloc / jemalloc: preload Debian's libtcmalloc_minimal / libjemalloc
 #                                  (packages libtcmalloc-minimal4 / libjemalloc2); missing = error.
 #   ALLOCATOR_PATH dir:dir...      where to look for it (default: the system library folders)
 #   PYTHON        interpreter      default .venv/bin/python if present, else python3
@@ -27,6 +30,6 @@ source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 resolve_knobs local "$@"  # checks and exports the knobs above (pipelines/core/dist/launchers.py)
 
 echo_knobs OMP_RUNTIME OMP_NUM_THREADS OPENBLAS_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY \
-  ALLOCATOR LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
+  ALLOCATOR GLIBC_TUNABLES LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE
 image_command
 run_launcher "${wrap[@]}" "$py" -m pipelines "$@"

@@ -13,6 +13,7 @@
 #   MASTER_ADDR  rendezvous host (default: the first of HOSTS, else 127.0.0.1)
 #   MASTER_PORT  rendezvous port (default 29500; refused if in use on this host when it is the master)
 #   THREADS      OMP_NUM_THREADS per rank (default: usable cores / ranks on this host, at least 1)
+#   ALLOCATOR    default | pinned | tcmalloc | jemalloc for every rank (launch/local.sh has the details)
 #   RSH_AGENT    Open MPI's remote agent (plm_rsh_agent), e.g. ssh or a wrapper script
 #   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   exported to every rank (-x) when set
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
@@ -31,8 +32,8 @@ image_command  # the host's mpirun starts one container per rank
 preflight "$NP" 0 "$RANKS_AT" "$@"
 common=(-wdir "$repo" -x MASTER_ADDR -x MASTER_PORT -x OMP_NUM_THREADS -x PATH)
 # With IMAGE each rank runs launch/_container.sh, which reads these (remote ranks see only what -x sends).
-for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD PYTHONPATH IMAGE IMAGE_PREFIX GPUS \
-    DATA_DIR RESULTS_DIR CONTAINER_ARGS CONTAINER_USER SHM_SIZE NETWORK APPTAINER; do
+for name in GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG LD_PRELOAD GLIBC_TUNABLES ALLOCATOR PYTHONPATH IMAGE \
+    IMAGE_PREFIX GPUS DATA_DIR RESULTS_DIR CONTAINER_ARGS CONTAINER_USER SHM_SIZE NETWORK APPTAINER; do
   [[ -n "${!name:-}" ]] && common+=(-x "$name")
 done
 [[ -n "${RSH_AGENT:-}" ]] && common+=(--mca plm_rsh_agent "$RSH_AGENT")
@@ -40,8 +41,8 @@ common+=(--mca orte_startup_timeout "$(( ${TIMEOUT_S%.*} + 1 ))")  # whole secon
 [[ $(id -u) -eq 0 ]] && common+=(--allow-run-as-root)
 # Loopback-only runs keep Open MPI's own wire-up off other interfaces.
 [[ -z "$HOSTS" ]] && common+=(--mca btl "self,vader" --mca oob_tcp_if_include lo)
-echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS RSH_AGENT GLOO_SOCKET_IFNAME \
-  NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
+echo_knobs NP HOSTS MAP_BY BIND_TO MASTER_ADDR MASTER_PORT OMP_NUM_THREADS ALLOCATOR GLIBC_TUNABLES RSH_AGENT \
+  GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
 [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 run_launcher mpirun -np "$NP" "${hosts[@]}" --map-by "$MAP_BY" --bind-to "$BIND_TO" "${common[@]}" \
   "${wrap[@]}" "$py" -m pipelines "$@"

@@ -11,6 +11,7 @@
 #   MASTER_ADDR  rendezvous host (default: the first node of the allocation, from scontrol show hostnames)
 #   MASTER_PORT  rendezvous port (default 29500)
 #   THREADS      OMP_NUM_THREADS per task (default: usable cores / tasks per node, at least 1)
+#   ALLOCATOR    default | pinned | tcmalloc | jemalloc for every task (launch/local.sh has the details)
 #   SRUN_ARGS    extra srun arguments (e.g. "--partition debug")
 #   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   exported to every task when set
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
@@ -27,7 +28,8 @@ resolve_knobs srun "$@"  # checks the knobs (and, with IMAGE, the image on every
 read -r -a extra <<< "${SRUN_ARGS:-}"
 image_command  # the host's srun starts one container per task, on the allocation's nodes
 preflight "$NTASKS" 0 elsewhere "$@"
-echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS SRUN_ARGS GLOO_SOCKET_IFNAME IMAGE
+echo_knobs NTASKS NODES MASTER_ADDR MASTER_PORT OMP_NUM_THREADS ALLOCATOR GLIBC_TUNABLES SRUN_ARGS \
+  GLOO_SOCKET_IFNAME IMAGE
 [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 args=(--ntasks "$NTASKS" --nodes "$NODES" --kill-on-bad-exit=1 --wait="$(( ${TIMEOUT_S%.*} + 1 ))" --export=ALL
       "${extra[@]}")

@@ -20,6 +20,7 @@
 #                several, else torchrun's hostname lookup, which is wrong on multi-homed hosts)
 #   MAX_RESTARTS torchrun restarts of the whole worker group after a failure (default 0)
 #   THREADS      OMP_NUM_THREADS per rank (default: usable cores / NPROC, at least 1)
+#   ALLOCATOR    default | pinned | tcmalloc | jemalloc for every rank (launch/local.sh has the details)
 #   GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG   passed through when set
 #   PYTHON       interpreter (default .venv/bin/python, else python3)
 #   IMAGE        path.sif | podman:tag | docker:tag   run torchrun inside that container
@@ -37,8 +38,8 @@ if [[ "$RDZV" == c10d ]]; then
 fi
 image_command  # with IMAGE, torchrun runs inside one container and starts the ranks there
 preflight $((NPROC * NNODES)) $((NODE_RANK * NPROC)) here "$@"
-echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS \
-  GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
+echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS ALLOCATOR \
+  GLIBC_TUNABLES GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
 [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2
 log_dir="$RUN_RESULTS/torchrun-$(date -u +%Y%m%dT%H%M%SZ)-node$NODE_RANK-$$"
 probe=()  # a node that does not host the rendezvous first proves the host answers, within TIMEOUT_S

@@ -61,6 +61,7 @@ def checkpoint_blocks(model: nn.Module) -> nn.Module:
 
 class ActivationCheckpointing(TrainingPipeline):
     Options = Options
+    separable_memory = True  # saved_for_backward_mib is this arm's own, whatever else the process holds
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
 
     def check(self, cfg, opts: Options, ctx) -> None:

@@ -93,6 +93,7 @@ def make_step(model, optimizer, device: torch.device, precision: str, use_scaler
 
 class MixedPrecision(TrainingPipeline):
     Options = Options
+    process_options = ("cudnn_benchmark", "tf32", "reduced_precision_reduction")  # torch.backends flags
     smoke_settings = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:

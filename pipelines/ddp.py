@@ -85,6 +85,7 @@ def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:
 
 class DataParallel(TrainingPipeline):
     Options = Options
+    process_options = ("threads", "matmul_precision")  # set for the whole process in setup
     smoke_settings = {"batch_size": 8}
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:

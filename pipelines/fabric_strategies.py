@@ -85,6 +85,7 @@ def strategy_for(opts: Options, ctx):
 class FabricStrategies(TrainingPipeline):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
+    process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:
         if opts.strategy == "single" and ctx.world_size > 1:

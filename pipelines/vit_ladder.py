@@ -44,6 +44,7 @@ class Options:
 class VitLadder(TrainingPipeline):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
+    process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
     def check(self, cfg, opts: Options, ctx) -> None:
         if opts.precision != "32-true" and not opts.fabric:

@@ -32,13 +32,15 @@ class FakeClock:
         return 0
 
 
+SLOTS = [alternate.Slot("a", ("a",), ("a", "--scale", "smoke")), alternate.Slot("b", ("b",), ("b", "--scale", "smoke"))]
+
+
 def _run(tmp_path, monkeypatch, rule, widths_by_round, per_process=10.0):
     clock = FakeClock(per_process)
     clock.started = []
     widths = iter(widths_by_round)
-    monkeypatch.setattr(alternate, "halfwidths", lambda results_dir, ids: next(widths))
-    summary = alternate.run(["a", "b"], ["--scale", "smoke"], tmp_path, rule, start=clock.start, clock=clock,
-                            echo=lambda m: None)
+    monkeypatch.setattr(alternate, "halfwidths", lambda results_dir, ids, group: next(widths))
+    summary = alternate.run(SLOTS, tmp_path, rule, start=clock.start, clock=clock, echo=lambda m: None)
     return summary, clock.started
 
 
@@ -47,7 +49,8 @@ def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch)
     summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 1000), [narrow] * 5)
     assert summary.stopped_by == "precision" and summary.rounds == alternate.MIN_ROUNDS
     assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b"][:2 * alternate.MIN_ROUNDS]
-    assert len({s[1] for s in started}) == alternate.MIN_ROUNDS  # group:round differs per round
+    assert len({s[1].rsplit(":", 1)[0] for s in started}) == alternate.MIN_ROUNDS  # group:round per round
+    assert len({s[1] for s in started}) == 2 * alternate.MIN_ROUNDS  # and group:round:slot per process
     saved = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
     assert saved["stopped_by"] == "precision" and saved["halfwidths"] == narrow
 
@@ -67,8 +70,7 @@ def test_a_missing_interval_never_counts_as_precise(tmp_path, monkeypatch):
 def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
     rule = alternate.StopRule(None, 100)
     with pytest.raises(alternate.RoundFailed, match="b exited with code 1 in round 1"):
-        alternate.run(["a", "b"], [], tmp_path, rule, start=lambda argv, env: int("b" in argv),
-                      echo=lambda m: None)
+        alternate.run(SLOTS, tmp_path, rule, start=lambda argv, env: int("b" in argv), echo=lambda m: None)
     assert json.loads(next(tmp_path.glob("alternation--*.json")).read_text())["stopped_by"] == "failure"
 
 
@@ -86,7 +88,9 @@ def test_bad_stop_rules_are_refused_naming_the_value(rounds, budget, halfwidth, 
     (["ch2-baseline", "--budget-s", "0"], "compare needs two or more"),
     (["ch2-baseline", "ch2-nobias", "--budget-s", "0"], "--budget-s 0 must be a positive"),
     (["ch2-baseline", "nope", "--budget-s", "10"], "nope"),
-    (["ch2-baseline", "ch2-nobias", "--repeats", "3"], "use --rounds instead"),
+    (["ch2-baseline", "ch2-nobias", "--repeats", "3"], "use --rounds"),
+    (["ch2-baseline", "ch2-nobias", "--variant", "nobias"], "ID@ARM for one arm of an entry"),
+    (["ch2-baseline", "ch2-nobias@bias"], "unknown variant bias of ch2-nobias"),
     (["ch2-baseline", "ch2-baseline"], "names ch2-baseline more than once"),
     (["ch2-baseline", "ch2-nobias", "--dataset", "synthetic", "--steps", "0"], "--steps must be at least 1, got 0"),
 ])
@@ -98,20 +102,22 @@ def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
 
 
 @pytest.mark.slow
-def test_two_experiments_alternate_in_real_processes_and_the_report_pools_them(tmp_path, data_root):
+def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tmp_path, data_root):
     out = accel("compare", "ch2-baseline", "ch2-nobias", "--rounds", "2", "--results-dir", str(tmp_path),
                 "--scale", "smoke", "--data-root", str(data_root), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    assert "ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in out.stderr  # the plan
     recs = records(tmp_path)
-    by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1], r["experiment"]) for r in recs)
-    assert by_round == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
+    by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"], r["experiment"]) for r in recs)
+    assert [(mark.split(":")[1:], e) for mark, e in by_round] == [
+        (["0", "0"], "ch2-baseline"), (["0", "0"], "ch2-nobias"), (["1", "0"], "ch2-baseline"), (["1", "0"], "ch2-nobias")]
     assert all(r["status"] == "ok" for r in recs)
     # the terminal gets one line per round; each process's own output (launcher lines, plans) goes to a log
     rounds = [line for line in out.stderr.splitlines() if line.startswith("round ")]
     assert [line.split(":")[0] for line in rounds] == ["round 1/2", "round 2/2"], out.stderr
     assert "launch:" not in out.stderr and "stopped by rounds" in out.stderr
     log = next(tmp_path.glob("alternation--*.log")).read_text()
-    assert log.count("$ ") == 4 and "ch2-nobias [nobias] repeat 0" in log
+    assert log.count("$ ") == 2 and "--with ch2-nobias@nobias" in log
     # the verdict is the last thing printed: a table of this comparison's arms, then the records line
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "verdict:" and "ch2-nobias [nobias]" in out.stdout and lines[-1].startswith("records: ")

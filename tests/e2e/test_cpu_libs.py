@@ -30,7 +30,7 @@ def test_pinned_knob_sets_gnu_binding_from_usable_cores():
 @pytest.mark.parametrize("env,needle", [
     ({"OMP_BIND": "tight"}, "OMP_BIND=tight is not none or pinned"),
     ({"OMP_BIND": "pinned", "OMP_RUNTIME": "intel"}, "Intel OpenMP binds with KMP_AFFINITY"),
-    ({"ALLOCATOR": "mimalloc"}, "ALLOCATOR=mimalloc is not default, tcmalloc or jemalloc"),
+    ({"ALLOCATOR": "mimalloc"}, "ALLOCATOR=mimalloc is not default, pinned, tcmalloc or jemalloc"),
     ({"ALLOCATOR": "tcmalloc", "ALLOCATOR_PATH": "/nonexistent"}, "apt-get install libtcmalloc-minimal4"),
     ({"ALLOCATOR": "jemalloc", "ALLOCATOR_PATH": "/nonexistent"}, "apt-get install libjemalloc2"),
 ])

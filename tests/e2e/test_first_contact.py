@@ -19,30 +19,39 @@ def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_wri
     out = accel("run", "ch2-nobias", "--dry-run", "--results-dir", str(tmp_path / "r"), timeout=120)
     assert out.returncode == 0, out.stderr
     plan = out.stdout
-    assert plan.startswith("plan: ch2-nobias with its baseline ch2-baseline")
-    assert "bench scale: 5 warm-up + 40 timed steps" in plan  # bench is the default scale
-    assert "ch2-baseline [baseline]  baseline arm" in plan and "ch2-nobias [nobias]      vs ch2-baseline" in plan
+    assert plan.startswith("plan: ch2-nobias with its baseline ch2-baseline, in rounds of processes")
+    assert "bench scale: 5 warm-up steps, then 12 blocks of about 0.5 s per arm" in plan  # the default scale
+    assert "ch2-baseline [baseline]  baseline of ch2-nobias" in plan and "ch2-nobias [nobias]      vs ch2-baseline" in plan
     assert "estimate:" in plan and "repeats:   auto" in plan and "usable core" in plan
+    assert "sharing:   ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in plan
+    assert "allocator: pinned (glibc: mmap_threshold 32 MiB" in plan
     assert not (tmp_path / "r").exists()
 
 
 def test_no_baseline_and_smoke_scale_measure_the_entry_alone_and_say_so(tmp_path):
     alone = accel("run", "ch2-nobias", "--dry-run", "--no-baseline", timeout=120).stdout
-    assert alone.startswith("plan: ch2-nobias\n") and "--no-baseline: ch2-baseline is not measured" in alone
+    assert alone.startswith("plan: ch2-nobias, in rounds") and "--no-baseline: ch2-baseline is not measured" in alone
     smoke = accel("run", "ch2-nobias", "--dry-run", "--scale", "smoke", timeout=120).stdout
     assert "smoke scale proves the code path only" in smoke
 
 
-def test_a_baseline_another_launcher_runs_is_named_with_the_command_that_gives_the_verdict():
+def test_a_baseline_another_launcher_runs_comes_along_in_the_same_rounds():
+    """The card's command: Table 9.2's ranks under torchrun, its 1-process baseline of the same total cores
+    under the local launcher, each in its own process, round by round."""
     out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=4", "--dry-run", env={"NPROC": "4", "THREADS": "1"},
                 timeout=120)
     assert out.returncode == 0, out.stderr
-    assert "plan: ch9-cpu-gloo under launch/torchrun.sh" in out.stdout
-    assert "4 ranks x 1 thread on" in out.stdout
-    assert "is not run by this command (it is one arm of another entry)" in out.stdout
-    assert "accel launch ch9-cpu-threads --variant threads=<ranks x threads>" in out.stdout
+    assert "plan: ch9-cpu-gloo with its baseline ch9-cpu-threads, in rounds of processes" in out.stdout
+    assert "ch9-cpu-threads [threads=4]  baseline of ch9-cpu-gloo" in out.stdout and "4 ranks x 1 thread on" in out.stdout
+    assert "ch9-cpu-gloo [ranks=4]: its launcher's ranks (its ranks are processes of launch/torchrun.sh)" \
+        in " ".join(out.stdout.split())
     if len(os.sched_getaffinity(0)) < 4:
         assert "WARNING: oversubscribed (4 threads >" in out.stdout
+
+
+def test_a_smoke_launch_through_another_launcher_names_the_command_that_gives_the_verdict():
+    out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=2", "--scale", "smoke", "--dry-run", timeout=120)
+    assert out.returncode == 0 and "plan: ch9-cpu-gloo under launch/torchrun.sh" in out.stdout
 
 
 def _cfg(**fields) -> RunConfig:
@@ -72,7 +81,8 @@ def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tm
     unknown = preview.estimate([cfg], tmp_path, None, 300, reference_dir=tmp_path)
     assert unknown.startswith("unknown: no recorded step time for ch2-nobias [nobias]") and "300 s" in unknown
     record = {"status": "ok", "experiment": "ch2-nobias", "variant": "nobias", "env": {"cpu_model": "elsewhere"},
-              "config": {"batch_size": 32, "train_samples": 54000}, "metrics": {"step_time_ms_median": 50.0}}
+              "config": {"batch_size": 32, "train_samples": 54000, "model": "cnn_fmnist", "device": "cpu"},
+              "metrics": {"step_time_ms_median": 50.0}}
     (tmp_path / "x.jsonl").write_text(json.dumps(record) + "\n")
     # 45 steps x 50 ms x (64 / 32): 4.5 s a repeat; three repeats
     fixed = preview.estimate([cfg], tmp_path, 3, None, reference_dir=tmp_path / "none")
@@ -105,12 +115,21 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
     recs = records(tmp_path)
     assert sorted((r["experiment"], r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1]) for r in recs) == [
         ("ch2-baseline", "0"), ("ch2-baseline", "1"), ("ch2-nobias", "0"), ("ch2-nobias", "1")]
+    # both arms in one process a round, in interleaved blocks; each record says so and how it ran
+    assert {r["pairing"]["process"] for r in recs if r["experiment"] == "ch2-nobias"} == \
+        {r["pairing"]["process"] for r in recs if r["experiment"] == "ch2-baseline"}
+    for rec in recs:
+        metrics = rec["metrics"]
+        assert len(metrics["blocks"]) == 12 and metrics["discarded_steps"] == 12 and metrics["gc_paused_in_timed_steps"]
+        assert metrics["page_faults_minor_per_step"] >= 0 and metrics["page_faults_major_per_step"] >= 0
+        assert rec["env"]["allocator_settings"]["text"].startswith("pinned (glibc: mmap_threshold 32 MiB")
+        assert rec["env"]["vars"]["GLIBC_TUNABLES"].endswith("glibc.malloc.top_pad=67108864")
     result = json.loads(out.stdout)  # --json: stdout is the verdict alone
     arms = {(a["experiment"], a["variant"]): a for a in result["arms"]}
     nobias = arms[("ch2-nobias", "nobias")]
     assert nobias["baseline"].startswith("ch2-baseline [baseline]") and nobias["ratio"] > 0
     assert nobias["published_ratio"] == 1.18 and nobias["published_source"] == "book:ch2"
-    assert nobias["verdict"] == "inconclusive" and "2 repeat(s)" in nobias["why"]  # 2 < 3 rounds: no verdict
+    assert nobias["verdict"] == "inconclusive" and "2 paired processes" in nobias["why"]  # 2 < 3: no verdict
     assert len(result["records"]) == 4 and result["report"].startswith("accel report --results-dir")
 
 

@@ -18,6 +18,28 @@ from pipelines.core.stats import rows as report_rows
 from recordutil import ch2, record, rows_for, write
 
 
+def training_in(results: Path, after: int, timeout: float = 120) -> None:
+    """Wait until the process of round `after` (0-based) writing into `results` runs torch's kernels: its
+    OpenMP pool has started (2+ threads), then 2 s more, which building a ch2 arm takes well within (its
+    40 blocks of 0.2 s follow)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for status in Path("/proc").glob("[0-9]*/cmdline"):
+            try:
+                words = status.read_bytes().split(b"\0")
+                threads = int(next(line.split()[1] for line in (status.parent / "status").read_text().splitlines()
+                                   if line.startswith("Threads:")))
+            except (OSError, StopIteration):
+                continue
+            if b"run" in words and str(results).encode() in words and threads >= 2 and \
+                    any(f":{after}:".encode() in value for value in
+                        (status.parent / "environ").read_bytes().split(b"\0") if value.startswith(b"ACCEL_ALTERNATION=")):
+                time.sleep(2)
+                return
+        time.sleep(0.1)
+    raise AssertionError(f"no round {after + 1} process trained within {timeout} s")
+
+
 def first_record(results: Path, process: subprocess.Popen, timeout: float = 600) -> Path:
     """Wait until the run's result file holds its first finished record (the run still going)."""
     deadline = time.monotonic() + timeout
@@ -34,11 +56,12 @@ def first_record(results: Path, process: subprocess.Popen, timeout: float = 600)
 @pytest.mark.slow
 @pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, code, tmp_path):
+    """In this process (smoke scale): the finished repeat is kept, the one in flight is recorded as such."""
     results = tmp_path / "results"
     # 3 equal repeats: the signal, sent as soon as repeat 0's record is on disk, lands inside repeat 1 (as
     # long as a repeat takes, whatever the machine's load).
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic",
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic",
          "--repeats", "3", "--steps", "60", "--warmup-steps", "1", "--results-dir", str(results)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     path = first_record(results, process)
@@ -55,6 +78,34 @@ def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, cod
     assert 0 <= stopped["metrics"]["steps_done"] < stopped["metrics"]["steps_planned"] == 61
     assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
     assert stopped["run_id"] == done["run_id"] and not list(results.glob(".*.tmp"))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_running(signum, code, tmp_path):
+    """At bench scale the command runs rounds of processes: a signal to it is handed to the process of the
+    round in flight (once), which records its arms as interrupted; the finished round is kept."""
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--dataset", "synthetic", "--repeats", "3",
+         "--blocks", "40", "--block-s", "0.2", "--warmup-steps", "1", "--results-dir", str(results)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    first_record(results, process)
+    training_in(results, after=1)  # round 2's process is past its start-up: its OpenMP threads run
+    process.send_signal(signum)
+    out, err = process.communicate(timeout=180)
+    assert process.returncode == code, err
+    lines = [line for line in err.strip().splitlines() if line.startswith("accel:")]
+    assert lines == [f"accel: interrupted by {signal.Signals(signum).name}; 1 finished record(s) and the "
+                     f"interrupted repeat's record kept in {results}"], err
+    assert "Traceback" not in err
+    done, stopped = sorted(records(results), key=lambda r: r["repeat"])
+    assert (done["status"], done["repeat"]) == ("ok", 0) and (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
+    assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
+    summary = json.loads(next(results.glob("alternation--*.json")).read_text())
+    assert summary["stopped_by"] == "interrupted"
+    alive = subprocess.run(["pgrep", "-f", str(results)], capture_output=True, text=True).stdout.split()
+    assert not alive, alive  # the round's process ended with the command
 
 
 def test_runner_writes_the_result_file_after_each_repeat(tmp_path, monkeypatch):

@@ -25,7 +25,8 @@ from pipelines.core.train import loop, progress
 from pipelines.core.spec.config import RunConfig
 
 BAR_MARKS = ("\r", "it/s", "step/s", "s/step", "%|")  # what a tqdm bar writes; a log must hold none
-RUN = ("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--repeats", "2", "--steps", "15",
+# a run in this process (smoke and book scale; a bench run's rounds print one line each instead)
+RUN = ("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--repeats", "2", "--steps", "15",
        "--warmup-steps", "1")
 
 

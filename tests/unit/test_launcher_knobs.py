@@ -30,7 +30,7 @@ def refused(launcher: str, **env: str) -> str:
     ("local", {"OMP_BIND": "tight"}, "OMP_BIND=tight is not none or pinned"),
     ("local", {"OMP_BIND": "pinned", "OMP_RUNTIME": "intel", "IMAGE": "podman:x", "ACCEL_PRINT": "1"},
      "OMP_BIND=pinned is for OMP_RUNTIME=gnu"),
-    ("local", {"ALLOCATOR": "mimalloc"}, "ALLOCATOR=mimalloc is not default, tcmalloc or jemalloc"),
+    ("local", {"ALLOCATOR": "mimalloc"}, "ALLOCATOR=mimalloc is not default, pinned, tcmalloc or jemalloc"),
     ("local", {"ALLOCATOR": "jemalloc", "ALLOCATOR_PATH": "/nonexistent"}, "apt-get install libjemalloc2"),
     ("local", {"IMAGE": "oci:x"}, "IMAGE=oci:x: unknown scheme"),
     ("local", {"IMAGE": "podman:"}, "IMAGE=podman: names no image"),
@@ -100,3 +100,29 @@ def test_launch_scripts_only_build_a_command_line(script):
     assert len(code) <= 50, f"{script.name}: {len(code)} lines of code"
     refusals = [line for line in code if re.search(r"\bdie\b|launch: error|exit [1-9]", line)]
     assert not refusals, refusals
+
+
+@pytest.mark.parametrize("launcher", ["local", "torchrun"])
+def test_allocator_pinned_fixes_glibc_s_three_thresholds_for_every_process(launcher):
+    """ALLOCATOR=pinned (what bench-scale comparisons use): GLIBC_TUNABLES with the mmap threshold at 32 MiB
+    (glibc ignores a larger one without a word), the trim threshold and the top pad; the user's other
+    tunables are kept, and a malloc tunable of their own is refused instead of silently overridden."""
+    knobs = resolved(launcher, ALLOCATOR="pinned", GLIBC_TUNABLES="glibc.rtld.optional_static_tls=1024")
+    tunables = knobs.exported["GLIBC_TUNABLES"].split(":")
+    assert tunables == ["glibc.rtld.optional_static_tls=1024", "glibc.malloc.mmap_threshold=33554432",
+                        "glibc.malloc.trim_threshold=268435456", "glibc.malloc.top_pad=67108864"]
+    assert "LD_PRELOAD" not in knobs.exported
+    assert "GLIBC_TUNABLES already has glibc.malloc.trim_threshold=1" in refused(
+        launcher, ALLOCATOR="pinned", GLIBC_TUNABLES="glibc.malloc.trim_threshold=1")
+
+
+def test_the_record_names_the_allocator_s_settings():
+    from pipelines.core.record import envinfo
+
+    pinned = envinfo.allocator_settings("libc", {"ALLOCATOR": "pinned", "GLIBC_TUNABLES": ":".join(
+        f"{name}={value}" for name, value in launchers.PINNED_GLIBC)})
+    assert pinned["glibc_malloc_tunables"] == {"mmap_threshold": "33554432", "trim_threshold": "268435456",
+                                               "top_pad": "67108864"}
+    assert pinned["text"] == "pinned (glibc: mmap_threshold 32 MiB, trim_threshold 256 MiB, top_pad 64 MiB)"
+    assert envinfo.allocator_settings("libc", {})["text"] == "default glibc (dynamic mmap/trim thresholds)"
+    assert envinfo.allocator_settings("jemalloc", {"ALLOCATOR": "jemalloc"})["text"] == "jemalloc (preloaded)"

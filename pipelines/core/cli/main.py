@@ -144,7 +144,21 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
                    "interval is within 5 %, or --budget-s is spent (at least 3 rounds).")
 @click.option("--budget-s", type=float, help="With --repeats auto: seconds for the whole run; no round starts "
                                              "that would overrun it (default: 300).")
-@click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs).")
+@click.option("--halfwidth", type=float, help="With --repeats auto: the relative 95 % interval half-width that is "
+                                              "precise enough (default 0.05).")
+@click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs); at bench scale, "
+                                        "per arm and process, split over its blocks.")
+@click.option("--blocks", type=int, help="Bench scale: block rounds per arm in each process (default 12).")
+@click.option("--block-s", type=float, help="Bench scale: seconds a block aims at, its steps sized from the "
+                                            "arm's warm-up (default 0.5; --steps fixes the steps instead).")
+@click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto", show_default=True,
+              help="Bench scale: pinned glibc thresholds for every arm (auto, unless an arm compares allocators) "
+                   "or glibc's default, as the sources ran.")
+@click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+              help="Bench scale: arms with one process environment share a process, interleaved in blocks "
+                   "(auto), or every arm gets its own process each round (none).")
+@click.option("--with", "with_arms", multiple=True, hidden=True, metavar="ID@ARM",
+              help="A round's process: also measure this arm of another entry, interleaved with this one's.")
 @click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
 @click.option("--warmup-steps", type=int, help="Steps timed apart before the measured ones (default: the scale's).")
 @click.option("--batch-size", type=int, help="Samples per step and rank (default: the catalog's).")
@@ -175,7 +189,8 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--json", "as_json", is_flag=True,
               help="End with the verdict as one JSON object on stdout (plan and progress on stderr).")
 def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
-        quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, **overrides) -> None:
+        quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, halfwidth: float | None,
+        allocator: str, share: str, with_arms: tuple[str, ...], **overrides) -> None:
     """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
     after every finished repeat. When the entry's baseline is another entry that runs the same way, both
     are measured in alternation (as `accel compare BASELINE ID`); --no-baseline measures the entry alone."""
@@ -184,20 +199,20 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     check_environment()  # before torch loads: libgomp would print its own warning line first
     from pipelines.core.dist import ranks
     from pipelines.core.run import preview, runner
+    from pipelines.core.run.execute import ALTERNATION_ENV
+    from pipelines.core.run.pipeline import TrainingPipeline
     from pipelines.core.train import progress
     from pipelines.core.report.summary import print_run_summary
 
     plan = _plan(experiment_id, scale, variants, option_items, overrides)
     first = plan.configs[0]
     launched = ranks.placement().launched  # one rank of a launcher's run: the launcher showed the plan
-    choice = preview.baseline_choice(plan.experiment, variants, first.scale, first.results_dir,
-                                     refused=no_baseline or launched)
-    if choice.bring:
-        _alternation([choice.bring, experiment_id], _passthrough(click.get_current_context()),
-                     first.results_dir, None if first.repeats_auto else first.repeats,
-                     first.budget_s or NO_BUDGET_S, dry_run=dry_run, as_json=as_json,
-                     title=f"{experiment_id} with its baseline {choice.bring}")
+    in_round = bool(os.environ.get(ALTERNATION_ENV))  # one process of a comparison's round
+    if first.scale == "bench" and not launched and not in_round:
+        _bench_rounds(plan, click.get_current_context(), no_baseline, dry_run, as_json)
         return
+    choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
+                                     refused=no_baseline or launched or in_round)
     given = os.environ.get(PLAN_ENV)  # the plan `accel launch` made, with its launcher's ranks and threads
     text = given or _single_plan_text(plan, choice, launcher=None)
     if dry_run:
@@ -205,33 +220,74 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
         return
     show_plan = not os.environ.get("ACCEL_PLAN_SHOWN") and bool(given or not launched)
     _quiet_foreign_warnings(first.device)
-    outcome = runner.run(plan, progress.settings(quiet or as_json, verbose),
-                         announce=(lambda: click.echo(text, err=True)) if show_plan else None)
-    if outcome.path or not outcome.launched:  # one summary per run: rank 0 of a distributed one
+    announce = (lambda: click.echo(text, err=True)) if show_plan else None
+    plans = [plan, *(_plan_from_args(arm.partition("@")[0], _with_args(arm)) for arm in with_arms)]
+    if in_round and not launched and first.scale == "bench" and all(
+            isinstance(p.pipeline, TrainingPipeline) for p in plans):
+        outcomes = runner.run_interleaved(plans, announce)
+    else:  # one plan after the other (a rank runs its own plan only: --with is a round's single process)
+        shown = progress.settings(quiet or as_json, verbose)
+        outcomes = [runner.run(p, shown, announce=announce if i == 0 else None)
+                    for i, p in enumerate(plans if not launched else plans[:1])]
+    ids = [p.experiment.id for p in plans]
+    records = [r for outcome in outcomes for r in outcome.records]
+    if any(o.path for o in outcomes) or not outcomes[0].launched:  # one summary per run: rank 0 of a distributed one
         from pipelines.core.stats import verdict
 
-        paths = [outcome.path] if outcome.path else []
+        paths = [o.path for o in outcomes if o.path]
         if as_json:
-            click.echo(verdict.as_json(outcome.records, [experiment_id], paths, first.results_dir))
+            click.echo(verdict.as_json(records, ids, paths, first.results_dir))
             return
-        print_run_summary(outcome.records, None)
-        click.echo(verdict.text(outcome.records, [experiment_id], paths, first.results_dir))
+        print_run_summary(records, None)
+        click.echo(verdict.text(records, ids, paths, first.results_dir))
+
+
+def _with_args(arm: str) -> list[str]:
+    """`--with ID@ARM`: the run arguments of that arm, the rest of this run's options."""
+    ctx = click.get_current_context()
+    entry_id, _, variant = arm.partition("@")
+    return [*_passthrough(ctx, per_slot=True), *(["--variant", variant] if variant else []),
+            "--results-dir", str(ctx.params["results_dir"] or "results")]
+
+
+def _bench_rounds(plan, ctx: click.Context, no_baseline: bool, dry_run: bool, as_json: bool,
+                  command: str = "run") -> None:
+    """`accel run` / `accel launch` of an entry at bench scale: its arms (and its baseline entry's) measured in
+    rounds of processes (cli/rounds.py), ending with the verdict."""
+    from pipelines.core.cli import rounds
+    from pipelines.core.run import preview
+    from pipelines.core.run.launch import refuse
+
+    entry, first = plan.experiment, plan.configs[0]
+    refuse(entry, ctx.params, os.environ, command)  # what its launcher cannot start here (a GPU, oneCCL, MPI)
+    choice = preview.baseline_choice(entry, plan.configs, first.scale, first.results_dir, refused=no_baseline)
+    requests = [*([(choice.bring, choice.variants)] if choice.bring else []),
+                (entry.id, tuple(cfg.variant for cfg in plan.configs))]
+    # the baseline's arms are here for this entry's ratios: shown as its baseline, not judged on their own
+    serving = {(choice.bring, arm): f"baseline of {entry.id}" for arm in choice.variants} if choice.bring else {}
+    title = f"{entry.id} with its baseline {choice.bring}" if choice.bring else entry.id
+    params = ctx.params
+    rounds.measure(requests, _plan_from_args, _passthrough(ctx, per_slot=True), first.results_dir,
+                   None if first.repeats_auto else first.repeats, first.budget_s or rounds.NO_BUDGET_S,
+                   params.get("halfwidth"), allocator_choice=params.get("allocator") or "auto",
+                   share=params.get("share") or "auto", dry_run=dry_run, as_json=as_json, title=title,
+                   notes=[choice.note], serving=serving)
 
 
 # `accel launch` hands its plan to the run it starts, which prints it (rank 0) once every refusal has passed:
 # a mistake the launcher script or a rank's checks refuse stays one line, with no plan above it.
 PLAN_ENV = "ACCEL_PLAN_TEXT"
-NO_BUDGET_S = 86400.0  # fixed rounds: the count is the rule, the budget out of the way
 NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
-                 "quiet", "verbose"}
+                 "quiet", "verbose", "halfwidth", "allocator", "share", "with_arms"}
+PER_SLOT = {"variants"}  # a round's processes each get their own arms
 
 
-def _passthrough(ctx: click.Context) -> list[str]:
-    """The run options the user gave, as arguments again, for the processes of an alternation (repeats,
-    results folder and budget become the alternation's own rule)."""
+def _passthrough(ctx: click.Context, per_slot: bool = False) -> list[str]:
+    """The run options the user gave, as arguments again, for the processes of the rounds (repeats, results
+    folder and budget become the rounds' own rule; `per_slot`: the arms too, which each process names)."""
     argv = []
     for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name in NOT_PASSED_ON:
+        if not isinstance(param, click.Option) or param.name in NOT_PASSED_ON or (per_slot and param.name in PER_SLOT):
             continue
         if ctx.get_parameter_source(param.name) not in (click.core.ParameterSource.COMMANDLINE,
                                                         click.core.ParameterSource.ENVIRONMENT):
@@ -292,47 +348,6 @@ def _plan_from_args(experiment_id: str, args: list[str]):
         params.pop(shown)
     return _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                  params.pop("option_items"), params)
-
-
-def _alternation(ids: list[str], passthrough: list[str], results_dir: Path, rounds: int | None, budget_s: float,
-                 halfwidth: float | None = None, *, dry_run: bool, as_json: bool, title: str) -> None:
-    """Experiments measured in alternation (one process per id and round), after the plan, ending with the
-    verdict of this comparison's records: what `accel compare`, and `accel run` / `launch` with a
-    baseline entry, do."""
-    from pipelines.core.record import results
-    from pipelines.core.run import preview, runner
-    from pipelines.core.stats import alternate, stopping, verdict
-
-    plans = [_plan_from_args(experiment_id, [*passthrough, "--results-dir", str(results_dir)])
-             for experiment_id in ids]
-    rule = alternate.StopRule(rounds, budget_s, halfwidth or stopping.DEFAULT_HALFWIDTH)
-    arms = [(cfg, preview.against_text(p.experiment, cfg.variant)) for p in plans for cfg in p.configs]
-    layouts = [preview.layout(p.experiment, cfg, p.experiment.launcher) for p in plans for cfg in p.configs]
-    configs = [cfg for p in plans for cfg in p.configs]
-    first = configs[0]
-    first_rule = dataclasses.replace(first, repeats_auto=rounds is None, budget_s=budget_s) if rounds is None \
-        else first
-    text = preview.block(f"{title}, in alternation (one process per id and round)", arms, layouts,
-                         preview.repeat_rule(first_rule, rounds, alternation=True),
-                         preview.estimate(configs, results_dir, rounds, budget_s if rounds is None else None,
-                                          layouts[0].ranks, processes_per_round=len(ids)),
-                         results_dir, [f"each process's output: {results_dir}/alternation--<time>.log"],
-                         _device_note(configs))
-    if dry_run:
-        click.echo(text)
-        return
-    for p in plans:  # user mistakes (missing data, bad options) in one line before round 1
-        runner.preflight(p, 1, 0, capabilities=False)
-    results.check_writable(results_dir)
-    click.echo(text, err=True)
-    try:
-        summary = alternate.run(ids, passthrough, results_dir, rule, echo=lambda m: click.echo(m, err=True))
-    except alternate.RoundFailed as failed:
-        _fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else 1)
-    click.echo(alternate.describe(summary), err=True)
-    records, paths = alternate.group_records(results_dir, summary.group)
-    click.echo(verdict.as_json(records, ids, paths, results_dir) if as_json else
-               verdict.text(records, ids, paths, results_dir))
 
 
 def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
@@ -397,8 +412,9 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
              default: usable cores / processes), IMAGE (path.sif | podman:TAG | docker:TAG: run inside
              that container), GLOO_SOCKET_IFNAME, NCCL_SOCKET_IFNAME, NCCL_DEBUG (passed through),
              ACCEL_PRINT=1 (what --print sets: the script prints its command line and starts nothing)
- local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|tcmalloc|jemalloc,
-             ALLOCATOR_PATH, KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
+ local       OMP_RUNTIME=gnu|intel, OMP_BIND=none|pinned, ALLOCATOR=default|pinned|tcmalloc|jemalloc
+             (pinned: glibc's thresholds fixed in GLIBC_TUNABLES; every launcher takes it), ALLOCATOR_PATH,
+             KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
              OPENBLAS_NUM_THREADS (numpy's BLAS pool; default 1, so no thread floats beside pinned ones)
  torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
              RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
@@ -443,19 +459,16 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
         argv = [str(script), "run", experiment_id, *args, "--no-baseline"]
         sys.stdout.flush()
         os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PRINT": "1"})
-    if not os.environ.get("ACCEL_PLAN_SHOWN"):  # an alternation's process: its parent showed the plan
+    if not os.environ.get("ACCEL_PLAN_SHOWN"):  # a round's process: the comparison showed the plan
         from pipelines.core.run import preview
 
         plan = _plan_from_args(experiment_id, list(args))
         first = plan.configs[0]
-        choice = preview.baseline_choice(entry, options["variants"], first.scale, first.results_dir,
-                                         refused=options["no_baseline"])
-        if choice.bring:
-            _alternation([choice.bring, experiment_id], _passthrough(ctx), first.results_dir,
-                         None if first.repeats_auto else first.repeats, first.budget_s or NO_BUDGET_S,
-                         dry_run=options["dry_run"], as_json=options["as_json"],
-                         title=f"{experiment_id} with its baseline {choice.bring}")
+        if first.scale == "bench":  # rounds of processes, each started through its entry's launcher
+            _bench_rounds(plan, ctx, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
             return
+        choice = preview.baseline_choice(entry, plan.configs, first.scale, first.results_dir,
+                                         refused=options["no_baseline"])
         text = _single_plan_text(plan, choice, entry.launcher, {**os.environ, **knobs})
         if options["dry_run"]:
             click.echo(text)
@@ -534,44 +547,61 @@ def _refuse_empty(results_dir: Path, experiment_ids: str) -> None:
 
 
 @cli.command(context_settings={"ignore_unknown_options": True})
-@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID... [RUN OPTIONS]")
+@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID[@ARM]... [RUN OPTIONS]")
 @click.option("--rounds", default="auto", show_default=True,
-              help="Rounds of one repeat per experiment, or auto: until every arm's 95 % interval is within "
+              help="Rounds of one process per slot, or auto: until every arm's 95 % interval is within "
                    "--halfwidth, or the budget runs out.")
 @click.option("--budget-s", type=float, default=300, show_default=True,
               help="Time budget in seconds; no round starts that would overrun it.")
 @click.option("--halfwidth", type=float, default=0.05, show_default=True,
               help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto", show_default=True,
+              help="pinned glibc thresholds for every arm (auto at bench scale, unless an arm compares "
+                   "allocators), or glibc's default, as the sources ran.")
+@click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+              help="Arms with one process environment share a process, interleaved in blocks (auto), or "
+                   "every arm gets its own process each round (none).")
 @click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
               help="Folder for every round's records; the verdict counts this comparison's records only.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit 0; nothing runs, nothing is written.")
 @click.option("--json", "as_json", is_flag=True, help="End with the verdict as one JSON object on stdout.")
-def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, results_dir: Path,
-            dry_run: bool, as_json: bool) -> None:
-    """Experiments measured in alternation (ABBA rounds, one process each), e.g. a baseline and its variants,
-    after a plan, ending with the verdict.
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, allocator: str, share: str,
+            results_dir: Path, dry_run: bool, as_json: bool) -> None:
+    """Experiments measured together in rounds of processes: arms that can share a process run in one,
+    interleaved in blocks; the others in processes of their own, in ABBA order. Ends with the verdict.
 
-    Options after the ids (--scale, --steps, --data-root ...) go to every `accel launch`."""
+    ID@ARM measures one arm of an entry. Options after the ids (--scale, --steps, --data-root ...) go to
+    every process."""
     from pipelines.core.spec.config import check_environment
 
     check_environment()  # before torch loads (alternate imports it): libgomp would warn first
+    from pipelines.core.cli import rounds as in_rounds
     from pipelines.core.stats import alternate
 
-    ids = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
-    passthrough = list(items[len(ids):])
-    if len(ids) < 2:
+    named = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
+    passthrough = list(items[len(named):])
+    if len(named) < 2:
         raise ConfigError("compare needs two or more experiment ids (e.g. accel compare BASELINE-ID "
                           "VARIANT-ID --results-dir results/ladder; `accel list` shows the ids)")
-    for experiment_id in ids:
-        experiments.get(experiment_id)
-    if twice := sorted({i for i in ids if ids.count(i) > 1}):
-        raise ConfigError(f"compare names {', '.join(twice)} more than once; an experiment compared with itself "
-                          "measures nothing (accel compare BASELINE-ID VARIANT-ID)")
-    if any(a in ("--repeats", "--results-dir", "--no-baseline") or a.startswith(("--repeats=", "--results-dir="))
-           for a in passthrough):
-        raise ConfigError("compare sets --repeats 1 per round and --results-dir itself; use --rounds instead")
-    _alternation(ids, passthrough, results_dir, alternate.parse_rounds(rounds), budget_s, halfwidth,
-                 dry_run=dry_run, as_json=as_json, title=" vs ".join(ids))
+    requests: dict[str, list[str]] = {}
+    for item in named:
+        experiment_id, _, arm = item.partition("@")
+        entry = experiments.get(experiment_id)
+        if arm and arm not in {v.name for v in entry.variants}:
+            raise ConfigError(f"unknown variant {arm} of {experiment_id}; it has: "
+                              f"{', '.join(v.name for v in entry.variants)}")
+        requests.setdefault(experiment_id, []).append(arm)
+    if twice := sorted(i for i in named if named.count(i) > 1):
+        raise ConfigError(f"compare names {', '.join(dict.fromkeys(twice))} more than once; an experiment compared "
+                          "with itself measures nothing (accel compare BASELINE-ID VARIANT-ID)")
+    if any(a in ("--repeats", "--results-dir", "--no-baseline", "--variant") or
+           a.startswith(("--repeats=", "--results-dir=", "--variant=")) for a in passthrough):
+        raise ConfigError("compare sets --repeats 1 per round, --results-dir and the arms itself; use --rounds, "
+                          "and ID@ARM for one arm of an entry")
+    asked = [(experiment_id, () if "" in arms else tuple(arms)) for experiment_id, arms in requests.items()]
+    in_rounds.measure(asked, _plan_from_args, passthrough, results_dir, alternate.parse_rounds(rounds),
+                      budget_s, halfwidth, allocator_choice=allocator, share=share, dry_run=dry_run,
+                      as_json=as_json, title=" vs ".join(named))
 
 
 cli.add_command(data)

@@ -46,6 +46,16 @@ USAGE = {
 HOSTS_PATTERN = re.compile(r"^[A-Za-z0-9._-]+(:[1-9][0-9]*)?(,[A-Za-z0-9._-]+(:[1-9][0-9]*)?)*$")
 ALLOCATORS = {"tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
               "jemalloc": ("libjemalloc2", "libjemalloc.so.2")}
+# ALLOCATOR=pinned: glibc's malloc with its three thresholds fixed. By default glibc raises its mmap threshold
+# to the largest block freed (and the trim threshold to twice that), so one arm's large frees change the next
+# arm's page faults, and memory freed at the top of the heap goes back to the OS and faults in again next step.
+# Setting any of them turns that dynamic adjustment off; all three are set, since a fixed mmap threshold with
+# the default 128 KiB trim threshold can be worse than none. 32 MiB is the largest mmap threshold glibc
+# accepts on 64-bit (HEAP_MAX_SIZE / 2): a larger value is ignored without a word, and the threshold stays
+# dynamic. The harness uses this at bench scale (core/run/sharing.py allocator_setting; docs/timing.md).
+PINNED_GLIBC = (("glibc.malloc.mmap_threshold", 32 << 20), ("glibc.malloc.trim_threshold", 256 << 20),
+                ("glibc.malloc.top_pad", 64 << 20))
+ALLOCATOR_CHOICES = ("default", "pinned", *ALLOCATORS)
 
 
 class KnobError(Exception):
@@ -207,6 +217,15 @@ def local(knobs: Knobs, args: Sequence[str]) -> None:
         knobs.export("GOMP_CPU_AFFINITY", affinity.gomp_list(count))
     elif bind != "none":
         raise KnobError(f"OMP_BIND={bind} is not none or pinned")
+    preload = allocator_preload(knobs, allocator) + preload
+    if preload:
+        knobs.export("LD_PRELOAD", ":".join(preload))
+    image(knobs, "here")
+
+
+def allocator_preload(knobs: Knobs, allocator: str) -> list[str]:
+    """ALLOCATOR: the library to preload (tcmalloc, jemalloc), or glibc's thresholds pinned through
+    GLIBC_TUNABLES (pinned; the user's other tunables kept), or nothing (default)."""
     if allocator in ALLOCATORS:
         package, name = ALLOCATORS[allocator]
         folders = knobs.get("ALLOCATOR_PATH", f"/usr/lib/{os.uname().machine}-linux-gnu:/usr/lib64:/usr/lib:"
@@ -214,12 +233,25 @@ def local(knobs: Knobs, args: Sequence[str]) -> None:
         found = next((Path(d) / name for d in folders if (Path(d) / name).is_file()), None)
         if found is None:
             raise KnobError(f"ALLOCATOR={allocator} but its library is not installed; apt-get install {package}")
-        preload.insert(0, str(found))
-    elif allocator != "default":
-        raise KnobError(f"ALLOCATOR={allocator} is not default, tcmalloc or jemalloc")
+        return [str(found)]
+    if allocator == "pinned":
+        theirs = [item for item in knobs.get("GLIBC_TUNABLES").split(":") if item]
+        if clash := [item for item in theirs if item.startswith("glibc.malloc.")]:
+            raise KnobError(f"ALLOCATOR=pinned sets glibc's malloc thresholds, but GLIBC_TUNABLES already has "
+                            f"{':'.join(clash)}; unset those, or use ALLOCATOR=default to keep your own")
+        knobs.export("GLIBC_TUNABLES", ":".join([*theirs, *(f"{name}={value}" for name, value in PINNED_GLIBC)]))
+        return []
+    if allocator != "default":
+        raise KnobError(f"ALLOCATOR={allocator} is not {', '.join(ALLOCATOR_CHOICES[:-1])} or {ALLOCATOR_CHOICES[-1]}")
+    return []
+
+
+def ranks_allocator(knobs: Knobs) -> None:
+    """The allocator for a launcher's ranks (they inherit the environment; mpirun passes it with -x)."""
+    allocator = knobs.export("ALLOCATOR", knobs.get("ALLOCATOR", "default"))
+    preload = [*allocator_preload(knobs, allocator), *(p for p in knobs.get("LD_PRELOAD").split(":") if p)]
     if preload:
         knobs.export("LD_PRELOAD", ":".join(preload))
-    image(knobs, "here")
 
 
 def torchrun(knobs: Knobs, args: Sequence[str]) -> None:
@@ -246,6 +278,7 @@ def torchrun(knobs: Knobs, args: Sequence[str]) -> None:
     if rdzv == "c10d" and not local_addr and nnodes > 1 and int(node_rank) == 0:
         local_addr = addr  # node 0 hosts the store: torchrun's hostname guess misses multi-homed hosts
     knobs.set("LOCAL_ADDR", local_addr)
+    ranks_allocator(knobs)
     image(knobs, "here")  # torchrun runs inside one container and starts the ranks there
 
 
@@ -278,6 +311,7 @@ def mpirun(knobs: Knobs, args: Sequence[str]) -> None:
     if is_this_host(addr):
         port_free(addr, number)
     threads(knobs, local_ranks)
+    ranks_allocator(knobs)
     knobs.set("RANKS_AT", "elsewhere" if hosts else "here")
     image(knobs, knobs.values["RANKS_AT"])  # the host's mpirun starts one container per rank
     if knobs.get("IMAGE") and not knobs.get("ACCEL_PRINT"):
@@ -303,6 +337,7 @@ def srun(knobs: Knobs, args: Sequence[str]) -> None:
             raise KnobError("could not find the first node of the allocation; set MASTER_ADDR")
     knobs.export("MASTER_ADDR", addr or socket.gethostname())
     threads(knobs, -(-ntasks // nodes))
+    ranks_allocator(knobs)
     image(knobs, "elsewhere")  # the host's srun starts one container per task, on the allocation's nodes
     if knobs.get("IMAGE") and not knobs.get("ACCEL_PRINT"):
         if knobs.get("SLURM_JOB_ID"):  # once per node of the allocation, before any task starts

@@ -14,7 +14,7 @@ import re
 import sys
 from importlib import metadata, resources
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -85,7 +85,30 @@ def allocator() -> dict[str, Any]:
         if any(candidate in os.path.basename(path) for path in mapped):
             name = candidate
             break
-    return {"allocator": name, "allocator_libraries_mapped": mapped}
+    return {"allocator": name, "allocator_libraries_mapped": mapped, "allocator_settings": allocator_settings(name)}
+
+
+def allocator_settings(name: str = "libc", env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """How the allocator was set up: the launcher's ALLOCATOR knob, glibc's malloc tunables as this process
+    started with them, and one line a plan or verdict can print ("pinned (glibc: mmap_threshold 32 MiB,
+    ...)" or "default glibc (dynamic thresholds)")."""
+    env = os.environ if env is None else env
+    tunables = {key.removeprefix("glibc.malloc."): value for key, _, value in
+                (item.partition("=") for item in env.get("GLIBC_TUNABLES", "").split(":") if item)
+                if key.startswith("glibc.malloc.")}
+    knob = env.get("ALLOCATOR") or "default"
+    if name != "libc":
+        text = f"{name} (preloaded)"
+    elif tunables:
+        shown = ", ".join(f"{key} {_mib(value)}" for key, value in tunables.items())
+        text = f"{'pinned' if knob == 'pinned' else 'glibc tunables'} (glibc: {shown})"
+    else:
+        text = "default glibc (dynamic mmap/trim thresholds)"
+    return {"knob": knob, "glibc_malloc_tunables": tunables, "text": text}
+
+
+def _mib(value: str) -> str:
+    return f"{int(value) >> 20} MiB" if value.isdigit() and int(value) % (1 << 20) == 0 else value
 
 
 def thread_affinity() -> dict[str, str]:

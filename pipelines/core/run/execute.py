@@ -1,5 +1,6 @@
-"""Execution: every variant x repeat in the order the repeat rule gives, each repeat's record written
-before the next starts.
+"""Execution: every variant x repeat of a plan in the order the repeat rule gives, each repeat's record
+written before the next starts. (Bench scale's processes of a round measure their arms in interleaved blocks
+instead: run/interleaved.py.)
 
 Fixed repeats run ABAB...; `--repeats auto` runs ABBA rounds until core/stats/stopping.py's rule stops
 them (rank 0 decides for every rank). A repeat builds its loaders, then trains (the pipeline's `setup`,
@@ -11,6 +12,7 @@ saying how far that repeat got (core/train/interrupt.py).
 
 from __future__ import annotations
 
+import os
 import random
 import sys
 import time
@@ -69,6 +71,21 @@ def work_order(configs: list[RunConfig], skips: dict[str, str], rule: stopping.A
         rule.after_round(rows.arm_halfwidths(records, [experiment]), time.monotonic() - round_began)
 
 
+ALTERNATION_ENV = "ACCEL_ALTERNATION"  # "group:round:slot", set by the comparison that started this process
+
+
+def pairing_mark(run_id: str, env=None) -> dict[str, Any]:
+    """Which comparison, round and process this process is (its records carry it as `pairing`); a process
+    started by hand is a comparison of its own, round 0."""
+    env = os.environ if env is None else env
+    mark = env.get(ALTERNATION_ENV, "")
+    group, _, rest = mark.partition(":")
+    round_text, _, slot = rest.partition(":")
+    if not group or not round_text.isdigit():
+        return {"group": run_id, "round": 0, "process": run_id}
+    return {"group": group, "round": int(round_text), "process": mark if slot else f"{mark}:{run_id}"}
+
+
 def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
     first = configs[0]
     return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
@@ -95,6 +112,7 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
     configs = the_plan.configs
     skips = skip_reasons(the_plan, ctx)
     run_id = results.new_run_id()
+    mark = pairing_mark(run_id)
     path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)
     records: list[dict[str, Any]] = []
     rule = _stop_rule(configs)
@@ -111,6 +129,7 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
                 budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
                 in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
                 record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
+                record["pairing"] = {**mark, "round": mark["round"] + repeat}  # repeats pair by round
             records.append(record)
             in_flight = None
             if ctx.is_main:
@@ -158,6 +177,7 @@ def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Inte
 
 
 def record_of(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **extra) -> dict[str, Any]:
+    """A record without measurements (skipped, error); `extra` carries its error, notes or pairing."""
     return results.make_record(status=status, run_id=run_id, config=cfg.to_record(), repeat=repeat, metrics={},
                                dist=dist_info, env=envinfo.fingerprint(), **extra)
 
@@ -206,7 +226,8 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
     memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*_runner_hooks(cfg, ctx), counter])
+    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(cfg, ctx), counter],
+                         pause_collector=cfg.scale != "book")
     metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
     if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
         metrics["variant_peak_reserved_mib"] = reserved  # the talk's figure: the allocator's reserved peak
@@ -221,7 +242,7 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     return metrics, notes, trainable.artifacts
 
 
-def _runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
+def runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
     """Checkpoints, for pipelines that declare the checkpoint option group and set a folder."""
     opts = cfg.options
     if not isinstance(opts, options.CheckpointOptions) or not opts.checkpoint_dir:

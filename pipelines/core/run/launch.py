@@ -27,12 +27,14 @@ def chosen_backend(option_items: tuple[str, ...]) -> str:
     return next((item.split("=", 1)[1] for item in option_items if item.split("=", 1)[0].strip() == "backend"), "")
 
 
-def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mapping[str, str]) -> Path:
+def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mapping[str, str],
+           command: str = "launch") -> Path:
     """The launcher script for `entry`, or NotRunnable / ConfigError with the one line that says why not.
-    `options`: `accel run`'s parsed parameters (device, option_items)."""
+    `options`: `accel run`'s parsed parameters (device, option_items); `command`: the user's (run, launch),
+    which the suggested commands repeat."""
     if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not options.get("device"):
         raise NotRunnable(f"{entry.id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a "
-                          f"GPU machine, or smoke-test its code path on CPU: accel launch {entry.id} "
+                          f"GPU machine, or smoke-test its code path on CPU: accel {command} {entry.id} "
                           f"{' '.join(experiments.cpu_smoke_args(entry))}")
     backend_chosen = bool(chosen_backend(tuple(options.get("option_items") or ())))
     in_image = bool(env.get("IMAGE"))  # the image's libraries are for its ranks to judge

@@ -57,6 +57,12 @@ class Pipeline:
 
     Options: ClassVar[type] = NoOptions
     smoke_settings: ClassVar[Mapping[str, Any]] = {}  # RunConfig settings at smoke scale (e.g. a tiny model)
+    # Options whose value holds for the whole process once one arm sets it (torch.set_num_threads, matmul
+    # precision, cuDNN flags): arms that differ in one never share a process (core/run/sharing.py).
+    process_options: ClassVar[tuple[str, ...]] = ()
+    # True when the pipeline measures its arm's memory apart from the process (autograd's saved tensors),
+    # so arms of an entry with a memory figure may still share a process.
+    separable_memory: ClassVar[bool] = False
 
     def check(self, cfg: RunConfig, opts, ctx: RunContext) -> None:
         """Raise ConfigError / NotRunnable for a combination that cannot work, before any work."""

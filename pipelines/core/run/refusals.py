@@ -72,6 +72,10 @@ def _refuse_capabilities(the_plan: Plan, cfg: RunConfig) -> None:
                           f"{experiment.id} {' '.join(experiments.cpu_smoke_args(experiment))}")
     for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
         wanted = os.environ.get(knob) or experiment.knobs.get(knob)
+        if wanted == "pinned" and not envinfo.allocator_settings()["glibc_malloc_tunables"]:
+            raise NotRunnable(f"{experiment.id} asks for ALLOCATOR=pinned but this process started without "
+                              "glibc's malloc tunables; start it through its launcher: `ALLOCATOR=pinned "
+                              f"launch/local.sh run {experiment.id} ...` (accel run at bench scale does)")
         if wanted in ("gnu", "intel", "tcmalloc", "jemalloc") and (loaded := loaded_now()) != wanted:
             raise NotRunnable(f"{experiment.id} needs the {wanted} {label} but {loaded} is loaded; start it "
                               f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "

@@ -18,6 +18,7 @@ import torch
 from pipelines.core.dist import ranks
 from pipelines.core.errors import DistError
 from pipelines.core.record import results
+from pipelines.core.run import interleaved
 from pipelines.core.run.execute import Outcome, record_of, run_variants
 from pipelines.core.run.plan import Plan, dist_options, load_pipeline, plan  # noqa: F401  (the entry's interface)
 from pipelines.core.run.refusals import preflight, refuse_before_work, skip_reasons  # noqa: F401
@@ -50,6 +51,20 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Calla
         raise
     with session:
         return run_variants(the_plan, session.ctx, session.describe(), session, shown)
+
+
+def run_interleaved(plans: list[Plan], announce: Callable[[], None] | None = None) -> list[Outcome]:
+    """One process of a bench-scale round: every arm of `plans` in interleaved blocks (run/execute.py),
+    after the same refusals as `run`."""
+    device = torch.device(plans[0].configs[0].device)
+    ctx = loop.RunContext(device)
+    for the_plan in plans:
+        for cfg in the_plan.configs:
+            refuse_before_work(the_plan, cfg, ctx)
+        skip_reasons(the_plan, ctx)
+    if announce is not None:
+        announce()
+    return interleaved.run_interleaved(plans, ctx, ranks.SINGLE_PROCESS)
 
 
 def _write_error(the_plan: Plan, exc: BaseException, dist_info: dict[str, Any]) -> Path:

@@ -34,13 +34,16 @@ class ScaleDefaults:
     warmup_steps: int
     repeats: int | str  # a count, or "auto" (core/stats/stopping.py: until precise, or the budget is spent)
     eval_batches: int | None  # None: the whole test set
+    blocks: int | None = None  # a round's process: block rounds per arm (core/train/interleave.py)
+    block_s: float | None = None  # seconds a block aims at (steps sized from warm-up); None: `steps` split
 
 
 # smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated until every arm's
 # interval is narrow or the budget is spent; book: the book's epochs and settings, one run, full test pass.
 SCALE_DEFAULTS = {
     "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
-    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=20),
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=20, blocks=12,
+                           block_s=0.5),
     "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
 }
 
@@ -48,6 +51,7 @@ SCALE_DEFAULTS = {
 # Upper bounds: far beyond any book or bench setting, so a typo (1e20 epochs, an extra zero or five) is
 # refused before work instead of running for years. Values are (lowest, highest).
 BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 1000), "steps": (1, 10**9),
+          "blocks": (1, 10_000),
           "warmup_steps": (0, 10**9), "num_workers": (0, 1024), "seed": (0, 2**32 - 1),
           "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
 
@@ -70,6 +74,10 @@ class RunConfig:
     repeats_auto: bool = False  # --repeats auto: stop when every arm is precise enough, or at budget_s
     budget_s: float | None = None  # --repeats auto's time budget for the whole run (seconds)
     eval_batches: int | None = None
+    # bench scale, a round's process (core/train/interleave.py): block rounds of every arm, each block about
+    # block_s seconds of the arm's steps (None: `steps` split evenly over the blocks, as with --steps)
+    blocks: int | None = None
+    block_s: float | None = None
     lr: float = 1e-5
     weight_decay: float = 0.005
     device: str = "cpu"
@@ -105,6 +113,8 @@ class RunConfig:
             if not self.repeats_auto:
                 raise ConfigError(f"--budget-s {self.budget_s:g} applies to --repeats auto only; drop it, or "
                                   "pass --repeats auto (bench scale's default)")
+        if self.block_s is not None and not (math.isfinite(self.block_s) and 0.01 <= self.block_s <= 600):
+            raise ConfigError(f"--block-s must be between 0.01 and 600 seconds, got {self.block_s:g}")
         if self.prefetch_factor is not None and self.num_workers == 0:
             raise ConfigError("--prefetch-factor needs --num-workers of 1 or more")
         if not math.isfinite(self.lr) or self.lr <= 0:
@@ -163,7 +173,10 @@ def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, A
     defaults = SCALE_DEFAULTS[scale]
     merged: dict[str, Any] = dict(settings)
     merged.update(steps=defaults.steps, warmup_steps=defaults.warmup_steps,
-                  repeats=defaults.repeats, eval_batches=defaults.eval_batches)
+                  repeats=defaults.repeats, eval_batches=defaults.eval_batches, blocks=defaults.blocks,
+                  block_s=defaults.block_s)
+    if overrides.get("steps") is not None and overrides.get("block_s") is None:
+        merged["block_s"] = None  # --steps N: N timed steps an arm and process, split over its blocks
     if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
         merged["steps"] = settings.get("steps")
     merged.update({k: v for k, v in overrides.items() if v is not None})

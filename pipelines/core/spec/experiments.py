@@ -105,6 +105,9 @@ class Experiment:
     # Compare each arm with the arm of the baseline experiment that ran on the same total cores (ranks x
     # threads) here, not with the declared baseline arm: the published ratio holds at equal total cores.
     match_cores: bool = False
+    # Samples in one of the source's epochs (the book's Fashion-MNIST split: 54,000): with the entry's epochs,
+    # the work an end-to-end figure timed, which a bench run projects its compile time and steady steps to.
+    source_epoch_samples: int | None = None
     variant: InitVar[str] = "default"  # shorthand for a single-variant experiment: its variant's name
 
     def __post_init__(self, variant: str) -> None:

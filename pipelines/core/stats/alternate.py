@@ -1,18 +1,19 @@
-"""Arms measured in alternation across processes, until their intervals are narrow or a budget runs out.
+"""A comparison measured in rounds of processes, until its intervals are narrow or a budget runs out.
 
-Why processes: some arms cannot share one (the OpenMP runtime, the allocator, the thread count and the
-rank count are fixed when a process starts), and experiments that are separate catalog entries (the
-book's chapter 2 ladder: baseline, no bias, batch 256) each have their own launcher and knobs. Run one
-after the other, slow drift of the machine (another tenant, thermal state) lands in their ratio. Here
-every experiment runs one repeat per round, in ABBA order (the order reverses every round, so a linear
-drift costs every arm the same), each through `accel launch` with `--repeats 1`; the report pools the
-rounds' records (one folder, one experiment id) exactly as it pools the repeats of one process.
+Every round starts one process per *slot*: a slot is the arms that share a process (core/run/sharing.py
+decides; its process measures them in interleaved blocks, core/train/interleave.py), or one arm whose
+process environment is its own (another OpenMP runtime, thread count, launcher). Slots run in ABBA order
+(reversed every round, so a linear drift costs every slot the same), each through `accel launch` with
+`--repeats 1`. Several rounds sample the process-to-process noise that no number of steps inside one
+process can (Kalibera & Jones); the report pairs the arms within a process (by block round) or within a
+round (core/stats/pairing.py).
 
 Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
 applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95 % interval has a
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
 budget. The summary file (alternation--<time>.json) says which rule stopped
-it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round) in its env.vars.
+it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round:slot) in its env.vars and
+its `pairing`.
 
 What the terminal shows: one line per round (each process's time, the budget spent and left); every
 process's own output (launcher lines, its plan, its per-repeat lines) goes to alternation--<time>.log
@@ -23,12 +24,13 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 from pipelines.core.record import atomic, results
 from pipelines.core.stats import rows, stopping
@@ -71,14 +73,25 @@ class Summary:
     rule: dict = field(default_factory=dict)
 
 
-def halfwidths(results_dir: Path, ids: Sequence[str]) -> dict[str, float | None]:
-    """Relative 95 % half-width of every measured arm of these experiments (None: no interval yet)."""
-    return rows.arm_halfwidths(rows.load(results_dir).records, list(ids))
+@dataclass(frozen=True)
+class Slot:
+    """One process of every round: the arms it measures (a label for the terminal), the `accel launch`
+    arguments that start it (without the round's --repeats / --results-dir), and its knobs."""
+
+    label: str
+    ids: tuple[str, ...]
+    args: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
 
 
-def launch_command(experiment_id: str, passthrough: Sequence[str], results_dir: Path) -> list[str]:
+def halfwidths(results_dir: Path, ids: Sequence[str], group: str) -> dict[str, float | None]:
+    """Relative 95 % half-width of every measured arm of this comparison (None: no interval yet)."""
+    return rows.arm_halfwidths(group_records(results_dir, group)[0], list(ids))
+
+
+def launch_command(slot: Slot, results_dir: Path) -> list[str]:
     """One round's process: one repeat, into the comparison's folder, never bringing a baseline of its own."""
-    return [sys.executable, "-m", "pipelines", "launch", experiment_id, *passthrough, "--repeats", "1",
+    return [sys.executable, "-m", "pipelines", "launch", *slot.args, "--repeats", "1",
             "--results-dir", str(results_dir), "--no-baseline"]
 
 
@@ -101,18 +114,33 @@ def group_records(results_dir: Path, group: str) -> tuple[list[dict], list[Path]
     return records, sorted(paths)
 
 
-def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule: StopRule,
+def run(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
         start: Callable[[list[str], dict], int] | None = None, clock: Callable[[], float] = time.monotonic,
         echo: Callable[[str], None] = print) -> Summary:
-    """Rounds of one repeat per experiment until the rule stops; returns (and writes) the summary.
+    """Rounds of one process per slot until the rule stops; returns (and writes) the summary.
 
     `start(argv, extra_env) -> exit code` runs one process (a real subprocess by default)."""
     group = results.new_run_id()
     log = log_path(results_dir, group)
     start = start or (lambda argv, env: _subprocess(argv, env, log))
-    summary = Summary(group, list(ids), rule=asdict(rule))
+    ids = list(dict.fromkeys(i for slot in slots for i in slot.ids))
+    summary = Summary(group, ids, rule=asdict(rule))
     auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
-    began, longest_round = clock(), 0.0
+    began = clock()
+    try:
+        return _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, log)
+    except BaseException as stop:  # a signal (or a failed round): the summary is kept, and travels with it
+        if not summary.stopped_by:
+            summary.stopped_by = "interrupted"
+            summary.elapsed_s = clock() - began
+            _write(results_dir, summary)
+        stop.summary = summary
+        raise
+
+
+def _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, log) -> Summary:
+    longest_round = 0.0
+    ids = summary.experiments
     try:
         while True:
             elapsed = clock() - began
@@ -127,19 +155,20 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
                 summary.stopped_by = "budget"
                 break
             round_began, took = clock(), []
-            for experiment_id in order(ids, summary.rounds):
-                env = {"ACCEL_ALTERNATION": f"{group}:{summary.rounds}", "ACCEL_PLAN_SHOWN": "1"}
+            for index, slot in order(list(enumerate(slots)), summary.rounds):
+                env = {**slot.env, "ACCEL_ALTERNATION": f"{summary.group}:{summary.rounds}:{index}",
+                       "ACCEL_PLAN_SHOWN": "1"}
                 began_one = clock()
-                code = start(launch_command(experiment_id, passthrough, results_dir), env)
-                took.append(f"{experiment_id} {clock() - began_one:.0f} s")
+                code = start(launch_command(slot, results_dir), env)
+                took.append(f"{slot.label} {clock() - began_one:.0f} s")
                 if code != 0:
                     summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
                     summary.elapsed_s = clock() - began
                     _write(results_dir, summary)
-                    raise RoundFailed(experiment_id, code, summary, _error_lines(log))
+                    raise RoundFailed(slot.label, code, summary, _error_lines(log))
             summary.rounds += 1
             longest_round = max(longest_round, clock() - round_began)
-            summary.halfwidths = halfwidths(results_dir, ids)
+            summary.halfwidths = halfwidths(results_dir, ids, summary.group)
             if auto is not None:
                 auto.after_round(summary.halfwidths, clock() - round_began)
             echo(round_line(summary, rule, took, clock() - began))
@@ -150,9 +179,9 @@ def run(ids: Sequence[str], passthrough: Sequence[str], results_dir: Path, rule:
 
 
 class RoundFailed(Exception):
-    def __init__(self, experiment_id: str, code: int, summary: Summary, said: str = ""):
+    def __init__(self, label: str, code: int, summary: Summary, said: str = ""):
         because = f": {said}" if said else ""
-        super().__init__(f"{experiment_id} exited with code {code} in round {summary.rounds + 1}{because}; the "
+        super().__init__(f"{label} exited with code {code} in round {summary.rounds + 1}{because}; the "
                          f"finished rounds' records are kept")
         self.code, self.summary = code, summary
 
@@ -189,11 +218,38 @@ def _write(results_dir: Path, summary: Summary) -> Path:
     return path
 
 
+SIGNAL_GRACE_S = 1.0  # a child that got the signal itself (SLURM signals every process) ends on its own
+CHILD_WAIT_S = 120.0  # how long an interrupted round's process may take to write its interrupted records
+
+
 def _subprocess(argv: list[str], extra_env: dict, log: Path) -> int:
-    """One process, its output appended to the comparison's log (the terminal gets one line per round)."""
+    """One process, its output appended to the comparison's log (the terminal gets one line per round).
+
+    It runs in a session of its own, so a terminal's Ctrl-C reaches this process only, which hands the
+    signal on exactly once (a second SIGINT would force the child out before its interrupted records are
+    written); a child that got the signal itself too (SLURM signals every process of a step) is given a
+    moment to end on its own first. Nothing is left running either way."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        return subprocess.run(argv, env={**os.environ, **extra_env}, stdout=out, stderr=subprocess.STDOUT,
-                              stdin=subprocess.DEVNULL).returncode
+        child = subprocess.Popen(argv, env={**os.environ, **extra_env}, stdout=out, stderr=subprocess.STDOUT,
+                                 stdin=subprocess.DEVNULL, start_new_session=True)
+        try:
+            return child.wait()
+        except BaseException as stop:  # Interrupted (SIGINT, SIGTERM) or KeyboardInterrupt: the child too
+            _stop_child(child, getattr(stop, "signum", signal.SIGINT))
+            raise
+
+
+def _stop_child(child: subprocess.Popen, signum: int) -> None:
+    try:
+        child.wait(timeout=SIGNAL_GRACE_S)
+        return
+    except subprocess.TimeoutExpired:
+        child.send_signal(signum)
+    try:
+        child.wait(timeout=CHILD_WAIT_S)
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()

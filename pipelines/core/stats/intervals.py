@@ -10,6 +10,15 @@ steps with replacement; an arm's throughput is the mean over its drawn repeats o
 mean step time, and the ratio is variant / baseline. The 2.5th and 97.5th percentiles of 2000 such
 ratios make the 95 % interval. The generator is seeded with a constant, so the same records always
 give the same interval and the same report.
+
+Paired intervals (`paired_ratio_interval`): when the two arms were measured side by side, the ratio is
+taken within each pair first, so what the pair shared (the process, the minute) cancels. A pair is two
+blocks of one process in the same block round (core/train/interleave.py), or the two arms' processes of
+one alternation round. Pairs are grouped in units (a process, or a round); the interval resamples units,
+then pairs within each drawn unit (a unit with one pair: the steps of its two repeats), and averages log
+ratios: the point ratio is the geometric mean over units of each unit's geometric mean over its pairs.
+This is the two-level bootstrap of Kalibera & Jones over processes and pairs; how well it covers is
+measured, not assumed (ci/calibrate-intervals.py, docs/timing.md).
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ from __future__ import annotations
 import math
 import statistics
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any, Iterable, Sequence, Union
 
 import numpy as np
 
@@ -138,6 +147,35 @@ def ratio_interval(variant: Sequence[Repeat], baseline: Sequence[Repeat]) -> tup
     return throughput(variant) / throughput(baseline), Interval(float(low), float(high))
 
 
+Unit = Union[Sequence[float], tuple[Repeat, Repeat]]  # block pairs' log ratios, or one (variant, baseline) pair
+
+
+def _unit_means(unit: Unit, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """(the unit's mean log ratio, RESAMPLES resampled means): pairs drawn with replacement, or for a single
+    pair of repeats, the steps of each repeat."""
+    if isinstance(unit, tuple):
+        variant, baseline = unit
+        point = math.log(variant.throughput) - math.log(baseline.throughput)
+        drawn = (np.log(variant.samples_per_step / _step_means(variant.step_times_s, RESAMPLES, rng))
+                 - np.log(baseline.samples_per_step / _step_means(baseline.step_times_s, RESAMPLES, rng)))
+        return point, drawn
+    logs = np.asarray(unit, dtype=float)
+    return float(logs.mean()), logs[rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))].mean(axis=1)
+
+
+def paired_ratio_interval(units: Sequence[Unit]) -> tuple[float, Interval]:
+    """(point ratio, 95 % interval) of variant / baseline from pairs measured side by side (see the module
+    docstring): units resampled, then the pairs within each drawn unit."""
+    rng = np.random.default_rng(SEED)
+    points, draws = zip(*(_unit_means(unit, rng) for unit in units))
+    per_unit = np.vstack(draws)  # units x resamples
+    picked = rng.integers(0, len(units), size=(RESAMPLES, len(units)))
+    ratios = np.exp(per_unit[picked, np.arange(RESAMPLES)[:, None]].mean(axis=1))
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail])
+    return float(math.exp(statistics.fmean(points))), Interval(float(low), float(high))
+
+
 def throughput_interval(repeats: Sequence[Repeat]) -> Interval:
     """95 % interval of one arm's throughput (the same two-level bootstrap as a ratio's)."""
     tail = (1 - CONFIDENCE) / 2
@@ -153,6 +191,18 @@ def mean_ratio_interval(numerator: Sequence[float], denominator: Sequence[float]
     rng = np.random.default_rng(SEED)
     ratios = (rng.choice(top, (RESAMPLES, top.size)).mean(axis=1) /
               rng.choice(bottom, (RESAMPLES, bottom.size)).mean(axis=1))
+    tail = (1 - CONFIDENCE) / 2
+    low, high = np.quantile(ratios, [tail, 1 - tail])
+    return float(top.mean() / bottom.mean()), Interval(float(low), float(high))
+
+
+def paired_mean_ratio_interval(numerator: Sequence[float], denominator: Sequence[float]) -> tuple[float, Interval]:
+    """mean(numerator) / mean(denominator) and its 95 % interval, resampling the pairs (numerator[i],
+    denominator[i]) together: two arms' totals from the same process."""
+    top, bottom = np.asarray(numerator, dtype=float), np.asarray(denominator, dtype=float)
+    rng = np.random.default_rng(SEED)
+    picked = rng.integers(0, top.size, size=(RESAMPLES, top.size))
+    ratios = top[picked].mean(axis=1) / bottom[picked].mean(axis=1)
     tail = (1 - CONFIDENCE) / 2
     low, high = np.quantile(ratios, [tail, 1 - tail])
     return float(top.mean() / bottom.mean()), Interval(float(low), float(high))

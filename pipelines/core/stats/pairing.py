@@ -1,5 +1,5 @@
 """Which arm a reproduced arm is compared with, which published figures belong to it, and whether two
-sets of records may be compared at all.
+sets of records may be compared at all, and how two arms' records pair up (`paired_units`).
 
 The catalog is the only source: an entry's `baseline` ("id" or "id@variant"), or, without one, the
 entry's own first arm. A baseline id without "@variant" means the arm of that experiment with the same
@@ -11,10 +11,13 @@ when machine, torch and image agree (`envinfo.machine_key`); the report says whi
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pipelines.core.spec import experiments
 from pipelines.core.record.envinfo import machine_key
+from pipelines.core.stats import intervals
 
 MACHINE_FIELDS = ("CPU model", "CPU family/model", "CPU vector units", "logical CPUs", "torch", "image target",
                   "image lock", "GPUs")
@@ -139,3 +142,80 @@ def class_text(key: tuple) -> str:
     model, cpu_id, isa, cpus, gpus = key
     return f"{model} ({cpu_id or 'family/model not recorded'}, {isa or 'vector units not recorded'}; " \
            f"{cpus} logical CPUs, {', '.join(gpus) or 'no GPU'})"
+
+
+@dataclass
+class Pairing:
+    """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by block
+    round), "round" (the arms' processes of one alternation round) or "" (not paired: the arms were measured
+    apart, and the interval resamples them as independent). `units`: what stats/intervals.py resamples."""
+
+    kind: str = ""
+    units: list[intervals.Unit] = field(default_factory=list)
+    dropped: int = 0  # block pairs left out: a recompile inside either block
+
+    def text(self) -> str:
+        if self.kind == "process":
+            pairs = sum(len(u) for u in self.units)
+            dropped = f", {self.dropped} with a recompile left out" if self.dropped else ""
+            return f"same process: {len(self.units)} processes, {pairs} block pairs{dropped}"
+        if self.kind == "round":
+            return f"same round: {len(self.units)} rounds"
+        return "unpaired"
+
+
+def _mark(record: dict[str, Any]) -> dict[str, Any]:
+    return record.get("pairing") or {}
+
+
+def blocks_of(record: dict[str, Any]) -> list[tuple[int, int, float, bool, float]]:
+    """An interleaved record's blocks as (round, steps, seconds, recompiled, samples); samples count every
+    rank's. Blocks written before the samples column count full batches."""
+    metrics = record["metrics"]
+    ranks = int((record.get("dist") or {}).get("world_size") or 1)
+    out = []
+    for block in metrics.get("blocks") or ():
+        steps, seconds = int(block[1]), float(block[2])
+        recompiled = bool(block[5]) if len(block) > 5 else False
+        samples = block[6] * ranks if len(block) > 6 else steps * (metrics.get("samples_per_step") or 0)
+        out.append((int(block[0]), steps, seconds, recompiled, float(samples)))
+    return out
+
+
+def _block_throughputs(record: dict[str, Any]) -> dict[int, tuple[float, bool]]:
+    """Block round -> (samples/s of the block, a recompile inside it)."""
+    return {index: (samples / seconds, recompiled) for index, steps, seconds, recompiled, samples in blocks_of(record)
+            if steps and seconds > 0 and samples}
+
+
+def paired_units(records: Records, base_records: Records) -> Pairing:
+    """Pair an arm's records with its baseline's: by process and block round where both ran blocks in the
+    same processes, else by alternation round (group and round), else not at all."""
+    mine = {_mark(r).get("process"): r for r in records if _mark(r).get("process")}
+    theirs = {_mark(r).get("process"): r for r in base_records if _mark(r).get("process")}
+    shared = [p for p in mine if p in theirs and mine[p]["metrics"].get("blocks") and theirs[p]["metrics"].get("blocks")
+              and mine[p] is not theirs[p]]
+    if shared:
+        units, dropped = [], 0
+        for process in shared:
+            a, b = _block_throughputs(mine[process]), _block_throughputs(theirs[process])
+            logs = []
+            for index in sorted(set(a) & set(b)):
+                if a[index][1] or b[index][1]:
+                    dropped += 1
+                    continue
+                logs.append(math.log(a[index][0]) - math.log(b[index][0]))
+            if logs:
+                units.append(logs)
+        if units:
+            return Pairing("process", units, dropped)
+    by_round = lambda recs: {(_mark(r).get("group"), _mark(r).get("round")): r for r in recs  # noqa: E731
+                             if _mark(r).get("group") is not None and _mark(r).get("round") is not None}
+    mine_r, theirs_r = by_round(records), by_round(base_records)
+    units = []
+    for key in mine_r:
+        if key in theirs_r and mine_r[key] is not theirs_r[key]:
+            variant, baseline = intervals.repeat_of(mine_r[key]), intervals.repeat_of(theirs_r[key])
+            if variant is not None and baseline is not None:
+                units.append((variant, baseline))
+    return Pairing("round", units) if units else Pairing()

@@ -17,6 +17,7 @@ end to end) fills the same Row, and reading them together is how a verdict is ch
 
 from __future__ import annotations
 
+import statistics
 from collections import defaultdict
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -85,6 +86,7 @@ class Row:
     ratio: float | None = None
     ci_low: float | None = None
     ci_high: float | None = None
+    pairing: str = "-"  # how the interval paired this arm with its baseline (stats/pairing.py)
     verdict: str = "not run"
     why: str = ""
     judged: str = "-"  # which measured ratio the verdict judged: steady state, or end-to-end
@@ -107,6 +109,7 @@ class Row:
     errors: list[str] = field(default_factory=list, metadata=HIDDEN)
     interrupted: list[str] = field(default_factory=list, metadata=HIDDEN)  # how far each stopped repeat got
     base_key: tuple[str, str, str] | None = field(default=None, metadata=HIDDEN)
+    units: int = field(default=0, metadata=HIDDEN)  # processes or rounds behind the interval (paired), else 0
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -287,14 +290,23 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
     if figure is not None and figure.basis_name == "end-to-end" and compare.hardware_class(entry) == \
             compare.run_class(row.records):
         if row.scale != "book":
-            row.verdict = "not comparable"
-            # the source's compilation is spread over its whole run, a bench run's over a few steps
-            row.why = (f"end-to-end figure: judged at --scale book (here steady {stats.fmt(row.ratio)}, "
-                       f"end-to-end {stats.fmt(row.e2e_ratio)})")
-            return
-        row.judged = "end-to-end"
-        interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
-        row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
+            # the source's compilation is spread over its whole run, a bench run's over a few steps: project
+            # each process's compilation and steady steps onto the source's work, or say why not
+            projected = projected_end_to_end(entry, row.records, base_recs)
+            if projected is None:
+                row.verdict = "not comparable"
+                row.why = (f"end-to-end figure: judged at --scale book (here steady {stats.fmt(row.ratio)}, "
+                           f"end-to-end {stats.fmt(row.e2e_ratio)})")
+                return
+            steady = stats.fmt(row.ratio)
+            row.judged = "end-to-end, projected"
+            row.ratio, interval, row.units, how = projected
+            row.ci_low, row.ci_high = interval.low, interval.high
+            row.why = f"{how}; steady state {steady}"
+        else:
+            row.judged = "end-to-end"
+            interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
+            row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
     if compare.hardware_class(entry) != compare.run_class(row.records):
         row.verdict = "not comparable"
         row.why = (f"different hardware class: published on {compare.hardware_class(entry).upper()} "
@@ -304,19 +316,29 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
     elif interval is None:
         row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
-    elif (fewest := min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
+    elif (fewest := row.units or min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
         row.verdict = stats.INCONCLUSIVE
-        row.why = (f"{fewest} repeat(s) on an arm: the interval cannot see run-to-run noise; a verdict needs "
-                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ repeats per arm (--repeats, or accel compare --rounds)")
+        what = "paired processes or rounds" if row.units else "repeat(s) on an arm"
+        row.why = (f"{fewest} {what}: the interval cannot see process-to-process noise; a verdict needs "
+                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ (--repeats, or accel compare --rounds)")
     else:
         row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
         if row.verdict == stats.INCONCLUSIVE:
-            row.why = (f"interval {interval.text()} straddles the band "
-                       f"{stats.Interval(row.band_low, row.band_high).text()}")
+            straddles = (f"interval {interval.text()} straddles the band "
+                         f"{stats.Interval(row.band_low, row.band_high).text()}")
+            row.why = f"{straddles}; {row.why}" if row.why else straddles
 
 
 def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
-    """Bootstrap ratio and interval from per-step times; the point ratio of mean throughputs without them."""
+    """The ratio and its interval: paired (same process and block round, or same alternation round) when
+    the records say how they were measured, else the unpaired bootstrap from per-step times, else the
+    point ratio of mean throughputs."""
+    paired = compare.paired_units(row.records, base_recs)
+    row.pairing = paired.text()
+    if paired.kind:
+        row.ratio, interval = stats.paired_ratio_interval(paired.units)
+        row.ci_low, row.ci_high, row.units = interval.low, interval.high, len(paired.units)
+        return
     mine = [stats.repeat_of(r) for r in row.records]
     theirs = [stats.repeat_of(r) for r in base_recs]
     if None not in mine and None not in theirs:
@@ -325,6 +347,47 @@ def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
         return
     base_mean = stats.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
     row.ratio = row.throughput_mean / base_mean
+
+
+def _one_time_and_steady(record: dict[str, Any]) -> tuple[float, float] | None:
+    """(one-time seconds, steady seconds per sample) of one interleaved record: the warm-up's time beyond what
+    its samples take at the steady pace (compilation, cold caches), plus the same excess of blocks in which
+    dynamo compiled again (a last partial batch's new shape, which the source's run paid once too)."""
+    metrics, cfg = record["metrics"], record["config"]
+    blocks = compare.blocks_of(record)
+    steady = [b for b in blocks if not b[3] and b[4]]
+    if not steady:
+        return None
+    pace = sum(b[2] for b in steady) / sum(b[4] for b in steady)
+    warm = (metrics.get("warmup_s") or 0.0) - (metrics.get("warmup_steps") or 0) * (cfg.get("batch_size") or 0) * pace
+    again = sum(b[2] - b[4] * pace for b in blocks if b[3])
+    return max(0.0, warm) + max(0.0, again), pace
+
+
+def projected_end_to_end(entry: experiments.Experiment, records: list[dict[str, Any]],
+                         base_recs: list[dict[str, Any]]) -> tuple[float, stats.Interval, int, str] | None:
+    """An end-to-end ratio on the source's work from bench processes that ran both arms: per process, each
+    arm's one-time cost plus the source's samples at the arm's steady pace; (ratio, interval over processes,
+    processes, how). None where the catalog does not say the source's work or no process ran both arms."""
+    epochs, per_epoch = entry.settings.get("epochs"), entry.source_epoch_samples
+    if not epochs or not per_epoch:
+        return None
+    work = epochs * per_epoch
+    mine = {(r.get("pairing") or {}).get("process"): r for r in records}
+    theirs = {(r.get("pairing") or {}).get("process"): r for r in base_recs}
+    totals, compile_s = [], []
+    for process in [p for p in mine if p and p in theirs]:
+        arm, base = _one_time_and_steady(mine[process]), _one_time_and_steady(theirs[process])
+        if arm is None or base is None:
+            continue
+        totals.append((base[0] + work * base[1], arm[0] + work * arm[1]))
+        compile_s.append(arm[0])
+    if not totals:
+        return None
+    ratio, interval = stats.paired_mean_ratio_interval([b for b, _ in totals], [a for _, a in totals])
+    how = (f"end-to-end projected to the source's {epochs} x {per_epoch:,} samples: one-time cost "
+           f"{statistics.fmean(compile_s):.1f} s (compilation, recompiles) + steady steps, {len(totals)} processes")
+    return ratio, interval, len(totals), how
 
 
 def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
@@ -405,11 +468,17 @@ def book_accuracy(row: Row) -> bool:
 
 def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, float | None]:
     """"id [arm]" -> relative 95 % half-width of the arm's ratio (its baseline measured among `records`),
-    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times).
+    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times). An
+    arm that is the baseline of a measured ratio is left out: a comparison is precise when its ratios are,
+    and a baseline's own throughput carries the process-to-process spread the pairing removes.
     What `--repeats auto` and `accel compare --rounds auto` stop on (core/stats/stopping.py)."""
     out: dict[str, float | None] = {}
-    for row in build(Loaded(records, [], 1), ids):
+    built = build(Loaded(records, [], 1), ids)
+    compared = {row.base_key for row in built if row.ratio is not None and row.base_key}
+    for row in built:
         if row.experiment not in ids or not row.n:
+            continue
+        if row.key in compared:  # a baseline: its precision is its arms' ratios', not its own throughput's
             continue
         key = f"{row.experiment} [{row.variant}]"
         if row.ratio is not None and row.interval is not None:

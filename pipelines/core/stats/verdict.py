@@ -65,13 +65,18 @@ def _accuracy(row: rows_of.Row) -> str:
     return f"{row.accuracy_mean:.2f} %{published}"
 
 
-def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, Any]]:
-    """One dict per arm of `ids` that has records (the table's lines, and the --json objects)."""
+def rows(records: list[dict[str, Any]], ids: Sequence[str],
+         serving: dict[tuple[str, str], str] | None = None) -> list[dict[str, Any]]:
+    """One dict per arm of `ids` that has records (the table's lines, and the --json objects). `serving`:
+    arms measured only as another entry's baseline, shown as that ("baseline", the role as why)."""
     built = rows_of.build(rows_of.Loaded(records, [], 1), list(ids))
     out = []
     for row in built:
         if row.experiment not in ids or not (row.records or row.errors or row.interrupted):
             continue
+        if (row.experiment, row.variant) in (serving or {}) and row.records:
+            row.verdict, row.why, row.ratio, row.ci_low, row.ci_high = "baseline", "", None, None, None
+            row.baseline, row.published_ratio = serving[(row.experiment, row.variant)], None
         out.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,
                     "repeats": row.n, "baseline": row.baseline, "ratio": row.ratio, "ci_low": row.ci_low,
                     "ci_high": row.ci_high, "published_ratio": row.published_ratio,
@@ -87,9 +92,11 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str]) -> list[dict[str, An
     return out
 
 
-def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path) -> str:
-    """The table, the reasons behind verdicts that are not conclusive, and the closing line."""
-    lines = rows(records, ids)
+def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path,
+         method: str = "", serving: dict[tuple[str, str], str] | None = None) -> str:
+    """The table, the reasons behind verdicts that are not conclusive, how the arms were measured
+    (`method`: the allocator; the pairing is the rows'), and the closing line."""
+    lines = rows(records, ids, serving)
     if not lines:
         body = "verdict: nothing was measured (no finished repeat)"
     else:
@@ -108,6 +115,10 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
                    if line["why"] and line["verdict"] not in ("baseline",)]
         if reasons:
             body += "\n" + "\n".join(reasons)
+        pairings = sorted({line["_row"].pairing for line in lines if line["_row"].pairing not in ("-", "")})
+        if pairings or method:
+            body += "\n  measured: " + "; ".join([*(f"paired {p}" if p != "unpaired" else p for p in pairings),
+                                                 *([method] if method else [])])
         body += _memory_table(lines)
     return f"{body}\n{closing_line(paths, results_dir)}"
 
@@ -132,9 +143,10 @@ def closing_line(paths: Sequence[Path], results_dir: Path) -> str:
     return f"records: {files}; full report: accel report --results-dir {results_dir} --out {results_dir}"
 
 
-def as_json(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path) -> str:
+def as_json(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path], results_dir: Path,
+            serving: dict[tuple[str, str], str] | None = None) -> str:
     """The same table for scripts: one object with the arms, the record files and the report command."""
-    arms = [{k: v for k, v in line.items() if k != "_row"} for line in rows(records, ids)]
+    arms = [{k: v for k, v in line.items() if k != "_row"} for line in rows(records, ids, serving)]
     return json.dumps({"arms": arms, "records": [str(p) for p in paths],
                        "report": f"accel report --results-dir {results_dir} --out {results_dir}"},
                       indent=1, allow_nan=False, default=str)

@@ -17,16 +17,28 @@ Timing rules (why each one exists):
 - Every step's loss is kept on the device too (no synchronization per step) and leaves it once per
   epoch; the record carries it binned to at most LOSS_CURVE_POINTS means (`loss_curve`).
 - `Hooks.step_end` runs after the step's clock stopped: progress bars count there, outside step times.
+- Page faults (getrusage) are counted over the timed windows and reported per step: glibc returning
+  freed buffers to the OS and faulting them in again is most of a CPU step's spread (docs/timing.md).
+- With `pause_collector` (bench scale) Python's cyclic collector runs before a timed window, never in it.
+- The loop's state lives in `Training`, so one arm can run in blocks between other arms' blocks
+  (train/interleave.py): same steps, same clocks, `train_s` summed over the arm's own windows.
 
 Per-technique callbacks (an lr scheduler, FSDP's final gather) and the runner's (checkpoints) are one
 mechanism: `Hooks` objects, the Trainable's first, then the runner's, called in that order.
+
+Over 300 lines on purpose: it is the one loop, and its timing rules (clocks, windows, warm-up, page faults,
+the collector, the record's metrics) are checked by reading them together; split, a rule would sit apart
+from the steps it governs.
 """
 
 from __future__ import annotations
 
+import gc
 import math
+import resource
 import statistics
 import time
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
@@ -125,123 +137,236 @@ def count_flops(trainable: Trainable, x: torch.Tensor, y: torch.Tensor) -> int |
     return counter.get_total_flops() or None
 
 
-def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Sequence[Hooks] = (),
-          start_epoch: int = 0) -> dict[str, Any]:
-    hooks = [*trainable.hooks, *hooks]
-    device = ctx.device
-    model = trainable.model
-    model.train()
-    if device.type == "cuda":
-        torch.cuda.reset_peak_memory_stats(device)
-    total_steps = cfg.warmup_steps + cfg.steps if cfg.steps else None
-    offset = start_epoch
-    starts = [hook.train_start(trainable, loaders) for hook in hooks]  # every hook sees the start
-    resumed = next((epoch for epoch in starts if epoch is not None), None)
-    if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
-        start_epoch, offset = resumed, 0
-    stream = _batches(loaders.train, hooks, start_epoch)
+def page_faults() -> tuple[int, int]:
+    """(minor, major) page faults of this process so far (getrusage): glibc handing freed activation
+    buffers back to the OS and faulting them in again is the main source of step-time spread on a CPU."""
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_minflt, usage.ru_majflt
 
-    flops = None
-    clock = clocks.for_device(device)
-    marks: list[tuple[Any, Any, Any, bool]] = []  # (start, batch on device, step end, is warm-up), unread
-    step_times: list[float] = []
-    data_wait = compute = warmup_s = 0.0
 
-    def settle() -> None:
+@contextmanager
+def collector_paused(paused: bool = True) -> Iterator[None]:
+    """Python's cyclic garbage collector off for a timed window (a collection inside it is seconds of
+    another arm's garbage, billed to this step); it runs, untimed, before the window opens."""
+    if not paused:
+        yield
+        return
+    was_enabled = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            gc.enable()
+
+
+class Training:
+    """One arm's training, resumable: the loop's state between calls, so that arms of one process can be
+    measured in interleaved blocks (train/interleave.py) with the same clocks and bookkeeping as a whole
+    run (`train`). Step kinds: "warmup" (timed apart), "discard" (the first step after a switch of arms:
+    run, not counted), "timed" (kept in `step_times_s`). `train_s` is the wall time of the timed windows
+    only, so another arm's blocks between them never count."""
+
+    def __init__(self, trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext,
+                 hooks: Sequence[Hooks] = (), start_epoch: int = 0):
+        self.trainable, self.loaders, self.cfg, self.ctx = trainable, loaders, cfg, ctx
+        self.hooks = [*trainable.hooks, *hooks]
+        self.device = ctx.device
+        trainable.model.train()
+        if self.device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(self.device)
+        self.offset = start_epoch
+        starts = [hook.train_start(trainable, loaders) for hook in self.hooks]  # every hook sees the start
+        resumed = next((epoch for epoch in starts if epoch is not None), None)
+        if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
+            start_epoch, self.offset = resumed, 0
+        self.start_epoch = start_epoch
+        self.stream = _batches(loaders.train, self.hooks, start_epoch)
+        self.clock = clocks.for_device(self.device)
+        self.marks: list[tuple[Any, Any, Any, str, int]] = []  # (start, on device, end, kind, samples), unread
+        self.step_times: list[float] = []
+        self.warmup_times: list[float] = []
+        self.data_wait = self.compute = self.warmup_s = self.switch_s = self.train_s = 0.0
+        self.samples = 0  # samples of the timed steps, as loaded: a last partial batch counts what it holds
+        self.faults = [0, 0]  # minor, major page faults inside timed windows
+        self.blocks: list[list[float]] = []  # interleaved: [round, steps, seconds, minor, major] per block
+        self.gc_paused = False
+        self.discarded = 0  # steps run after a switch of arms and not counted
+        self.flops: int | None = None
+        self.epoch_times: list[float] = []
+        self.epoch_losses: list[float] = []
+        self.step_losses: list[torch.Tensor] = []  # this epoch's, still on the device
+        self.loss_chunks: list[torch.Tensor] = []  # earlier epochs', on the host
+        self.done = 0
+        self.loss: torch.Tensor | None = None
+        self.epoch, self.last_in_epoch = start_epoch, False
+        self.window_started: float | None = None
+        self.epoch_started = now(self.device)
+
+    def settle(self) -> None:
         """Wait for the device once and turn this window's marks into seconds."""
-        nonlocal data_wait, compute, warmup_s
-        if not marks:
+        if not self.marks:
             return
+        clock = self.clock
         clock.settle()
-        for start, on_device, end, is_warmup in marks:
-            if is_warmup:
-                warmup_s += clock.seconds(start, end)
+        for start, on_device, end, kind, samples in self.marks:
+            if kind == "timed":
+                self.samples += samples
+                self.step_times.append(clock.seconds(start, end))
+                self.data_wait += clock.seconds(start, on_device)
+                self.compute += clock.seconds(on_device, end)
+            elif kind == "warmup":
+                self.warmup_times.append(clock.seconds(start, end))
+                self.warmup_s += self.warmup_times[-1]
             else:
-                step_times.append(clock.seconds(start, end))
-                data_wait += clock.seconds(start, on_device)
-                compute += clock.seconds(on_device, end)
-        marks.clear()
+                self.switch_s += clock.seconds(start, end)
+        self.marks.clear()
 
-    epoch_times: list[float] = []
-    epoch_losses: list[float] = []
-    step_losses: list[torch.Tensor] = []  # this epoch's, still on the device
-    loss_chunks: list[torch.Tensor] = []  # earlier epochs', on the host
-    done = 0
-    loss = None
-    epoch = start_epoch
-    # Per-step work is kept to what the record needs (three clock marks, one detached loss, the hooks): the
-    # clock's and the frozen config's names are bound once, and a 0-d loss is kept as returned (no extra view).
-    mark, warmup, non_blocking = clock.mark, cfg.warmup_steps, cfg.pin_memory
-    epoch_started = measured_started = now(device)
-    while True:
+    def step(self, kind: str = "timed") -> None:
+        """One step. Per-step work is kept to what the record needs (three clock marks, one detached loss,
+        the hooks): no synchronization, no host copy."""
+        mark, device, non_blocking = self.clock.mark, self.device, self.cfg.pin_memory
         t0 = mark()
-        epoch, last_in_epoch, (x, y) = next(stream)
+        epoch, last_in_epoch, (x, y) = next(self.stream)
         x = x.to(device, non_blocking=non_blocking)
         y = y.to(device, non_blocking=non_blocking)
-        if done == 0 and trainable.count_flops and ctx.is_main:
-            flops = count_flops(trainable, x, y)
-            epoch_started = measured_started = now(device)  # the count is not a training step
+        if self.done == 0 and self.trainable.count_flops and self.ctx.is_main:
+            self.flops = count_flops(self.trainable, x, y)
+            self.epoch_started = now(device)  # the count is not a training step
+            if self.window_started is not None:
+                self.window_started = self.epoch_started
             t0 = mark()
         t1 = mark()
-        loss = trainable.step(x, y)
+        loss = self.trainable.step(x, y)
         t2 = mark()
-        done += 1
+        self.done += 1
         kept = loss.detach()
-        step_losses.append(kept if kept.dim() == 0 else kept.reshape(()))
-        marks.append((t0, t1, t2, done <= warmup))
-        if done == warmup:
-            settle()
-            measured_started = now(device)
-        elif len(marks) >= SETTLE_EVERY:
-            settle()
-        for hook in hooks:
-            hook.step_end(done)
+        self.step_losses.append(kept if kept.dim() == 0 else kept.reshape(()))
+        self.marks.append((t0, t1, t2, kind, len(y) if y.dim() else 1))
+        if len(self.marks) >= SETTLE_EVERY:
+            self.settle()
+        for hook in self.hooks:
+            hook.step_end(self.done)
+        self.loss, self.epoch, self.last_in_epoch = loss, epoch, last_in_epoch
         if last_in_epoch:
-            settle()
-            epoch_times.append(now(device) - epoch_started)
-            epoch_losses.append(float(loss.detach()))
-            loss_chunks.append(_to_host(step_losses))  # the clock synchronized already
-            for hook in hooks:
-                hook.epoch_end(epoch, epoch_losses[-1])
-            epoch_started = now(device)
-        if total_steps is not None and done >= total_steps:
-            break
-        if total_steps is None and last_in_epoch and epoch + 1 - offset >= cfg.epochs:
-            break
-    settle()
-    train_s = now(device) - measured_started
-    loss_chunks.append(_to_host(step_losses))
-    for hook in hooks:
-        hook.train_end(trainable, epoch + 1 if last_in_epoch else epoch)
-    final_loss = float(loss.detach())
-    metrics = {
-        "warmup_s": warmup_s,
-        "warmup_steps": min(done, cfg.warmup_steps),
-        "train_s": train_s,
-        "measured_steps": len(step_times),
-        "step_times_s": [round(s, 7) for s in step_times],
-        "samples_per_step": cfg.batch_size * ctx.world_size,
-        "step_time_ms_median": statistics.median(step_times) * 1e3 if step_times else None,
-        "step_time_ms_p90": percentile(step_times, 90) * 1e3 if step_times else None,
-        "data_wait_s": data_wait,
-        "compute_s": compute,
-        "throughput_samples_per_s": len(step_times) * cfg.batch_size * ctx.world_size / train_s
-        if step_times and train_s > 0 else None,
-        "final_loss": final_loss if math.isfinite(final_loss) else None,
-        "epochs_completed": len(epoch_times),
-        "epoch_times_s": epoch_times,
-        "epoch_last_loss": epoch_losses,
-        "loss_curve": loss_curve(torch.cat(loss_chunks).numpy()),
-        "first_epoch_s": epoch_times[0] if epoch_times else None,
-        "median_epoch_s": statistics.median(epoch_times[1:]) if len(epoch_times) > 1 else None,
-        "flops_per_step": flops,
-        "achieved_tflops": flops * len(step_times) * ctx.world_size / train_s / 1e12
-        if flops and step_times and train_s > 0 else None,
-    }
-    metrics.update(memory.process_peaks(device))
-    if start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
-        metrics["start_epoch"] = start_epoch
-    return metrics
+            self.settle()
+            self.epoch_times.append(now(device) - self.epoch_started)
+            self.epoch_losses.append(float(loss.detach()))
+            self.loss_chunks.append(_to_host(self.step_losses))  # the clock synchronized already
+            for hook in self.hooks:
+                hook.epoch_end(epoch, self.epoch_losses[-1])
+            self.epoch_started = now(device)
+
+    def open_window(self) -> None:
+        self.settle()
+        self.window_started = now(self.device)
+        self._faults_at = page_faults()
+
+    def close_window(self) -> float:
+        """End a timed window: its wall time (device synchronized) and page faults join the totals."""
+        self.settle()
+        seconds = now(self.device) - self.window_started
+        minor, major = page_faults()
+        faults = (minor - self._faults_at[0], major - self._faults_at[1])
+        self.faults[0] += faults[0]
+        self.faults[1] += faults[1]
+        self.train_s += seconds
+        self.window_started = None
+        self._last_window = (seconds, *faults)
+        return seconds
+
+    def warm_up(self, steps: int | None = None) -> None:
+        """The warm-up steps (compilation, allocator growth, cache fills), timed apart."""
+        for _ in range(self.cfg.warmup_steps if steps is None else steps):
+            self.step("warmup")
+        self.settle()
+
+    def block(self, steps: int, index: int, discard: int = 1) -> None:
+        """One interleaved block: `discard` steps after the switch of arms (cold caches, another arm's
+        allocator state), then `steps` timed steps in one window, the collector paused inside it."""
+        for _ in range(discard):
+            self.step("discard")
+        self.discarded += discard
+        with collector_paused():
+            self.gc_paused = True
+            self.open_window()
+            before = self.samples
+            for _ in range(steps):
+                self.step("timed")
+            seconds, minor, major = self.close_window(), *self._last_window[1:]
+        self.blocks.append([index, steps, round(seconds, 7), minor, major, 0, self.samples - before])
+
+    def run(self, pause_collector: bool = False) -> dict[str, Any]:
+        """The whole run: warm-up, then timed steps until the step budget or the epochs are done."""
+        cfg = self.cfg
+        total = cfg.warmup_steps + cfg.steps if cfg.steps else None
+        while self.done < cfg.warmup_steps and not self._finished(total):
+            self.step("warmup")
+        with collector_paused(pause_collector):
+            self.gc_paused = pause_collector
+            self.open_window()
+            while not self._finished(total):
+                self.step("timed")
+            self.close_window()
+        return self.finish()
+
+    def _finished(self, total: int | None) -> bool:
+        if total is not None:
+            return self.done >= total
+        return self.last_in_epoch and self.epoch + 1 - self.offset >= self.cfg.epochs
+
+    def finish(self, interleaved: bool = False) -> dict[str, Any]:
+        """The record's metrics. `interleaved`: other arms ran between this arm's blocks, so epoch wall
+        times and the process's memory peak are not this arm's and are left out."""
+        self.settle()
+        cfg, ctx, step_times, train_s = self.cfg, self.ctx, self.step_times, self.train_s
+        self.loss_chunks.append(_to_host(self.step_losses))
+        for hook in self.hooks:
+            hook.train_end(self.trainable, self.epoch + 1 if self.last_in_epoch else self.epoch)
+        final_loss = float(self.loss.detach())
+        flops, measured = self.flops, len(step_times)
+        epoch_times = [] if interleaved else self.epoch_times
+        metrics = {
+            "warmup_s": self.warmup_s,
+            "warmup_steps": min(self.done, cfg.warmup_steps),
+            "train_s": train_s,
+            "measured_steps": measured,
+            "step_times_s": [round(s, 7) for s in step_times],
+            # the mean samples of a timed step (a last partial batch holds fewer), times the ranks
+            "samples_per_step": (self.samples / measured if measured else cfg.batch_size) * ctx.world_size,
+            "step_time_ms_median": statistics.median(step_times) * 1e3 if step_times else None,
+            "step_time_ms_p90": percentile(step_times, 90) * 1e3 if step_times else None,
+            "data_wait_s": self.data_wait,
+            "compute_s": self.compute,
+            "throughput_samples_per_s": self.samples * ctx.world_size / train_s if step_times and train_s > 0 else None,
+            "final_loss": final_loss if math.isfinite(final_loss) else None,
+            "epochs_completed": len(self.epoch_times),
+            "epoch_times_s": epoch_times,
+            "epoch_last_loss": self.epoch_losses,
+            "loss_curve": loss_curve(torch.cat(self.loss_chunks).numpy()),
+            "first_epoch_s": epoch_times[0] if epoch_times else None,
+            "median_epoch_s": statistics.median(epoch_times[1:]) if len(epoch_times) > 1 else None,
+            "flops_per_step": flops,
+            "achieved_tflops": flops * measured * ctx.world_size / train_s / 1e12
+            if flops and step_times and train_s > 0 else None,
+            "page_faults_minor_per_step": self.faults[0] / measured if measured else None,
+            "page_faults_major_per_step": self.faults[1] / measured if measured else None,
+            "gc_paused_in_timed_steps": self.gc_paused,
+        }
+        if interleaved:
+            metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded)
+        else:
+            metrics.update(memory.process_peaks(self.device))
+        if self.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
+            metrics["start_epoch"] = self.start_epoch
+        return metrics
+
+
+def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Sequence[Hooks] = (),
+          start_epoch: int = 0, pause_collector: bool = False) -> dict[str, Any]:
+    """The whole run of one arm (warm-up, then the timed steps or epochs): `Training(...).run()`."""
+    return Training(trainable, loaders, cfg, ctx, hooks, start_epoch).run(pause_collector)
 
 
 def _to_host(losses: list[torch.Tensor]) -> torch.Tensor:

@@ -1,0 +1,148 @@
+#!/usr/bin/env python3
+"""Calibration of the verdict's intervals on this machine: what a "95 %" interval is worth here.
+
+A benchmark, not a test (it takes tens of minutes and its numbers belong to the machine). Each run goes
+through the whole method a user's command goes through: `accel run harness-calibration` at bench scale,
+rounds of processes under the stopping rule and its budget, paired intervals. The entry has four arms
+(pipelines/catalog/harness.py): `a`; `a-again`, built exactly as `a` (an A/A pair: the true ratio is 1);
+and `a` slowed by 5 % and 10 % of its step's compute (pipelines/calibration.py). Reported per method:
+
+- A/A: how often `a-again`'s interval holds 1.00 (goal: 90 % or more), its half-width, the run's time;
+- injected effects: how often each slow-down is detected (interval entirely below 1) and how often the
+  interval holds the ratio injected ((compute + data) / (compute x (1 + slowdown) + data), from `a`'s
+  records of the same run);
+- `--share none` runs the same arms one process each, paired by round: the path arms with different
+  process environments take (another OpenMP runtime, thread count, launcher);
+- `--ladder N`: the chapter 2 ladder (baseline, nobias, bs256) N times in one shared process and N times in
+  separate processes, same allocator: the two ratios must agree within their intervals.
+
+Usage: ci/calibrate-intervals.py [--runs 20] [--budget-s 90] [--share auto|none|both] [--ladder 0]
+                                 [--data-root data] [--out results/calibration]
+Writes OUT/calibration.json and prints a Markdown summary (docs/timing.md quotes it with this command).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+ENTRY = "harness-calibration"
+SLOWDOWNS = {"slow-5pct": 0.05, "slow-10pct": 0.10}
+
+
+def accel(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=REPO, capture_output=True, text=True)
+
+
+def records(folder: Path) -> list[dict]:
+    return [json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()
+            if line.strip()]
+
+
+def injected(folder: Path, slowdown: float) -> float:
+    """The throughput ratio a slow-down of the step's compute injects, from arm `a`'s own records: its
+    loader's time is not slowed, only its compute."""
+    arm = [r["metrics"] for r in records(folder) if r["variant"] == "a" and r["status"] == "ok"]
+    compute, data = sum(m["compute_s"] for m in arm), sum(m["data_wait_s"] for m in arm)
+    return (compute + data) / (compute * (1 + slowdown) + data)
+
+
+def one_run(folder: Path, share: str, budget_s: float, data_root: str) -> dict:
+    shutil.rmtree(folder, ignore_errors=True)
+    began = time.monotonic()
+    out = accel("run", ENTRY, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
+                "--data-root", data_root, "--json")
+    took = time.monotonic() - began
+    if out.returncode != 0:
+        raise SystemExit(f"calibrate-intervals: {ENTRY} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
+    arms = {arm["variant"]: arm for arm in json.loads(out.stdout)["arms"]}
+    summary = json.loads(next(folder.glob("alternation--*.json")).read_text())
+    row = {"seconds": round(took, 1), "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
+    for name in ("a-again", *SLOWDOWNS):
+        arm = arms[name]
+        row[name] = {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
+        if name in SLOWDOWNS:
+            row[name]["injected"] = injected(folder, SLOWDOWNS[name])
+    return row
+
+
+def ladder(folder: Path, share: str, budget_s: float, data_root: str) -> dict:
+    shutil.rmtree(folder, ignore_errors=True)
+    out = accel("compare", "ch2-baseline", "ch2-nobias", "ch2-bs256", "--budget-s", str(budget_s), "--share", share,
+                "--results-dir", str(folder), "--data-root", data_root, "--json")
+    if out.returncode != 0:
+        raise SystemExit(f"calibrate-intervals: the ladder failed ({out.returncode}): {out.stderr.strip()[-800:]}")
+    return {arm["variant"]: {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
+            for arm in json.loads(out.stdout)["arms"] if arm["ratio"] is not None}
+
+
+def share_summary(runs: list[dict]) -> list[str]:
+    n = len(runs)
+    aa = [r["a-again"] for r in runs]
+    held = sum(a["low"] <= 1.0 <= a["high"] for a in aa)
+    widths = [(a["high"] - a["low"]) / 2 / a["ratio"] * 100 for a in aa]
+    lines = [f"- A/A (`a-again` / `a`): the interval holds 1.00 in {held} of {n} runs ({held / n:.0%}); "
+             f"half-width median ±{statistics.median(widths):.1f} % (±{min(widths):.1f} to ±{max(widths):.1f} %); "
+             f"ratios {min(a['ratio'] for a in aa):.3f} to {max(a['ratio'] for a in aa):.3f}",
+             f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
+             f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
+             + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}" for k in sorted({r['stopped_by'] for r in runs}))]
+    for name in SLOWDOWNS:
+        arms = [r[name] for r in runs]
+        found = sum(a["high"] < 1.0 for a in arms)
+        covered = sum(a["low"] <= a["injected"] <= a["high"] for a in arms)
+        lines.append(f"- {name}: injected {statistics.fmean(a['injected'] for a in arms):.3f}; detected (interval "
+                     f"below 1) in {found} of {n}; the interval holds the injected ratio in {covered} of {n}; "
+                     f"measured {min(a['ratio'] for a in arms):.3f} to {max(a['ratio'] for a in arms):.3f}")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--budget-s", type=float, default=90)
+    parser.add_argument("--share", choices=("auto", "none", "both"), default="auto")
+    parser.add_argument("--ladder", type=int, default=0, help="ch2 ladder runs per sharing mode (0: none)")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
+    args = parser.parse_args(argv)
+    if args.runs < 0 or args.ladder < 0:
+        parser.error("--runs and --ladder must be 0 or more")
+    args.out.mkdir(parents=True, exist_ok=True)
+    found: dict = {"runs": {}, "ladder": {}, "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
+    shares = ("auto", "none") if args.share == "both" else (args.share,)
+    for share in shares:
+        found["runs"][share] = []
+        for k in range(args.runs):
+            row = one_run(args.out / f"{share}-{k}", share, args.budget_s, args.data_root)
+            found["runs"][share].append(row)
+            print(f"calibrate-intervals: --share {share} run {k + 1}/{args.runs}: a-again {row['a-again']}, "
+                  f"{row['seconds']} s", file=sys.stderr, flush=True)
+            (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
+    for share in ("auto", "none") if args.ladder else ():
+        found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root)
+                                  for k in range(args.ladder)]
+        (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
+    print(f"calibration on this machine ({found['command']}):")
+    for share, runs in found["runs"].items():
+        if runs:
+            print(f"\n--share {share} ({'arms in one process, paired by block' if share == 'auto' else 'one process per arm, paired by round'}), budget {args.budget_s:g} s a run:")
+            print("\n".join(share_summary(runs)))
+    if found["ladder"]:
+        print("\nthe chapter 2 ladder, one shared process vs a process per arm (same allocator):")
+        for arm in ("nobias", "bs256"):
+            for share, runs in found["ladder"].items():
+                shown = "; ".join(f"{r[arm]['ratio']:.3f} [{r[arm]['low']:.3f}, {r[arm]['high']:.3f}]" for r in runs)
+                print(f"- {arm}, --share {share}: {shown}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

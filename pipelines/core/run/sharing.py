@@ -1,0 +1,184 @@
+"""Which arms may share one process, and why the others may not.
+
+Why share: on a shared VM most of the noise sits between processes (where the threads landed, the memory
+layout, the allocator's state, the host's load that minute), and a ratio of arms measured in different
+processes carries all of it (20-45 % between two processes of the same arm on the 2-core machines these
+pipelines are checked on). Arms measured in one process, in short interleaved blocks, see the same
+process; only what differs between them remains in their ratio (docs/timing.md).
+
+Two arms share a process when nothing that is fixed at a process's start, or that a pipeline sets for the
+whole process, differs between them:
+- the launcher and its rank count (torchrun ranks are processes of their own), the image, the device
+  and the capabilities the entry needs;
+- the runtime knobs the launcher sets before Python starts (OpenMP runtime and binding, the allocator,
+  Intel OpenMP's KMP settings);
+- the pipeline's process-wide options (`Pipeline.process_options`: intra-op threads, matmul precision,
+  cuDNN flags): a value set for one arm would hold for every arm of the process;
+- DataLoader workers: they are processes beside the main one, competing for its cores between blocks;
+- a memory figure measured as the process's peak: one process's peak is no single arm's
+  (`Pipeline.separable_memory` says when the pipeline measures its arm apart, e.g. autograd's saved
+  tensors);
+- a Measurement (a profile, a search) is not a training loop and is not interleaved.
+
+Arms that share a process also need an allocator no arm can retune for another (glibc moves its mmap and
+trim thresholds to the largest buffer freed); that is the harness's allocator setting, decided for the
+whole comparison (`allocator_setting`), not here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from pipelines.core.run.pipeline import Measurement, Pipeline
+from pipelines.core.spec import experiments
+from pipelines.core.spec.config import RunConfig
+
+# The launcher knobs fixed at process start, with the launchers' own defaults (dist/launchers.py local()).
+RUNTIME_DEFAULTS = {"OMP_RUNTIME": "gnu", "OMP_BIND": "none", "ALLOCATOR": "default"}
+INTEL_DEFAULTS = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "0"}  # the launcher's
+MEMORY_METRICS = ("memory_ratio", "stated_memory_factor_x")
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One arm to measure: its entry, its resolved config and the technique that runs it."""
+
+    entry: experiments.Experiment
+    cfg: RunConfig
+    pipeline: Pipeline
+
+    @property
+    def label(self) -> str:
+        return f"{self.entry.id} [{self.cfg.variant}]"
+
+
+@dataclass
+class Group:
+    """Arms measured in one process per round (one arm: a process of its own); `why` says what keeps this
+    group apart from the others, in words, once per differing property."""
+
+    key: tuple
+    arms: list[Arm] = field(default_factory=list)
+
+    @property
+    def shared(self) -> bool:
+        return len(self.arms) > 1 and self.key[0] == "shared"
+
+    @property
+    def ids(self) -> list[str]:
+        return list(dict.fromkeys(arm.entry.id for arm in self.arms))
+
+
+def runtime_knobs(entry: experiments.Experiment, env: Mapping[str, str] = {}) -> dict[str, str]:
+    """The process-start knobs this entry runs under: the user's environment, else the catalog's, else the
+    launcher's default (KMP_* only count under Intel OpenMP)."""
+    knobs = {name: env.get(name) or entry.knobs.get(name) or default for name, default in RUNTIME_DEFAULTS.items()}
+    if knobs["OMP_RUNTIME"] == "intel":
+        knobs.update({name: env.get(name) or entry.knobs.get(name) or default for name, default in INTEL_DEFAULTS.items()})
+    return knobs
+
+
+def _memory_per_process(arm: Arm) -> bool:
+    """True when the entry publishes a memory figure that this pipeline measures as a process peak."""
+    return not getattr(arm.pipeline, "separable_memory", False) and any(
+        fig.metric in MEMORY_METRICS for fig in arm.entry.published)
+
+
+def process_key(arm: Arm, env: Mapping[str, str] = {}, share: bool = True) -> tuple:
+    """Equal keys: the arms may share a process. The first element says the kind: "shared" (a training
+    arm of the local launcher), "alone" (its own process each round), "launch" (its launcher's ranks).
+    `share=False` (--share none) gives every training arm a process of its own."""
+    entry, cfg, pipeline = arm.entry, arm.cfg, arm.pipeline
+    opts = cfg.options
+    process_wide = tuple((name, getattr(opts, name, None)) for name in getattr(pipeline, "process_options", ()))
+    ranks = getattr(opts, "ranks", None)
+    common = (entry.target, cfg.device, tuple(sorted(entry.requires)), tuple(sorted(runtime_knobs(entry, env).items())))
+    if entry.launcher != "local":
+        return ("launch", entry.launcher, entry.id, ranks, *common)
+    if isinstance(pipeline, Measurement):
+        return ("measurement", entry.id, *common)
+    if cfg.num_workers > 0 or _memory_per_process(arm) or not share:
+        return ("alone", arm.label, *common)
+    return ("shared", *common, process_wide)
+
+
+def why_apart(arm: Arm, env: Mapping[str, str] = {}) -> str:
+    """Why this arm does not share a process with arms of the common environment, in a few words."""
+    entry, cfg = arm.entry, arm.cfg
+    if entry.launcher != "local":
+        return f"its ranks are processes of launch/{entry.launcher}.sh"
+    if isinstance(arm.pipeline, Measurement):
+        return "a measurement, not a training loop"
+    if cfg.num_workers > 0:
+        return f"{cfg.num_workers} DataLoader worker processes would compete for the cores between blocks"
+    if _memory_per_process(arm):
+        return "its memory figure is a process peak, which a shared process cannot give one arm"
+    return ""
+
+
+def groups(arms: Sequence[Arm], env: Mapping[str, str] = {}, share: bool = True) -> list[Group]:
+    """The arms by process, in the order given (a group's place is its first arm's)."""
+    out: dict[tuple, Group] = {}
+    for arm in arms:
+        key = process_key(arm, env, share)
+        out.setdefault(key, Group(key)).arms.append(arm)
+    return list(out.values())
+
+
+def differences(group: Group, others: Sequence[Group], env: Mapping[str, str] = {}) -> str:
+    """What sets this group apart: its own reason, else the runtime knobs or process-wide options in which it
+    differs from the largest other group."""
+    own = why_apart(group.arms[0], env)
+    if own:
+        return own
+    rivals = [g for g in others if g is not group and g.key[0] in ("shared", "alone")]  # local training arms
+    if not rivals:
+        return ""
+    rival = max(rivals, key=lambda g: len(g.arms))
+    mine, theirs = _describe(group.arms[0], env), _describe(rival.arms[0], env)
+    changed = [f"{name} {mine[name]} (vs {theirs[name]})" for name in mine
+               if name in theirs and mine[name] != theirs[name]]
+    return ", ".join(changed) or "another process environment"
+
+
+def _describe(arm: Arm, env: Mapping[str, str]) -> dict[str, Any]:
+    described: dict[str, Any] = {k: v for k, v in runtime_knobs(arm.entry, env).items()}
+    for name in getattr(arm.pipeline, "process_options", ()):
+        described[name] = getattr(arm.cfg.options, name, None)
+    described.update(device=arm.cfg.device, image=arm.entry.target)
+    return described
+
+
+ALLOCATOR_CHOICES = ("auto", "pinned", "default")
+PINNED_TEXT = "pinned (glibc: mmap_threshold 32 MiB, trim_threshold 256 MiB, top_pad 64 MiB)"
+
+
+@dataclass(frozen=True)
+class AllocatorSetting:
+    """The allocator a comparison runs under: `knob` is the ALLOCATOR each slot gets (None: leave it to the
+    entry and the user's environment), `text` the plan's and the verdict's line."""
+
+    knob: str | None
+    text: str
+
+
+def allocator_setting(arms: Sequence[Arm], choice: str, scale: str, env: Mapping[str, str] = {}) -> AllocatorSetting:
+    """`auto` (the default): pinned at bench scale, unless the user's environment sets ALLOCATOR or an arm
+    compares allocators (chapter 4's tcmalloc / jemalloc), whose comparison keeps glibc's default as the
+    source ran it; `pinned` / `default`: for every arm that does not set its own allocator."""
+    studies = sorted({arm.entry.id for arm in arms if arm.entry.knobs.get("ALLOCATOR")})
+    if choice == "pinned":
+        return AllocatorSetting("pinned", PINNED_TEXT + " (--allocator pinned)")
+    if choice == "default":
+        return AllocatorSetting("default", "default glibc, dynamic thresholds, as the sources ran "
+                                           "(--allocator default)")
+    if env.get("ALLOCATOR"):
+        return AllocatorSetting(None, f"ALLOCATOR={env['ALLOCATOR']} from your environment")
+    if studies:
+        return AllocatorSetting("default", f"default glibc for every arm: {', '.join(studies)} compare(s) "
+                                           "allocators, so the comparison keeps the source's default")
+    if scale != "bench":
+        return AllocatorSetting(None, "the launcher's default (glibc), as the source ran")
+    return AllocatorSetting("pinned", PINNED_TEXT + ": no arm moves another's thresholds; --allocator default "
+                                                    "measures the sources' own environment")

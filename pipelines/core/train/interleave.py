@@ -1,0 +1,116 @@
+"""Arms of one process measured in interleaved blocks, so their ratio sees one process, not two.
+
+Process-to-process noise (where threads landed, memory layout, the host's load that minute) is most of the
+spread of a step time on a shared VM, and more steps inside one process cannot average it away (Kalibera &
+Jones). Arms that can share a process (core/run/sharing.py) are therefore built side by side, each with its
+own model, optimizer, data iterator and RNG state, and run in short blocks in turn:
+
+1. every arm warms up (compilation, allocator growth, cache fills: timed apart, `warmup_s`);
+2. each arm's block is sized from its own warm-up steps to about `block_s` seconds, so blocks of a fast and a
+   slow arm cover the same stretch of the machine's time (with fixed `--steps`, every block has the same
+   steps instead);
+3. block rounds run every arm once, in ABBA order (reversed every other round), so a linear drift costs
+   every arm the same; the first step after each switch of arms is run and dropped (the cache and the
+   allocator still hold the previous arm's working set);
+4. Python's collector runs before each block and is paused inside it; the page faults of each block are
+   counted (getrusage);
+5. a block in which dynamo compiled a new graph (a recompile: a last partial batch, a guard that failed) is
+   marked, and the report leaves its pairs out of the steady-state ratio.
+
+The record of each arm keeps its blocks ([round, steps, seconds, minor faults, major faults, recompiled,
+samples]);
+stats/intervals.py pairs the blocks of two arms by round and process. PyTorch's own dynamo benchmark runner
+alternates eager and compiled inside one process on every repeat for the same reason.
+"""
+
+from __future__ import annotations
+
+import math
+import statistics
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Callable, Iterator, Sequence
+
+import torch
+
+from pipelines.core.train.loop import Training
+
+BLOCK_COLUMNS = ("round", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples")
+
+
+@dataclass
+class Arm:
+    """One arm of the process: its label ("id [variant]"), its training, its own RNG state between blocks."""
+
+    label: str
+    training: Training
+    block_steps: int = 1
+    rng: torch.Tensor | None = None
+    cuda_rng: list[torch.Tensor] | None = None
+    recompiles: list[int] = field(default_factory=list)  # rounds whose block compiled a new graph
+
+
+def steps_per_block(warmup_times: Sequence[float], block_s: float | None, fixed_steps: int | None,
+                    blocks: int) -> int:
+    """Steps in one block: about `block_s` seconds of this arm's steady steps (the warm-up steps after the
+    first, which holds compilation), or `fixed_steps` spread over the blocks."""
+    if block_s is None:
+        return max(1, math.ceil((fixed_steps or 1) / max(blocks, 1)))
+    steady = list(warmup_times[1:]) or list(warmup_times)
+    if not steady:
+        return 1
+    return max(1, round(block_s / max(statistics.median(steady), 1e-6)))
+
+
+def _compiled_graphs() -> int:
+    """Graphs dynamo has compiled in this process so far (0 when dynamo was never imported)."""
+    dynamo_utils = sys.modules.get("torch._dynamo.utils")
+    return int(dynamo_utils.counters["stats"]["unique_graphs"]) if dynamo_utils is not None else 0
+
+
+@contextmanager
+def own_rng(arm: Arm) -> Iterator[None]:
+    """The arm's own random state while it runs (dropout, a loader's shuffle), the process's restored after:
+    an arm's draws never depend on which arm ran before it."""
+    outer = torch.random.get_rng_state()
+    outer_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    if arm.rng is not None:
+        torch.random.set_rng_state(arm.rng)
+    if arm.cuda_rng is not None and outer_cuda is not None:
+        torch.cuda.set_rng_state_all(arm.cuda_rng)
+    try:
+        yield
+    finally:
+        arm.rng = torch.random.get_rng_state()
+        arm.cuda_rng = torch.cuda.get_rng_state_all() if outer_cuda is not None else None
+        torch.random.set_rng_state(outer)
+        if outer_cuda is not None:
+            torch.cuda.set_rng_state_all(outer_cuda)
+
+
+def order(arms: Sequence[Arm], round_index: int) -> list[Arm]:
+    """ABBA: the arms in their order in even rounds, reversed in odd ones."""
+    return list(arms) if round_index % 2 == 0 else list(reversed(arms))
+
+
+def run(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
+        after_block: Callable[[Arm, int], None] | None = None) -> None:
+    """Warm every arm up, size its blocks, then run `blocks` rounds of one block per arm. A lone arm runs
+    its blocks back to back with nothing dropped (there is no switch)."""
+    for arm in arms:
+        with own_rng(arm):
+            arm.training.warm_up()
+        arm.block_steps = steps_per_block(arm.training.warmup_times, block_s, fixed_steps, blocks)
+    discard = 1 if len(arms) > 1 else 0
+    for index in range(blocks):
+        for arm in order(arms, index):
+            with own_rng(arm):
+                graphs = _compiled_graphs()
+                arm.training.block(arm.block_steps, index, discard)
+                recompiled = _compiled_graphs() != graphs
+            arm.training.blocks[-1][5] = int(recompiled)
+            if recompiled:
+                arm.recompiles.append(index)
+            if after_block is not None:
+                after_block(arm, index)

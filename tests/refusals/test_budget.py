@@ -1,0 +1,28 @@
+"""A budget that cannot hold the rounds a verdict needs is refused before any work, in one line that names
+what fits; raising --budget-s is how a user accepts a long run."""
+
+from __future__ import annotations
+
+import re
+
+
+def test_a_gpu_workload_on_the_cpu_with_a_minute_of_budget_is_refused_before_work(accel_in_process, tmp_path):
+    out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--budget-s", "60", "--results-dir", str(tmp_path))
+    assert out.returncode == 2, out.stderr
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1 and "Traceback" not in line
+    assert "the 3 rounds a verdict needs take about" in line and "more than --budget-s 60" in line
+    assert re.search(r"accept it with --budget-s \d+", line) and "--scale smoke" in line
+    assert not list(tmp_path.iterdir())  # nothing started, nothing written
+
+
+def test_the_dry_run_shows_the_plan_and_says_it_would_be_refused(accel_in_process, tmp_path):
+    out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--budget-s", "60", "--dry-run",
+                           "--results-dir", str(tmp_path))
+    assert out.returncode == 0 and "REFUSED without --dry-run: the 3 rounds a verdict needs" in out.stdout
+
+
+def test_fixed_rounds_are_the_user_s_rule_and_are_not_refused(accel_in_process, tmp_path):
+    out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--repeats", "3", "--dry-run",
+                           "--results-dir", str(tmp_path))
+    assert out.returncode == 0 and "REFUSED" not in out.stdout and "3 rounds" in out.stdout

@@ -1,0 +1,98 @@
+"""Arms of one process in interleaved blocks (core/train/interleave.py) on the loop's own Training: each
+arm keeps its own steps, clocks, data and random state, blocks run in ABBA order, the first step after a
+switch is dropped, the collector is paused inside a block, and `train_s` is the arm's own windows only."""
+
+from __future__ import annotations
+
+import gc
+import time
+
+import pytest
+import torch
+
+from pipelines.core.data import datasets
+from pipelines.core.spec.config import RunConfig
+from pipelines.core.train import interleave, loop
+
+
+def training(name: str, log: list, seconds: float, batch: int = 4, warmup: int = 2,
+             train_samples: int | None = None) -> loop.Training:
+    cfg = RunConfig(experiment="x", pipeline="p", variant=name, model="cnn_fmnist", dataset="synthetic",
+                    batch_size=batch, steps=6, warmup_steps=warmup, blocks=4, block_s=None)
+    loaders = datasets.loaders(cfg, (1, 28, 28))
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+
+    def step(x, y):
+        log.append((name, gc.isenabled(), float(torch.rand(()))))
+        time.sleep(seconds)
+        return torch.tensor(1.0)
+
+    return loop.Training(loop.Trainable(model, step, count_flops=False), loaders, cfg,
+                         loop.RunContext(torch.device("cpu")))
+
+
+def test_blocks_run_abba_with_a_dropped_step_after_each_switch():
+    log: list = []
+    arms = [interleave.Arm("a", training("a", log, 0.002)), interleave.Arm("b", training("b", log, 0.002))]
+    interleave.run(arms, blocks=4, block_s=None, fixed_steps=6)
+    assert [arm.block_steps for arm in arms] == [2, 2]  # 6 steps over 4 blocks, rounded up
+    order = [name for name, _, _ in log[4:]]  # after both warm-ups (2 steps each)
+    assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3 + ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    for arm in arms:
+        metrics = arm.training.finish(interleaved=True)
+        assert metrics["measured_steps"] == 8 and metrics["discarded_steps"] == 4 and metrics["warmup_steps"] == 2
+        assert [b[0] for b in metrics["blocks"]] == [0, 1, 2, 3] and all(b[6] == 8 for b in metrics["blocks"])
+        assert metrics["epoch_times_s"] == [] and "peak_rss_mib" not in metrics  # not this arm's alone
+
+
+def test_the_collector_is_paused_only_inside_timed_steps():
+    log: list = []
+    arms = [interleave.Arm("a", training("a", log, 0.0)), interleave.Arm("b", training("b", log, 0.0))]
+    interleave.run(arms, blocks=2, block_s=None, fixed_steps=2)
+    timed = [enabled for i, (_, enabled, _) in enumerate(log) if i >= 4 and (i - 4) % 2 == 1]
+    assert gc.isenabled() and not any(timed) and log[0][1]  # warm-up ran with it, timed steps without
+
+
+def test_train_s_counts_an_arm_s_own_blocks_not_the_other_arm_s():
+    log: list = []
+    slow, fast = training("slow", log, 0.02), training("fast", log, 0.0)
+    began = time.perf_counter()
+    interleave.run([interleave.Arm("slow", slow), interleave.Arm("fast", fast)], blocks=4, block_s=None,
+                   fixed_steps=8)
+    whole = time.perf_counter() - began
+    assert 8 * 0.02 <= slow.train_s < whole  # its 8 timed steps of at least 20 ms, not the whole run
+    assert fast.train_s < slow.train_s / 2  # the slow arm's blocks between its own never count
+
+
+def test_each_arm_keeps_its_own_random_state():
+    """An arm's draws do not depend on which arm ran before it: alone or beside another, the same numbers."""
+    torch.manual_seed(0)
+    log_alone: list = []
+    alone = interleave.Arm("a", training("a", log_alone, 0.0), rng=torch.random.get_rng_state())
+    interleave.run([alone], blocks=3, block_s=None, fixed_steps=3)
+    torch.manual_seed(0)
+    log_pair: list = []
+    a = interleave.Arm("a", training("a", log_pair, 0.0), rng=torch.random.get_rng_state())
+    b = interleave.Arm("b", training("b", log_pair, 0.0), rng=torch.random.get_rng_state())
+    interleave.run([a, b], blocks=3, block_s=None, fixed_steps=3)
+    draws = lambda log: [v for name, _, v in log if name == "a"]  # noqa: E731
+    assert draws(log_pair)[:len(draws(log_alone))][:2] == draws(log_alone)[:2]  # warm-up draws agree
+
+
+def test_blocks_are_sized_from_the_warm_up_to_the_time_asked():
+    assert interleave.steps_per_block([9.0, 0.1, 0.1, 0.1], block_s=0.5, fixed_steps=None, blocks=12) == 5
+    assert interleave.steps_per_block([9.0, 2.0], block_s=0.5, fixed_steps=None, blocks=12) == 1
+    assert interleave.steps_per_block([], block_s=None, fixed_steps=20, blocks=12) == 2
+
+
+def test_a_last_partial_batch_counts_what_it_holds():
+    """10 samples at batch 4: steps of 4, 4, 2 per epoch; throughput counts 10 samples, not 12."""
+    cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",
+                    batch_size=4, steps=3, warmup_steps=0)
+    data = torch.utils.data.TensorDataset(torch.zeros(10, 1, 28, 28), torch.zeros(10, dtype=torch.long))
+    loaders = datasets.Loaders(torch.utils.data.DataLoader(data, batch_size=4), None, "synthetic", 10, 0, {})
+    model = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(28 * 28, 10))
+    metrics = loop.train(loop.Trainable(model, lambda x, y: torch.tensor(0.0), count_flops=False), loaders, cfg,
+                         loop.RunContext(torch.device("cpu")))
+    assert metrics["samples_per_step"] == pytest.approx(10 / 3)
+    assert metrics["throughput_samples_per_s"] == pytest.approx(10 / metrics["train_s"])

@@ -1,0 +1,133 @@
+"""Paired intervals: arms measured side by side are compared within their pair first, so what the pair
+shared (the process, the minute) cancels. Checked on simulated processes with known effects: the paired
+interval holds the true ratio, is far narrower than the unpaired one when processes differ, and an A/A pair
+holds 1.00 in about 95 % of simulated comparisons."""
+
+from __future__ import annotations
+
+import copy
+import math
+
+import numpy as np
+import pytest
+
+from pipelines.core.stats import intervals, pairing
+from pipelines.core.stats import rows as report_rows
+from recordutil import GOLDEN
+
+
+def interleaved(experiment: str, variant: str, process: str, round_index: int, seconds: list[float],
+                samples: int = 640, recompiled: tuple[int, ...] = ()) -> dict:
+    """A record of one arm of one shared process: its blocks (10 steps of 64 samples each by default)."""
+    rec = copy.deepcopy(GOLDEN)
+    rec.update(experiment=experiment, variant=variant, repeat=round_index,
+               pairing={"group": "g", "round": round_index, "process": process})
+    rec["config"].update(experiment=experiment, variant=variant)
+    blocks = [[k, 10, s, 0, 0, int(k in recompiled), samples] for k, s in enumerate(seconds)]
+    steps = [s / 10 for s in seconds for _ in range(10)]
+    rec["metrics"].update(blocks=blocks, step_times_s=steps, samples_per_step=samples / 10,
+                          measured_steps=len(steps), throughput_samples_per_s=samples * len(seconds) / sum(seconds))
+    return rec
+
+
+def simulate(rng, ratio: float, processes: int, blocks: int, process_sd: float, block_sd: float,
+             drift: float = 0.0):
+    """Baseline and arm records of `processes` shared processes: each process runs every block of both arms
+    at its own speed (process_sd), with a slow drift inside it and independent noise per block (block_sd)."""
+    base, arm = [], []
+    for p in range(processes):
+        speed = math.exp(rng.normal(0, process_sd))
+        trend = [1 + drift * k for k in range(blocks)]
+        base_s = [1.0 / speed * t * math.exp(rng.normal(0, block_sd)) for t in trend]
+        arm_s = [1.0 / speed / ratio * t * math.exp(rng.normal(0, block_sd)) for t in trend]
+        base.append(interleaved("x-base", "a", f"p{p}", p, base_s))
+        arm.append(interleaved("x-arm", "b", f"p{p}", p, arm_s))
+    return arm, base
+
+
+def test_blocks_pair_by_process_and_round():
+    rng = np.random.default_rng(1)
+    arm, base = simulate(rng, 1.10, processes=4, blocks=12, process_sd=0.2, block_sd=0.02)
+    paired = pairing.paired_units(arm, base)
+    assert paired.kind == "process" and len(paired.units) == 4 and all(len(u) == 12 for u in paired.units)
+    ratio, interval = intervals.paired_ratio_interval(paired.units)
+    assert interval.low < 1.10 < interval.high and abs(ratio - 1.10) < 0.02
+    assert (interval.high - interval.low) / 2 / ratio < 0.02  # the 20 % process-to-process spread cancels
+
+
+def test_the_unpaired_interval_carries_the_process_spread_the_paired_one_removes():
+    rng = np.random.default_rng(2)
+    arm, base = simulate(rng, 1.10, processes=4, blocks=12, process_sd=0.2, block_sd=0.02)
+    _, unpaired = intervals.ratio_interval([intervals.repeat_of(r) for r in arm],
+                                           [intervals.repeat_of(r) for r in base])
+    _, paired = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
+    assert (unpaired.high - unpaired.low) > 5 * (paired.high - paired.low)
+
+
+def test_a_block_with_a_recompile_leaves_its_pair_out():
+    arm = [interleaved("x-arm", "b", "p0", 0, [1.0, 9.0, 1.0], recompiled=(1,))]
+    base = [interleaved("x-base", "a", "p0", 0, [1.0, 1.0, 1.0])]
+    paired = pairing.paired_units(arm, base)
+    assert paired.dropped == 1 and paired.units == [[0.0, 0.0]]
+    assert "1 with a recompile left out" in paired.text()
+
+
+def test_separate_processes_pair_by_round():
+    arm = [interleaved("x-arm", "b", f"q{p}", p, [0.9] * 3) for p in range(3)]
+    base = [interleaved("x-base", "a", f"p{p}", p, [1.0] * 3) for p in range(3)]
+    paired = pairing.paired_units(arm, base)
+    assert paired.kind == "round" and len(paired.units) == 3
+    ratio, _ = intervals.paired_ratio_interval(paired.units)
+    assert ratio == pytest.approx(1 / 0.9, rel=1e-6)
+
+
+def test_records_without_pairing_stay_unpaired():
+    arm = [interleaved("x-arm", "b", "p0", 0, [1.0])]
+    base = [interleaved("x-base", "a", "p0", 0, [1.0])]
+    for rec in arm + base:
+        rec.pop("pairing")
+    assert pairing.paired_units(arm, base).kind == ""
+
+
+def test_a_last_partial_batch_counts_the_samples_it_holds():
+    """A block with the epoch's last, smaller batch is judged on its real samples, not on full batches."""
+    full = interleaved("x-base", "a", "p0", 0, [1.0, 1.0])
+    short = interleaved("x-arm", "b", "p0", 0, [1.0, 0.9], samples=640)
+    short["metrics"]["blocks"][1][6] = 576  # 9 full batches and one of 0 samples' worth less time
+    paired = pairing.paired_units([short], [full])
+    assert paired.units[0][1] == pytest.approx(math.log(576 / 0.9) - math.log(640 / 1.0))
+
+
+@pytest.mark.parametrize("shape", ["shared", "rounds"])
+def test_a_a_intervals_hold_one_in_about_95_percent(shape):
+    """The same arm twice, 200 simulated comparisons of 5 processes: the interval holds 1.00 in 88-100 %
+    (a percentile bootstrap over few processes is known to run a little narrow; ci/calibrate-intervals.py
+    measures the real rate on a machine)."""
+    rng = np.random.default_rng(3)
+    held = 0
+    for _ in range(200):
+        if shape == "shared":
+            arm, base = simulate(rng, 1.0, processes=5, blocks=12, process_sd=0.2, block_sd=0.03, drift=0.002)
+        else:
+            arm = [interleaved("x-arm", "b", f"q{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(5)]
+            base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(5)]
+        _, interval = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
+        held += interval.low <= 1.0 <= interval.high
+    assert 0.85 * 200 <= held <= 200
+
+
+def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
+    rng = np.random.default_rng(4)
+    arm, base = simulate(rng, 1.18, processes=3, blocks=12, process_sd=0.2, block_sd=0.01)
+    for rec in arm:
+        rec.update(experiment="ch2-nobias", variant="nobias")
+        rec["config"].update(experiment="ch2-nobias", variant="nobias")
+    for rec in base:
+        rec.update(experiment="ch2-baseline", variant="baseline")
+        rec["config"].update(experiment="ch2-baseline", variant="baseline")
+    built = report_rows.build(report_rows.Loaded(arm + base, [], 1))
+    row = next(r for r in built if r.experiment == "ch2-nobias")
+    assert row.pairing.startswith("same process: 3 processes, 36 block pairs")
+    assert row.verdict == "reproduced" and row.units == 3
+    widths = report_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
+    assert list(widths) == ["ch2-nobias [nobias]"]  # the baseline is judged through its arm's ratio
