@@ -16,8 +16,9 @@ and `a` slowed by 5 % and 10 % of its step's compute (pipelines/calibration.py).
 - `--ladder N`: the chapter 2 ladder (baseline, nobias, bs256) N times in one shared process and N times in
   separate processes, same allocator: the two ratios must agree within their intervals.
 
-Usage: ci/calibrate-intervals.py [--runs 20] [--budget-s 90] [--share auto|none|both] [--ladder 0]
-                                 [--data-root data] [--out results/calibration]
+Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 90] [--blocks 6]
+                                 [--share auto|none|both] [--ladder 0] [--data-root data]
+                                 [--out results/calibration]
 Writes OUT/calibration.json and prints a Markdown summary (docs/timing.md quotes it with this command).
 """
 
@@ -54,11 +55,11 @@ def injected(folder: Path, slowdown: float) -> float:
     return (compute + data) / (compute * (1 + slowdown) + data)
 
 
-def one_run(folder: Path, share: str, budget_s: float, data_root: str) -> dict:
+def one_run(folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     began = time.monotonic()
     out = accel("run", ENTRY, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
-                "--data-root", data_root, "--json")
+                "--data-root", data_root, "--blocks", str(blocks), "--json")
     took = time.monotonic() - began
     if out.returncode != 0:
         raise SystemExit(f"calibrate-intervals: {ENTRY} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
@@ -73,10 +74,10 @@ def one_run(folder: Path, share: str, budget_s: float, data_root: str) -> dict:
     return row
 
 
-def ladder(folder: Path, share: str, budget_s: float, data_root: str) -> dict:
+def ladder(folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     out = accel("compare", "ch2-baseline", "ch2-nobias", "ch2-bs256", "--budget-s", str(budget_s), "--share", share,
-                "--results-dir", str(folder), "--data-root", data_root, "--json")
+                "--results-dir", str(folder), "--data-root", data_root, "--blocks", str(blocks), "--json")
     if out.returncode != 0:
         raise SystemExit(f"calibrate-intervals: the ladder failed ({out.returncode}): {out.stderr.strip()[-800:]}")
     return {arm["variant"]: {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
@@ -110,6 +111,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=90)
     parser.add_argument("--share", choices=("auto", "none", "both"), default="auto")
     parser.add_argument("--ladder", type=int, default=0, help="ch2 ladder runs per sharing mode (0: none)")
+    parser.add_argument("--blocks", type=int, default=6, help="blocks per arm and process (accel run --blocks)")
+    parser.add_argument("--runs-none", type=int, help="runs with --share none (default: --runs)")
     parser.add_argument("--data-root", default="data")
     parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
     args = parser.parse_args(argv)
@@ -120,20 +123,23 @@ def main(argv: list[str] | None = None) -> int:
     shares = ("auto", "none") if args.share == "both" else (args.share,)
     for share in shares:
         found["runs"][share] = []
-        for k in range(args.runs):
-            row = one_run(args.out / f"{share}-{k}", share, args.budget_s, args.data_root)
+        runs = args.runs_none if share == "none" and args.runs_none is not None else args.runs
+        budget = args.budget_s * (4 / 3 if share == "none" else 1)  # four processes a round instead of one
+        for k in range(runs):
+            row = one_run(args.out / f"{share}-{k}", share, budget, args.data_root, args.blocks)
             found["runs"][share].append(row)
-            print(f"calibrate-intervals: --share {share} run {k + 1}/{args.runs}: a-again {row['a-again']}, "
+            print(f"calibrate-intervals: --share {share} run {k + 1}/{runs}: a-again {row['a-again']}, "
                   f"{row['seconds']} s", file=sys.stderr, flush=True)
             (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
     for share in ("auto", "none") if args.ladder else ():
-        found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root)
-                                  for k in range(args.ladder)]
+        found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root,
+                                         args.blocks) for k in range(args.ladder)]
         (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
     print(f"calibration on this machine ({found['command']}):")
     for share, runs in found["runs"].items():
         if runs:
-            print(f"\n--share {share} ({'arms in one process, paired by block' if share == 'auto' else 'one process per arm, paired by round'}), budget {args.budget_s:g} s a run:")
+            how = "arms in one process, paired by block" if share == "auto" else "one process per arm, paired by round"
+            print(f"\n--share {share} ({how}), {args.blocks} blocks per arm and process:")
             print("\n".join(share_summary(runs)))
     if found["ladder"]:
         print("\nthe chapter 2 ladder, one shared process vs a process per arm (same allocator):")

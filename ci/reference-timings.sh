@@ -67,14 +67,16 @@ AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 # interleaved in blocks, the others in processes of their own, ABBA, REPEATS rounds. Thread and rank sweeps
 # stop at this machine's cores; Table 9.2's ranks are compared with the threads arm of the same total cores,
 # in the same rounds. ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU
-# workload).
+# workload; with no loader workers, which would compete with its arms for the 2 cores, its fp32 and bf16
+# arms share a process).
 threads_sweep="" ranks=2
 for t in 1 2 4 8 12 16; do if [[ $t -le $cores ]]; then threads_sweep+=":--variant=threads=$t"; fi; done
 for n in 4 8; do if [[ $n -le $cores ]]; then ranks=$n; fi; done
 same_cores=$(( ranks * (cores / ranks > 1 ? cores / ranks : 1) ))
 DEFAULT_IDS="ch2-baseline+ch2-nobias+ch2-bs128+ch2-bs256+ch2-iomp+ch2-both-layers ch3-compile-cnn-cpu
 ch4-gomp-default-cnn+ch4-gomp-pinned-cnn+ch4-iomp-cnn ch6-prune
-ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--variant=fp32:--variant=bf16 ch9-cpu-threads$threads_sweep
+ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--num-workers=0:--variant=fp32:--variant=bf16
+ch9-cpu-threads$threads_sweep
 ch9-cpu-threads@threads=$same_cores+ch9-cpu-gloo@ranks=$ranks"
 IDS="${IDS:-$DEFAULT_IDS}"
 EXCLUDE="${EXCLUDE:-}"

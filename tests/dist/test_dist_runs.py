@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -72,6 +73,24 @@ def test_four_ranks_on_two_cores_oversubscribed(results_dir):
     assert rec["dist"]["world_size"] == 4 and [r["rank"] for r in ranks] == [0, 1, 2, 3]
     assert all(r["oversubscribed"] and r["threads"] == 1 and len(r["cores"]) == 1 for r in ranks)
     assert rec["metrics"]["final_loss"] is not None and rec["metrics"]["measured_steps"] == 3
+
+
+def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp_path):
+    """`make cpu-ddp NPROC=2`: Table 9.2's 2 Gloo ranks under torchrun and Table 9.1's single process of the
+    same total cores under the local launcher, alternated round by round, paired by round, 3 rounds."""
+    run = subprocess.run(["make", "cpu-ddp", "NPROC=2", f"ARGS=--results-dir {tmp_path} --dataset synthetic "
+                          "--blocks 2 --block-s 0.2 --steps 6 --warmup-steps 1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "MASTER_PORT": str(free_port())})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert "ch9-cpu-threads [threads=2]  baseline of ch9-cpu-gloo" in run.stderr  # the plan
+    line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=2]"))
+    assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]\s+1\.26 \(book:ch9:table9\.2\)\s+"
+                     r"(reproduced|faster than published|slower than published|inconclusive)", line), line
+    assert "paired same round: 3 rounds" in run.stdout
+    recs = records(tmp_path)
+    assert sorted((r["experiment"], r["dist"]["world_size"]) for r in recs if r["status"] == "ok") == \
+        [("ch9-cpu-gloo", 2)] * 3 + [("ch9-cpu-threads", 1)] * 3
 
 
 def test_variant_and_world_size_must_agree(results_dir):

@@ -98,22 +98,30 @@ def test_a_last_partial_batch_counts_the_samples_it_holds():
     assert paired.units[0][1] == pytest.approx(math.log(576 / 0.9) - math.log(640 / 1.0))
 
 
-@pytest.mark.parametrize("shape", ["shared", "rounds"])
-def test_a_a_intervals_hold_one_in_about_95_percent(shape):
-    """The same arm twice, 200 simulated comparisons of 5 processes: the interval holds 1.00 in 88-100 %
-    (a percentile bootstrap over few processes is known to run a little narrow; ci/calibrate-intervals.py
-    measures the real rate on a machine)."""
+@pytest.mark.parametrize("shape,processes", [("shared", 3), ("shared", 5), ("rounds", 3), ("rounds", 5)])
+def test_a_a_intervals_hold_one_in_at_least_90_percent(shape, processes):
+    """The same arm twice, 200 simulated comparisons: the interval holds 1.00 in at least 90 % of them, with
+    3 or 5 processes, whether the noise is within processes (shared: blocks) or between them (rounds of
+    separate processes, where a percentile bootstrap alone held it in 84 %). ci/calibrate-intervals.py
+    measures the rate on a real machine."""
     rng = np.random.default_rng(3)
     held = 0
     for _ in range(200):
         if shape == "shared":
-            arm, base = simulate(rng, 1.0, processes=5, blocks=12, process_sd=0.2, block_sd=0.03, drift=0.002)
+            arm, base = simulate(rng, 1.0, processes=processes, blocks=12, process_sd=0.2, block_sd=0.03,
+                                 drift=0.002)
         else:
-            arm = [interleaved("x-arm", "b", f"q{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(5)]
-            base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(5)]
+            arm = [interleaved("x-arm", "b", f"q{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(processes)]
+            base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(processes)]
         _, interval = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
         held += interval.low <= 1.0 <= interval.high
-    assert 0.85 * 200 <= held <= 200
+    assert held >= 0.90 * 200
+
+
+def test_the_t_quantiles_are_student_s():
+    stats = pytest.importorskip("scipy.stats", reason="scipy comes with the notebook extra (make venv)")
+    for df in (1, 2, 3, 4, 9, 29, 30, 31, 60, 200):
+        assert intervals.t_975(df) == pytest.approx(stats.t.ppf(0.975, df), abs=0.003)
 
 
 def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
@@ -131,3 +139,29 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
     assert row.verdict == "reproduced" and row.units == 3
     widths = report_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
     assert list(widths) == ["ch2-nobias [nobias]"]  # the baseline is judged through its arm's ratio
+
+
+def test_an_end_to_end_figure_is_projected_onto_the_source_s_work_from_each_process():
+    """ch3's 0.84 is end to end (118 s eager, 140 s compiled over 10 epochs of 54,000 images): a bench
+    process's compile time and steady pace are projected onto that work, per process, paired."""
+    from pipelines.core.spec import experiments
+
+    entry = experiments.get("ch3-compile-cnn-cpu")
+    work = 10 * 54000
+    eager, compiled = [], []
+    for p in range(3):
+        # eager: 640 samples in 0.2 s per block (3,200/s); compiled: 640 in 0.26 s, 20 s of compilation
+        base = interleaved("ch3-compile-cnn-cpu", "eager", f"p{p}", p, [0.2] * 6)
+        arm = interleaved("ch3-compile-cnn-cpu", "compiled", f"p{p}", p, [0.26] * 5 + [3.26], recompiled=(5,))
+        base["metrics"].update(warmup_s=5 * 64 * 0.2 / 640, warmup_steps=5)
+        arm["metrics"].update(warmup_s=20.0 + 5 * 64 * 0.26 / 640, warmup_steps=5)
+        eager.append(base)
+        compiled.append(arm)
+    ratio, interval, units, how = report_rows.projected_end_to_end(entry, compiled, eager)
+    expected = (work * 0.2 / 640) / (20.0 + 3.0 + work * 0.26 / 640)  # the recompile block's 3 s excess counts
+    assert ratio == pytest.approx(expected, rel=1e-6) and units == 3
+    assert interval.low == pytest.approx(expected) and interval.high == pytest.approx(expected)
+    assert "projected to the source's 10 x 54,000 samples: one-time cost 23.0 s" in how
+    built = report_rows.build(report_rows.Loaded(eager + compiled, [], 1))
+    row = next(r for r in built if r.variant == "compiled")
+    assert row.judged == "end-to-end, projected" and row.verdict == "slower than published"  # 0.70 < 0.71

@@ -192,8 +192,9 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
         quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, halfwidth: float | None,
         allocator: str, share: str, with_arms: tuple[str, ...], **overrides) -> None:
     """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
-    after every finished repeat. When the entry's baseline is another entry that runs the same way, both
-    are measured in alternation (as `accel compare BASELINE ID`); --no-baseline measures the entry alone."""
+    after every finished repeat. At bench scale, rounds of processes started through the launchers: arms
+    that can share a process run in one, interleaved in blocks, and an entry's baseline entry comes along
+    (as `accel compare BASELINE ID`); --no-baseline measures the entry alone. Smoke and book scale run here."""
     from pipelines.core.spec.config import check_environment
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
@@ -214,13 +215,13 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
                                      refused=no_baseline or launched or in_round)
     given = os.environ.get(PLAN_ENV)  # the plan `accel launch` made, with its launcher's ranks and threads
-    text = given or _single_plan_text(plan, choice, launcher=None)
     if dry_run:
-        click.echo(text)
+        click.echo(given or _single_plan_text(plan, choice, launcher=None))
         return
     show_plan = not os.environ.get("ACCEL_PLAN_SHOWN") and bool(given or not launched)
     _quiet_foreign_warnings(first.device)
-    announce = (lambda: click.echo(text, err=True)) if show_plan else None
+    announce = (lambda: click.echo(given or _single_plan_text(plan, choice, launcher=None), err=True)) \
+        if show_plan else None  # a round's process: its comparison showed the plan
     plans = [plan, *(_plan_from_args(arm.partition("@")[0], _with_args(arm)) for arm in with_arms)]
     if in_round and not launched and first.scale == "bench" and all(
             isinstance(p.pipeline, TrainingPipeline) for p in plans):
@@ -245,7 +246,7 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
 def _with_args(arm: str) -> list[str]:
     """`--with ID@ARM`: the run arguments of that arm, the rest of this run's options."""
     ctx = click.get_current_context()
-    entry_id, _, variant = arm.partition("@")
+    variant = arm.partition("@")[2]
     return [*_passthrough(ctx, per_slot=True), *(["--variant", variant] if variant else []),
             "--results-dir", str(ctx.params["results_dir"] or "results")]
 

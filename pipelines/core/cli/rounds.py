@@ -134,7 +134,8 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
         return
     here = not env.get("IMAGE")  # the processes run on this host's software: what it cannot do is refused too
     for p in plans:  # user mistakes (missing data, bad options) and missing capabilities before round 1
-        runner.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local")  # ranks: their launcher
+        runner.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local",  # ranks: their launcher
+                         runtime=False)  # the launcher sets the rounds' OpenMP runtime and allocator
     if refusal:
         raise ConfigError(refusal)
     results.check_writable(results_dir)

@@ -28,24 +28,27 @@ RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", lambda: envinfo.openmp_runtim
                  ("ALLOCATOR", "allocator", lambda: envinfo.allocator()["allocator"]))
 
 
-def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True) -> float:
+def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True, runtime: bool = True) -> float:
     """A launcher's check before it starts any process (`accel preflight`): each rank's refusals, for the
     world it is about to start; returns the run's rendezvous wait (timeout_s) the launcher passes on.
 
     Without `capabilities` (the ranks run inside IMAGE, whose libraries this host may lack) only user
-    mistakes are refused: what the device, runtime and backend can do is for the ranks to say."""
+    mistakes are refused: what the device, runtime and backend can do is for the ranks to say. Without
+    `runtime` (a comparison's own process, whose rounds start through the launchers) the OpenMP runtime and
+    allocator this process loaded are not checked: the launcher sets them for the processes it starts."""
     ctx = loop.RunContext(torch.device(the_plan.configs[0].device), rank, world_size)
     for cfg in the_plan.configs:
-        refuse_before_work(the_plan, cfg, ctx, capabilities)
+        refuse_before_work(the_plan, cfg, ctx, capabilities, runtime)
     if capabilities:
         skip_reasons(the_plan, ctx)
     return dist_options(the_plan.configs[0]).timeout_s
 
 
-def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True) -> None:
+def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True,
+                       runtime: bool = True) -> None:
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
     if capabilities:
-        _refuse_capabilities(the_plan, cfg)
+        _refuse_capabilities(the_plan, cfg, runtime)
     try:
         the_plan.pipeline.check(cfg, cfg.options, ctx)
     except NotRunnable:
@@ -63,14 +66,14 @@ def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, cap
                                 "pass -o checkpoint_dir= with a writable folder")
 
 
-def _refuse_capabilities(the_plan: Plan, cfg: RunConfig) -> None:
+def _refuse_capabilities(the_plan: Plan, cfg: RunConfig, runtime: bool = True) -> None:
     """What this machine cannot do for the run: a GPU, the OpenMP runtime or allocator, the backend."""
     experiment = the_plan.experiment
     if cfg.device == "cuda" and not torch.cuda.is_available():
         raise NotRunnable(f"{experiment.id} asks for --device cuda but no CUDA GPU is visible; run it on a GPU "
                           "machine, or smoke-test its code path on CPU: accel run "
                           f"{experiment.id} {' '.join(experiments.cpu_smoke_args(experiment))}")
-    for knob, label, loaded_now in RUNTIME_KNOBS:  # launcher-owned choices: refuse a silent fallback
+    for knob, label, loaded_now in RUNTIME_KNOBS if runtime else ():  # launcher-owned: no silent fallback
         wanted = os.environ.get(knob) or experiment.knobs.get(knob)
         if wanted == "pinned" and not envinfo.allocator_settings()["glibc_malloc_tunables"]:
             raise NotRunnable(f"{experiment.id} asks for ALLOCATOR=pinned but this process started without "

@@ -42,7 +42,7 @@ class ScaleDefaults:
 # interval is narrow or the budget is spent; book: the book's epochs and settings, one run, full test pass.
 SCALE_DEFAULTS = {
     "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
-    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=20, blocks=12,
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=5, blocks=12,
                            block_s=0.5),
     "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
 }
