@@ -15,7 +15,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 IDS := $(shell python3 -m pipelines.core.spec.experiments ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead $(IDS)
+.PHONY: help venv demo test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
@@ -66,6 +66,9 @@ gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-refer
 
 harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
 	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
+
+calibrate-intervals: venv ## A/A runs and injected 5 %/10 % slow-downs through the whole method (tens of minutes; ARGS='--runs 20')
+	$(PY) ci/calibrate-intervals.py --data-root $(DATA) $(ARGS)
 
 data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clearly marked generated)
 	$(ACCEL) data generate fashion_mnist --root $(DATA) --train 6000 --test 1000

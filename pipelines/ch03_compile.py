@@ -64,7 +64,9 @@ class Compile(TrainingPipeline):
             kwargs["mode"] = opts.mode
         compiled = torch.compile(model, **kwargs)
         backends = ", ".join(torch._dynamo.list_backends())
-        return Trainable(model, plain_step(compiled, optimizer), predict=compiled,
+        # evaluation at bench scale is a learning check on the same weights: the eager model gives it without a
+        # second compilation (eval mode is another graph: a cold compile of its own, outside any timing)
+        return Trainable(model, plain_step(compiled, optimizer), predict=compiled if cfg.scale == "book" else None,
                          notes=[f"torch.compile({kwargs}); inductor caches "
                                 f"{'off (cold)' if inductor_config.force_disable_caches else 'on'}; "
                                 f"dynamo backends here: {backends}"])

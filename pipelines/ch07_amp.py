@@ -94,6 +94,10 @@ def make_step(model, optimizer, device: torch.device, precision: str, use_scaler
 class MixedPrecision(TrainingPipeline):
     Options = Options
     process_options = ("cudnn_benchmark", "tf32", "reduced_precision_reduction")  # torch.backends flags
+
+    def process_values(self, cfg, opts: Options):
+        """The backend flags are CUDA settings: on a CPU they change nothing, so arms differing in them share."""
+        return super().process_values(cfg, opts) if cfg.device == "cuda" else ()
     smoke_settings = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:

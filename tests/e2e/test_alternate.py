@@ -124,3 +124,25 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     assert "full report: accel report --results-dir" in lines[-1]
     report = accel("report", "--results-dir", str(tmp_path), timeout=120)
     assert report.returncode == 0 and "ch2-nobias" in report.stdout
+
+
+@pytest.mark.slow
+def test_the_ladder_shares_one_process_and_pairs_its_ratios_by_block(tmp_path, data_root):
+    """The chapter 2 ladder at bench scale: one process a round for its three arms, interleaved blocks, the
+    allocator pinned; every ratio paired within processes, with an interval (the precision itself is a
+    benchmark's business: ci/calibrate-intervals.py, docs/timing.md)."""
+    out = accel("compare", "ch2-baseline", "ch2-nobias", "ch2-bs256", "--rounds", "3", "--results-dir", str(tmp_path),
+                "--data-root", str(data_root), "--blocks", "3", "--block-s", "0.1", "--warmup-steps", "1",
+                "--json", timeout=900)
+    assert out.returncode == 0, out.stderr[-3000:]
+    plan = " ".join(out.stderr.split())
+    assert "ch2-baseline [baseline], ch2-nobias [nobias], ch2-bs256 [bs256]: one process a round, in interleaved " \
+           "blocks" in plan and "allocator: pinned (glibc: mmap_threshold 32 MiB" in plan
+    arms = {a["variant"]: a for a in json.loads(out.stdout)["arms"]}
+    for name in ("nobias", "bs256"):
+        assert arms[name]["ci_low"] <= arms[name]["ratio"] <= arms[name]["ci_high"]
+        assert arms[name]["verdict"] in ("reproduced", "faster than published", "slower than published",
+                                         "inconclusive")
+    recs = records(tmp_path)
+    assert len({r["pairing"]["process"] for r in recs}) == 3  # 3 rounds, one process each
+    assert all(len(r["metrics"]["blocks"]) == 3 and r["env"]["vars"]["ALLOCATOR"] == "pinned" for r in recs)

@@ -53,8 +53,9 @@ def _slot(group, passthrough: Sequence[str], allocator, env) -> "object":
     return alternate.Slot(label, tuple(group.ids), (*args, *passthrough), slot_env)
 
 
-def sharing_lines(groups, share: bool, env) -> list[str]:
-    """The plan's `sharing:` lines: which arms share a process each round, which do not, and why."""
+def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
+    """The plan's `sharing:` lines: which arms share a process each round, which do not, and why
+    (`why_not`: the reason no arm shares one, when the comparison allows none)."""
     from pipelines.core.run import sharing
 
     lines = []
@@ -65,7 +66,7 @@ def sharing_lines(groups, share: bool, env) -> list[str]:
                          "switch dropped), paired by block")
             continue
         kind = group.key[0]
-        why = ("--share none" if kind == "alone" and not share and not sharing.why_apart(group.arms[0], env)
+        why = ((why_not or "--share none") if kind == "alone" and not share and not sharing.why_apart(group.arms[0], env)
                else sharing.differences(group, groups, env))
         alone = "its launcher's ranks" if kind == "launch" else "a process of its own" if len(groups) > 1 else \
             "one process a round"
@@ -102,9 +103,11 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     plans = [make_plan(experiment_id, [*passthrough, *variant_args(variants), "--results-dir", str(results_dir)])
              for experiment_id, variants in requests]
     arms = [sharing.Arm(p.experiment, cfg, p.pipeline) for p in plans for cfg in p.configs]
-    groups = sharing.groups(arms, env, share == "auto")
     first = arms[0].cfg
     allocator = sharing.allocator_setting(arms, allocator_choice, first.scale, env)
+    # arms share a process only under an allocator no arm can retune for another: glibc's pinned thresholds
+    shared = share == "auto" and (allocator.knob or env.get("ALLOCATOR")) == "pinned"
+    groups = sharing.groups(arms, env, shared)
     slots = [_slot(g, passthrough, allocator, env) for g in groups]
     rule = alternate.StopRule(rounds, budget_s, halfwidth or stopping.DEFAULT_HALFWIDTH)
     layouts = [preview.layout(a.entry, a.cfg, a.entry.launcher, env) for a in arms]
@@ -113,7 +116,9 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
         [([a.cfg for a in g.arms if a in runnable], g.key[0] in ("shared", "alone")) for g in groups
          if any(a in runnable for a in g.arms)], results_dir, rounds, budget_s if rounds is None else None)
     shown_rule = dataclasses.replace(first, repeats_auto=True, budget_s=budget_s) if rounds is None else first
-    extra = [("sharing", sharing_lines(groups, share == "auto", env)), ("allocator", [allocator.text])]
+    why_not = "" if shared or share != "auto" else \
+        "the allocator is not pinned: glibc's thresholds follow the largest block any arm frees"
+    extra = [("sharing", sharing_lines(groups, shared, env, why_not)), ("allocator", [allocator.text])]
     if memory := memory_lines(arms):
         extra.append(("memory", memory))
     too_long = rounds is None and least_s is not None and least_s > budget_s

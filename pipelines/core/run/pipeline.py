@@ -71,6 +71,11 @@ class Pipeline:
         """Why this variant cannot run on this device (it gets a `skipped` record), or None."""
         return None
 
+    def process_values(self, cfg: RunConfig, opts) -> tuple[tuple[str, Any], ...]:
+        """The process-wide options' values for this arm (core/run/sharing.py): arms that differ in one never
+        share a process. A pipeline whose settings only matter on some devices narrows it."""
+        return tuple((name, getattr(opts, name, None)) for name in self.process_options)
+
     def transforms(self, cfg: RunConfig, opts) -> tuple[Callable, Callable] | None:
         """(train, test) input transforms when the technique is the input pipeline; None: the default."""
         return None
