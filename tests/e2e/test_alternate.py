@@ -104,8 +104,9 @@ def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
 @pytest.mark.slow
 def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tmp_path, data_root):
     out = accel("compare", "ch2-baseline", "ch2-nobias", "--rounds", "2", "--results-dir", str(tmp_path),
-                "--scale", "smoke", "--data-root", str(data_root), timeout=600)
+                "--scale", "smoke", "--data-root", str(data_root), "--allocator", "pinned", timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    # arms share a process only under the pinned allocator (auto pins it at bench scale only)
     assert "ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in out.stderr  # the plan
     recs = records(tmp_path)
     by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"], r["experiment"]) for r in recs)
@@ -145,4 +146,5 @@ def test_the_ladder_shares_one_process_and_pairs_its_ratios_by_block(tmp_path, d
                                          "inconclusive")
     recs = records(tmp_path)
     assert len({r["pairing"]["process"] for r in recs}) == 3  # 3 rounds, one process each
-    assert all(len(r["metrics"]["blocks"]) == 3 and r["env"]["vars"]["ALLOCATOR"] == "pinned" for r in recs)
+    assert all(len(r["metrics"]["blocks"]) == 3 and r["env"]["allocator_settings"]["knob"] == "pinned"
+               for r in recs)

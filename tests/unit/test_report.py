@@ -376,7 +376,7 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline ch2-nobias ch99-x"})
     assert result.returncode == 0, result.stderr
-    assert "launch ch2-baseline --scale bench --steps 30 --repeats 3" in result.stdout
+    assert "launch ch2-baseline --scale bench --blocks 6 --repeats 3" in result.stdout  # time-matched blocks
     assert "ch2-nobias is excluded (EXCLUDE): reported as not run" in result.stdout
     assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
 
@@ -388,7 +388,7 @@ def test_reference_timings_measures_a_plus_joined_comparison_in_alternation(tmp_
                                                                "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
     assert result.returncode == 0, result.stderr
     assert (f"compare ch2-baseline ch2-bs256 --rounds 3 --budget-s 86400 --results-dir {tmp_path / 'r'} "
-            f"--scale bench --steps 30") in result.stdout
+            f"--scale bench --blocks 6") in result.stdout
     assert "launch ch6-prune --scale bench" in result.stdout and "ch2-nobias is excluded" in result.stdout
 
 

@@ -3,6 +3,8 @@ rank 0's decision on every rank, and a real run whose records say which rule sto
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from conftest import accel, records
@@ -102,9 +104,22 @@ def test_rank_zeros_decision_is_every_ranks(monkeypatch):
     assert [r for r, _ in order] == [0, 1, 2, 3]
 
 
+def _check_stop_reason(stop: dict, rounds: int, widths: dict, max_rounds: int = stopping.MAX_AUTO_REPEATS) -> None:
+    """Which part of the rule fires depends on the machine's noise and speed (a fast, noisy machine can reach
+    the round cap before the budget): each reason must hold for what was recorded."""
+    assert rounds >= stopping.MIN_ROUNDS
+    if stop["stopped_by"] == "precision":
+        assert all(w is not None and w <= stop["halfwidth"] for w in widths.values())
+    elif stop["stopped_by"] == "budget":
+        assert rounds < max_rounds
+    else:
+        assert stop["stopped_by"] == "max_repeats" and rounds == max_rounds
+
+
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_a_real_auto_run_records_which_rule_stopped_it(tmp_path):
-    out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
+def test_a_real_auto_run_in_one_process_records_which_rule_stopped_it(tmp_path):
+    """Below bench scale `--repeats auto` runs ABBA repeats inside one process; every record carries the rule."""
+    out = accel("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--steps", "3",
                 "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "20",
                 "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr[-2000:]
@@ -112,14 +127,24 @@ def test_a_real_auto_run_records_which_rule_stopped_it(tmp_path):
     kept = [r["stopping"] for r in recs]
     assert all(k == kept[0] for k in kept) and kept[0]["rule"] == "auto"
     stop = kept[0]
-    assert stop["rounds"] == len(recs) >= 3
-    # Which part of the rule fires depends on the machine's noise and speed (a fast, noisy machine can reach
-    # the round cap before the budget): each reason must hold for what the record says.
-    if stop["stopped_by"] == "precision":
-        assert all(w is not None and w <= stop["halfwidth"] for w in stop["widths"].values())
-    elif stop["stopped_by"] == "budget":
-        assert stop["rounds"] < stop["max_rounds"]
-    else:
-        assert stop["stopped_by"] == "max_repeats" and stop["rounds"] == stop["max_rounds"]
+    assert stop["rounds"] == len(recs)
+    _check_stop_reason(stop, stop["rounds"], stop["widths"], stop["max_rounds"])
     assert [r["repeat"] for r in recs] == list(range(len(recs)))
     assert f"stopped by {kept[0]['stopped_by']}" in out.stdout
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_a_real_auto_run_at_bench_scale_says_in_its_rounds_summary_which_rule_stopped_it(tmp_path):
+    """At bench scale every round is its own process (core/stats/alternate.py): the rounds' summary file says
+    which rule stopped them, and each round wrote one record of its own process."""
+    out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
+                "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "30",
+                "--results-dir", str(tmp_path))
+    assert out.returncode == 0, out.stderr[-2000:]
+    summary = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
+    assert summary["rule"]["rounds"] is None and summary["rule"]["budget_s"] == 30
+    stop = {"stopped_by": summary["stopped_by"], "halfwidth": summary["rule"]["halfwidth"]}
+    _check_stop_reason(stop, summary["rounds"], summary["halfwidths"])
+    recs = records(tmp_path)
+    assert len(recs) == summary["rounds"] == len({r["pairing"]["process"] for r in recs})
+    assert f"stopped by {summary['stopped_by']}" in out.stderr

@@ -165,8 +165,11 @@ def repeat_rule(cfg: RunConfig, rounds: int | None = None, alternation: bool = F
 
 def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
     if interleaved and cfg.blocks:
-        size = f"blocks of about {cfg.block_s:g} s" if cfg.block_s else f"{cfg.steps} timed steps in blocks"
-        return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up steps, then {cfg.blocks} {size} per arm and "
+        if cfg.block_s:
+            size = f"{cfg.blocks} blocks of about {cfg.block_s:g} s"
+        else:  # --steps: that many timed steps, spread over the blocks (interleave.steps_per_block)
+            size = f"{cfg.blocks} blocks of {max(1, -(-(cfg.steps or 1) // cfg.blocks))} timed step(s)"
+        return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up steps, then {size} per arm and "
                 f"process, batch {cfg.batch_size}")
     if cfg.steps:
         return f"{cfg.scale} scale: {cfg.warmup_steps} warm-up + {cfg.steps} timed steps a repeat, batch {cfg.batch_size}"
