@@ -45,3 +45,20 @@ def test_intel_experiment_refuses_a_gnu_process(tmp_path, data_root):
     assert run.returncode == 3
     assert "needs the intel OpenMP runtime but gnu is loaded" in run.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())
+
+
+def test_a_run_s_own_results_do_not_make_its_commit_dirty(tmp_path):
+    """A reference run replaces its committed records while it measures: files under results/ are output,
+    not code, so they leave git_dirty False; any other tracked change sets it."""
+    from pipelines.core.record import version
+    git = ["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t"]
+    (tmp_path / "results").mkdir()
+    (tmp_path / "results" / "r.jsonl").write_text("{}\n")
+    (tmp_path / "code.py").write_text("x = 1\n")
+    for step in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "c"]):
+        subprocess.run([*git, *step], check=True)
+    assert version.git_commit(tmp_path)["git_dirty"] is False
+    (tmp_path / "results" / "r.jsonl").unlink()
+    assert version.git_commit(tmp_path)["git_dirty"] is False
+    (tmp_path / "code.py").write_text("x = 2\n")
+    assert version.git_commit(tmp_path)["git_dirty"] is True

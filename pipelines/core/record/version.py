@@ -20,11 +20,14 @@ def package_version() -> str:
 
 
 def git_commit(root: Path = REPO) -> dict[str, Any]:
-    """{"git_commit": full hash or None outside a checkout, "git_dirty": tracked files modified}."""
+    """{"git_commit": full hash or None outside a checkout, "git_dirty": tracked files modified}. Files under
+    results/ do not count: they are what runs write (a reference run replaces its own committed records
+    while it measures), not the code that ran."""
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True,
                                 text=True, timeout=5).stdout.strip() or None
-        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],
+        dirty = bool(subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no",
+                                     "--", ".", ":(exclude)results"],
                                     capture_output=True, text=True, timeout=5).stdout.strip())
     except (OSError, subprocess.SubprocessError):
         return {"git_commit": None, "git_dirty": None}
