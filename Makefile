@@ -110,6 +110,7 @@ RANK_SWEEP := $(foreach n,2 4 8,$(if $(shell [ $(n) -le $(CORES) ] && echo y),$(
 .PHONY: cpu-ddp ch11-multinode doctor
 
 cpu-ddp: venv ## Chapter 9: NPROC Gloo ranks under torchrun, THREADS per rank (default: cores / NPROC), 3 bench repeats
+	@case "$(NPROC)" in ''|*[!0-9]*|0*) echo "make cpu-ddp: NPROC=$(NPROC) is not a number of ranks; use a whole number of at least 1 (e.g. make cpu-ddp NPROC=4)" >&2; exit 2;; esac
 	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) --repeats 3 $(ARGS)
 
 ch9-cpu-threads: venv ## Table 9.1: 1, 2, 4, ... threads, up to the cores this machine has

@@ -93,6 +93,38 @@ def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp
         [("ch9-cpu-gloo", 2)] * 3 + [("ch9-cpu-threads", 1)] * 3
 
 
+def test_the_card_s_command_runs_a_rank_count_the_book_never_printed_and_measures_it(tmp_path):
+    """`make cpu-ddp NPROC=3`: ranks=3 is an arm though Table 9.2 has no row for it; 3 real Gloo ranks run
+    against the single process of 3 threads (same total cores), and with nothing published the verdict is
+    "measured": its ratio and interval, no judgement."""
+    run = subprocess.run(["make", "cpu-ddp", "NPROC=3", f"ARGS=--results-dir {tmp_path} --dataset synthetic "
+                          "--blocks 2 --block-s 0.2 --steps 6 --warmup-steps 1"],
+                         cwd=REPO, capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "MASTER_PORT": str(free_port())})
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=3]"))
+    assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]\s+-\s+measured", line), line
+    recs = records(tmp_path)
+    assert sorted((r["experiment"], r["variant"], r["dist"]["world_size"]) for r in recs if r["status"] == "ok") == \
+        [("ch9-cpu-gloo", "ranks=3", 3)] * 3 + [("ch9-cpu-threads", "threads=3", 1)] * 3
+
+
+@pytest.mark.parametrize("nproc", ["0", "abc", "-1"])
+def test_the_card_s_command_names_nproc_when_it_is_not_a_rank_count(nproc):
+    run = subprocess.run(["make", "-s", "cpu-ddp", f"NPROC={nproc}"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert run.returncode == 2 and run.stderr.splitlines()[0] == (
+        f"make cpu-ddp: NPROC={nproc} is not a number of ranks; use a whole number of at least 1 "
+        "(e.g. make cpu-ddp NPROC=4)")
+
+
+def test_more_ranks_than_the_launcher_allows_are_refused_before_any_round(tmp_path):
+    run = subprocess.run(["make", "-s", "cpu-ddp", "NPROC=999", f"ARGS=--results-dir {tmp_path}"], cwd=REPO,
+                         capture_output=True, text=True, timeout=120)
+    assert run.returncode == 2 and "accel: error: NPROC=999 is more than 4 processes per usable core" in run.stderr
+    assert "Traceback" not in run.stderr and (not tmp_path.exists() or not list(tmp_path.iterdir()))
+
+
 def test_variant_and_world_size_must_agree(results_dir):
     run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch9-cpu-gloo",
                  "--variant", "ranks=4", *SMOKE, "--results-dir", str(results_dir))

@@ -317,3 +317,20 @@ def test_entry_names_what_it_reproduces(entry):
             assert entry.reproduces.startswith(f"book {chapter}"), (entry.id, fig.source, entry.reproduces)
         if fig.source.startswith("talk"):
             assert entry.reproduces.startswith("talk step"), (entry.id, entry.reproduces)
+
+
+def test_an_open_arm_takes_any_whole_count_and_names_the_fix_for_a_bad_one():
+    """ch9's rank and thread arms are open: `make cpu-ddp NPROC=3` runs ranks=3 though Table 9.2 has no row for
+    it; a count that is not a whole number of at least 1 gets one line naming the option."""
+    from pipelines.core.run import plan as plans
+    gloo = experiments.get("ch9-cpu-gloo")
+    assert gloo.arm("ranks=4") is gloo.variants[1]  # a declared arm keeps its published figures
+    assert gloo.arm("ranks=3").options == {"ranks": 3} and experiments.get("ch9-cpu-threads").arm("threads=3")
+    for bad in ("ranks=0", "ranks=x", "ranks=03", "ranks=-1", "threads=2"):
+        assert gloo.arm(bad) is None
+    assert gloo.unknown_arm("ranks=0") == ("ranks=0 is not an arm of ch9-cpu-gloo: ranks must be a whole number "
+                                           "of at least 1 (e.g. ranks=2)")
+    assert "unknown variant threads=2 of ch9-cpu-gloo; it has: ranks=2, ranks=4, ranks=8" == gloo.unknown_arm("threads=2")
+    assert experiments.get("ch2-baseline").arm("ranks=3") is None  # closed entries stay closed
+    made = plans.plan(gloo, "smoke", {}, {}, only=("ranks=3",))
+    assert [c.variant for c in made.configs] == ["ranks=3"] and made.configs[0].options.ranks == 3

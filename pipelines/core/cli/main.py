@@ -588,9 +588,8 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     for item in named:
         experiment_id, _, arm = item.partition("@")
         entry = experiments.get(experiment_id)
-        if arm and arm not in {v.name for v in entry.variants}:
-            raise ConfigError(f"unknown variant {arm} of {experiment_id}; it has: "
-                              f"{', '.join(v.name for v in entry.variants)}")
+        if arm and entry.arm(arm) is None:
+            raise ConfigError(entry.unknown_arm(arm))
         requests.setdefault(experiment_id, []).append(arm)
     if twice := sorted(i for i in named if named.count(i) > 1):
         raise ConfigError(f"compare names {', '.join(dict.fromkeys(twice))} more than once; an experiment compared "

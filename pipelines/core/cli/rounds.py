@@ -35,6 +35,18 @@ def variant_args(variants: Sequence[str]) -> list[str]:
     return [word for variant in variants for word in ("--variant", variant)]
 
 
+def _ranks_fit(slots) -> None:
+    """A launcher's rank limit on this host (NPROC=99 on 2 cores), refused before round 1, not inside it."""
+    from pipelines.core.dist import launchers
+
+    for slot in slots:
+        if slot.env.get("NPROC", "").isdigit():
+            try:
+                launchers.ranks_fit_here("NPROC", int(slot.env["NPROC"]))
+            except launchers.KnobError as error:
+                raise ConfigError(str(error)) from None
+
+
 def _slot(group, passthrough: Sequence[str], allocator, env) -> "object":
     """The process of one group of arms in every round: `accel launch FIRST --variant ... --with ID@ARM ...`."""
     from pipelines.core.stats import alternate
@@ -141,6 +153,8 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     for p in plans:  # user mistakes (missing data, bad options) and missing capabilities before round 1
         runner.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local",  # ranks: their launcher
                          runtime=False)  # the launcher sets the rounds' OpenMP runtime and allocator
+    if here:
+        _ranks_fit(slots)
     if refusal:
         raise ConfigError(refusal)
     results.check_writable(results_dir)

@@ -39,13 +39,13 @@ def plan(experiment: experiments.Experiment, scale: str, overrides: Mapping[str,
     if experiment.status == "planned" or experiment.pipeline is None:
         raise NotRunnable(f"experiment {experiment.id} is planned, not implemented yet: "
                           f"{experiment.planned_reason or 'no pipeline exists for it'}")
-    names = [variant.name for variant in experiment.variants]
-    unknown = sorted(set(only) - set(names))
-    if unknown:
-        raise ConfigError(f"unknown variant {', '.join(unknown)} of {experiment.id}; it has: {', '.join(names)}")
+    if unknown := [name for name in only if experiment.arm(name) is None]:
+        raise ConfigError(experiment.unknown_arm(unknown[0]))
+    declared = [variant.name for variant in experiment.variants]
+    arms = [*experiment.variants, *(experiment.arm(name) for name in dict.fromkeys(only) if name not in declared)]
     pipeline = load_pipeline(experiment.pipeline)
     configs = []
-    for variant in experiment.variants:
+    for variant in arms:
         if only and variant.name not in only:
             continue
         opts = options.build(pipeline.Options, experiment.options, variant.options, option_overrides)

@@ -75,14 +75,14 @@ def baseline_choice(entry: experiments.Experiment, configs: Sequence[RunConfig],
         for cfg in configs:
             shape = layout(entry, cfg, entry.launcher, env)
             wanted.append(f"threads={shape.ranks * shape.threads * shape.nodes}")
-        missing = sorted(set(wanted) - set(names))
+        missing = sorted(arm for arm in set(wanted) if base.arm(arm) is None)
         if missing:
             return Baseline(note=f"baseline {base_id} has no arm {', '.join(missing)} (the same total cores); "
                                  f"it has {', '.join(names)}")
         return Baseline(bring=base_id, variants=tuple(dict.fromkeys(wanted)))
     if base_arm:
         return Baseline(bring=base_id, variants=(base_arm,))
-    same = [cfg.variant for cfg in configs if cfg.variant in names]
+    same = [cfg.variant for cfg in configs if base.arm(cfg.variant) is not None]
     return Baseline(bring=base_id, variants=tuple(dict.fromkeys(same)) or (names[0],))
 
 

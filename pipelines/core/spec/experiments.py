@@ -108,11 +108,32 @@ class Experiment:
     # Samples in one of the source's epochs (the book's Fashion-MNIST split: 54,000): with the entry's epochs,
     # the work an end-to-end figure timed, which a bench run projects its compile time and steady steps to.
     source_epoch_samples: int | None = None
+    # An option whose every whole value of at least 1 is an arm, `<open_arm>=N`, declared or not: the card's
+    # `make cpu-ddp NPROC=3` runs ranks=3 (with no published figure, its ratio is "measured").
+    open_arm: str = ""
     variant: InitVar[str] = "default"  # shorthand for a single-variant experiment: its variant's name
 
     def __post_init__(self, variant: str) -> None:
         if not self.variants:
             object.__setattr__(self, "variants", (Variant(variant),))
+
+    def arm(self, name: str) -> Variant | None:
+        """The arm of that name: a declared one, or `<open_arm>=N` for any whole N >= 1; None otherwise."""
+        for declared in self.variants:
+            if declared.name == name:
+                return declared
+        key, equals, value = name.partition("=")
+        if self.open_arm and equals and key == self.open_arm and value.isdigit() and name == f"{key}={int(value)}" \
+                and int(value) >= 1:
+            return Variant(name, options={key: int(value)})
+        return None
+
+    def unknown_arm(self, name: str) -> str:
+        """One line for an arm this entry does not have, with the fix."""
+        if self.open_arm and name.partition("=")[0] == self.open_arm:
+            return (f"{name} is not an arm of {self.id}: {self.open_arm} must be a whole number of at least 1 "
+                    f"(e.g. {self.open_arm}=2)")
+        return f"unknown variant {name} of {self.id}; it has: {', '.join(v.name for v in self.variants)}"
 
     @property
     def has_variants(self) -> bool:

@@ -55,7 +55,7 @@ def declared_baseline(entry: experiments.Experiment, variant: str) -> tuple[str,
             return base_id, base_variant
         base = experiments.all_experiments().get(base_id)
         names = [arm.name for arm in base.variants] if base else ["default"]
-        return base_id, variant if variant in names else names[0]
+        return base_id, variant if variant in names or (base and base.arm(variant)) else names[0]
     first = entry.variants[0].name
     return None if variant == first else (entry.id, first)
 
@@ -76,10 +76,12 @@ def baseline_arm(entry: experiments.Experiment, variant: str, records: Records,
         return None if declared is None else (*declared, "")
     cores = total_cores(records[0])
     base = experiments.all_experiments().get(declared[0])
-    for arm in base.variants if base else ():
-        recs = ran.get((declared[0], arm.name))
+    arms = [arm.name for arm in base.variants] if base else []
+    arms += sorted(name for exp, name in ran if exp == declared[0] and name not in arms)  # open arms (threads=3)
+    for name in arms:
+        recs = ran.get((declared[0], name))
         if recs and total_cores(recs[0]) == cores:
-            return declared[0], arm.name, f"same total cores: {cores}"
+            return declared[0], name, f"same total cores: {cores}"
     return (*declared, f"no {declared[0]} arm ran on the same total cores: {cores}")
 
 

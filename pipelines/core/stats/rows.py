@@ -176,7 +176,7 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
                 row = Row(exp, variant, scale, entry=entry, records=ran.get((exp, variant, scale), []),
                           errors=errors.get((exp, variant), []), interrupted=stopped.get((exp, variant), []))
                 _measured(row)
-                if entry is not None and variant in {a.name for a in entry.variants}:
+                if entry is not None and entry.arm(variant) is not None:
                     _published(row, entry)
                     _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
                 elif row.records:
