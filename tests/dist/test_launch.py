@@ -66,6 +66,26 @@ def test_print_shows_the_torchrun_command_and_starts_nothing(tmp_path):
     assert "Traceback" not in run.stderr
 
 
+def test_print_and_dry_run_show_what_they_would_do_and_name_missing_data_as_a_line(tmp_path):
+    """Both look-before-you-run commands answer without the dataset: the command line (or the plan), and
+    the missing data as one line with its fix; only a real run refuses it."""
+    empty = tmp_path / "no-data"
+    empty.mkdir()
+    run = _printed("ch9-cpu-gloo", "--variant", "ranks=2", "--data-root", str(empty),
+                   "--results-dir", str(tmp_path / "r"), MASTER_PORT="29612")
+    assert run.returncode == 0, run.stderr
+    assert "run ch9-cpu-gloo --variant ranks=2" in run.stdout and len(run.stdout.splitlines()) == 1
+    assert run.stderr.strip() == (f"note: cifar10 under {empty}: NOT THERE, a real run is refused until it is; "
+                                  f"run `accel data fetch cifar10 --root {empty}` (needs internet) or `accel data "
+                                  f"generate cifar10 --root {empty}` (offline, generated data)")
+    plan = subprocess.run([sys.executable, "-m", "pipelines", "run", "ch9-cpu-gloo", "--variant", "ranks=2",
+                           "--data-root", str(empty), "--dry-run"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert plan.returncode == 0 and "data:      cifar10 under" in plan.stdout
+    assert "NOT THERE, a real run is refused until it is" in " ".join(plan.stdout.split())
+    assert not (tmp_path / "r").exists()
+
+
 def test_print_with_an_image_shows_the_container_command(tmp_path):
     run = _printed("ch9-cpu-gloo", "--variant", "ranks=2", "--results-dir", str(tmp_path / "r"),
                    IMAGE="podman:x")

@@ -379,14 +379,19 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     params = run.make_context("run", list(args[1:])).params
     experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
     config.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
-    from pipelines.core.run import runner
+    from pipelines.core.data import files
+    from pipelines.core.run import preview, runner
 
     for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
         params.pop(shown)
     plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                  params.pop("option_items"), params)
-    timeout_s = runner.preflight(plan, world_size, rank, capabilities)
-    click.echo(f"{timeout_s:g} {plan.configs[0].results_dir}")
+    printing = bool(os.environ.get("ACCEL_PRINT"))  # `accel launch --print`: shows, starts nothing
+    timeout_s = runner.preflight(plan, world_size, rank, capabilities, data=not printing)
+    first = plan.configs[0]
+    if printing and first.dataset != "synthetic" and not files.present(first.dataset, first.data_root):
+        click.echo(f"note: {preview.data_text(first)}", err=True)
+    click.echo(f"{timeout_s:g} {first.results_dir}")
 
 
 @cli.command()

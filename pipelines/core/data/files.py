@@ -72,6 +72,16 @@ def reader_files(name: str, folder: Path) -> list[str]:
     return sorted(str(path.relative_to(folder)) for pattern in d.globs for path in folder.glob(pattern))
 
 
+def present(name: str, root: Path) -> bool:
+    """Whether every file the reader opens is there (no digest, no format check: what a plan can say
+    in a moment; `verify` is the run's own check)."""
+    folder = Path(root) / spec(name).folder
+    if not folder.is_dir():
+        return False
+    names = reader_files(name, folder)
+    return bool(names) and all((folder / filename).is_file() for filename in names)
+
+
 def fix_hint(name: str, root: Path) -> str:
     return (f"run `accel data fetch {name} --root {root}` (needs internet) or "
             f"`accel data generate {name} --root {root}` (offline, generated data)")

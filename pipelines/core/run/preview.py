@@ -163,6 +163,18 @@ def repeat_rule(cfg: RunConfig, rounds: int | None = None, alternation: bool = F
     return f"{count} {unit}{few}"
 
 
+def data_text(cfg: RunConfig) -> str:
+    """The plan's data line; data that is not there is a line of the plan (a real run refuses it)."""
+    from pipelines.core.data import files
+
+    if cfg.dataset == "synthetic":
+        return "synthetic tensors (throughput only)"
+    if files.present(cfg.dataset, cfg.data_root):
+        return f"{cfg.dataset} under {cfg.data_root}"
+    return (f"{cfg.dataset} under {cfg.data_root}: NOT THERE, a real run is refused until it is; "
+            f"{files.fix_hint(cfg.dataset, cfg.data_root)}")
+
+
 def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
     if interleaved and cfg.blocks:
         if cfg.block_s:
@@ -186,8 +198,7 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
     arm_lines = [f"{c.experiment + ' [' + c.variant + ']':<{width}}  {against}" for c, against in arms]
     processes = sorted({lay.text() for lay in layouts})
     lines = [f"plan: {title}", f"  scale:     {scale_text(first, bool(extra))}",
-             f"  data:      {first.dataset} under {first.data_root}" if first.dataset != "synthetic" else
-             "  data:      synthetic tensors (throughput only)",
+             *_lines("data", [data_text(first)]),
              "  arms:      " + arm_lines[0], *("             " + line for line in arm_lines[1:]),
              *_lines("repeats", [rule]),
              "  processes: " + processes[0], *("             " + p for p in processes[1:]),

@@ -28,24 +28,26 @@ RUNTIME_KNOBS = (("OMP_RUNTIME", "OpenMP runtime", lambda: envinfo.openmp_runtim
                  ("ALLOCATOR", "allocator", lambda: envinfo.allocator()["allocator"]))
 
 
-def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True, runtime: bool = True) -> float:
+def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = True, runtime: bool = True,
+              data: bool = True) -> float:
     """A launcher's check before it starts any process (`accel preflight`): each rank's refusals, for the
     world it is about to start; returns the run's rendezvous wait (timeout_s) the launcher passes on.
 
     Without `capabilities` (the ranks run inside IMAGE, whose libraries this host may lack) only user
     mistakes are refused: what the device, runtime and backend can do is for the ranks to say. Without
     `runtime` (a comparison's own process, whose rounds start through the launchers) the OpenMP runtime and
-    allocator this process loaded are not checked: the launcher sets them for the processes it starts."""
+    allocator this process loaded are not checked: the launcher sets them for the processes it starts.
+    Without `data` (`accel launch --print`: nothing starts) missing data is not refused either."""
     ctx = loop.RunContext(torch.device(the_plan.configs[0].device), rank, world_size)
     for cfg in the_plan.configs:
-        refuse_before_work(the_plan, cfg, ctx, capabilities, runtime)
+        refuse_before_work(the_plan, cfg, ctx, capabilities, runtime, data)
     if capabilities:
         skip_reasons(the_plan, ctx)
     return dist_options(the_plan.configs[0]).timeout_s
 
 
 def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True,
-                       runtime: bool = True) -> None:
+                       runtime: bool = True, data: bool = True) -> None:
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
     if capabilities:
         _refuse_capabilities(the_plan, cfg, runtime)
@@ -55,7 +57,7 @@ def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, cap
         if capabilities:
             raise
     datasets.check(cfg)
-    if cfg.dataset != "synthetic":
+    if cfg.dataset != "synthetic" and data:
         files.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
     if cfg.weights is not None and not (Path(cfg.weights).is_dir() and models.spec(cfg.model).from_folder):
         models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
