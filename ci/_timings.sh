@@ -45,6 +45,7 @@ measure() {
   before="$(records_of "$out" "$id")"
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
+  # shellcheck disable=SC2153  # SIZE is the sourcing script's array (see the header)
   if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" "${SIZE[@]}" \
        --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")

@@ -27,6 +27,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-30}"
+SIZE=(--scale bench --steps "$STEPS")  # how much each arm runs (ci/_timings.sh's measure reads it)
 REPEATS="${REPEATS:-3}"
 EXTRAS="${EXTRAS:-1}"
 ENTRY_TIMEOUT="${ENTRY_TIMEOUT:-0}"
