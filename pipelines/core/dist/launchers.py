@@ -187,7 +187,7 @@ def arg_value(args: Sequence[str], name: str) -> str:
 # ---------------------------------------------------------------- per launcher
 
 def local(knobs: Knobs, args: Sequence[str]) -> None:
-    """One process: OpenMP runtime, pinning and allocator (chapter 4's knobs)."""
+    """One process: OpenMP runtime, pinning and allocator (the runtime knobs a launcher owns)."""
     count = threads(knobs, 1)
     runtime = knobs.export("OMP_RUNTIME", knobs.get("OMP_RUNTIME", "gnu"))
     bind = knobs.export("OMP_BIND", knobs.get("OMP_BIND", "none"))
