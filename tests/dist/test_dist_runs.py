@@ -150,10 +150,13 @@ def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(data_root, tm
                  *common, "--batch-size", "8", "-o", f"checkpoint_dir={ddp_dir}", "--results-dir",
                  str(tmp_path / "r1"))
     assert run.returncode == 0, run.stderr[-3000:]
+    # `accel run` at bench starts the entry's own launcher (torchrun, NPROC=2 when unset): NPROC=1 makes it one
+    # process, the comparison this test is about.
     run = subprocess.run(accel_argv("run", "ch8-ddp-template", *common, "--batch-size", "16", "-o",
                                     f"checkpoint_dir={one_dir}", "--results-dir", str(tmp_path / "r2")),
-                         cwd=REPO, capture_output=True, text=True, timeout=240)
+                         cwd=REPO, capture_output=True, text=True, timeout=240, env={**os.environ, "NPROC": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
+    assert [the_record(tmp_path / d)["dist"]["world_size"] for d in ("r1", "r2")] == [2, 1]
     ddp = checkpoint.load(ddp_dir / checkpoint.FILENAME)["model"]
     one = checkpoint.load(one_dir / checkpoint.FILENAME)["model"]
     assert ddp.keys() == one.keys()

@@ -85,6 +85,13 @@ def test_blocks_are_sized_from_the_warm_up_to_the_time_asked():
     assert interleave.steps_per_block([], block_s=None, fixed_steps=20, blocks=12) == 2
 
 
+def test_fewer_steps_than_blocks_run_that_many_steps_not_one_per_block():
+    """--steps 3 with 12 blocks: 3 blocks of 1 step (it used to run 12 steps, one in each block)."""
+    assert interleave.block_count(12, block_s=None, fixed_steps=3) == 3
+    assert interleave.block_count(12, block_s=None, fixed_steps=30) == 12
+    assert interleave.block_count(12, block_s=0.5, fixed_steps=None) == 12
+
+
 def test_a_last_partial_batch_counts_what_it_holds():
     """10 samples at batch 4: steps of 4, 4, 2 per epoch; throughput counts 10 samples, not 12."""
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist", dataset="synthetic",

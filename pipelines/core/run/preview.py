@@ -179,8 +179,10 @@ def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
     if interleaved and cfg.blocks:
         if cfg.block_s:
             size = f"{cfg.blocks} blocks of about {cfg.block_s:g} s"
-        else:  # --steps: that many timed steps, spread over the blocks (interleave.steps_per_block)
-            size = f"{cfg.blocks} blocks of {max(1, -(-(cfg.steps or 1) // cfg.blocks))} timed step(s)"
+        else:  # --steps: that many timed steps over at most that many blocks (interleave.block_count and
+            # steps_per_block; not imported, they bring torch into a plan that needs none)
+            count = min(cfg.blocks, cfg.steps or cfg.blocks)
+            size = f"{count} blocks of {max(1, math.ceil((cfg.steps or 1) / count))} timed step(s)"
         return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up steps, then {size} per arm and "
                 f"process, batch {cfg.batch_size}")
     if cfg.steps:

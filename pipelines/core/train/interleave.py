@@ -94,10 +94,17 @@ def order(arms: Sequence[Arm], round_index: int) -> list[Arm]:
     return list(arms) if round_index % 2 == 0 else list(reversed(arms))
 
 
+def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> int:
+    """How many blocks an arm runs: `blocks`, or fewer where `--steps N` asks for fewer steps than that (each
+    block holds at least one timed step, so `--steps 3` is 3 blocks of 1 step, not 12)."""
+    return min(blocks, fixed_steps) if block_s is None and fixed_steps else blocks
+
+
 def run(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
         after_block: Callable[[Arm, int], None] | None = None) -> None:
     """Warm every arm up, size its blocks, then run `blocks` rounds of one block per arm. A lone arm runs
     its blocks back to back with nothing dropped (there is no switch)."""
+    blocks = block_count(blocks, block_s, fixed_steps)
     for arm in arms:
         with own_rng(arm):
             arm.training.warm_up()
