@@ -126,8 +126,8 @@ ch10-gpu-nccl: venv ## Table 10.2: one process per GPU over NCCL (NGPU, default:
 # nn.DataParallel is one process over the GPUs, DDP one process per GPU: the DDP launch records the DataParallel arm
 # as skipped, and with 2+ GPUs the DataParallel arm then runs in one process (both on CUDA, DDP over NCCL).
 MULTI_GPU := $(filter-out 0 1,$(NGPU))
-s004-dp-vs-ddp: venv ## nn.DataParallel vs DDP: the DDP arm under torchrun (NPROC), the DataParallel arm with 2+ GPUs
-	NPROC=$(NPROC) $(ACCEL) launch s004-dp-vs-ddp $(if $(MULTI_GPU),--device cuda -o backend=nccl) $(ARGS)
+s004-dp-vs-ddp: venv ## one device vs DDP (NPROC ranks) vs nn.DataParallel (2+ GPUs), in rounds
+	NPROC=$(NPROC) $(ACCEL) run s004-dp-vs-ddp --variant one-device --variant ddp $(if $(MULTI_GPU),--device cuda -o backend=nccl) $(ARGS)
 	$(if $(MULTI_GPU),$(ACCEL) run s004-dp-vs-ddp --variant dataparallel --device cuda $(ARGS))
 
 ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = total ranks)

@@ -13,6 +13,7 @@ with inputs that do not require grad and with torch.autograd.grad.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 from torch import nn
@@ -28,6 +29,12 @@ from pipelines.core.train.steps import book_optimizer, plain_step
 @dataclass(frozen=True)
 class Options:
     checkpoint: bool = True
+    # bf16: forward and loss under autocast (the note's recipe row pairs checkpointing with mixed precision)
+    precision: Literal["fp32", "bf16"] = "fp32"
+
+
+def autocast_dtype(opts: Options) -> torch.dtype | None:
+    return torch.bfloat16 if opts.precision == "bf16" else None
 
 
 BLOCK_LISTS = ("encoder.layers", "features")  # ViT encoder blocks; EfficientNet/DenseNet/CNN stages
@@ -74,11 +81,11 @@ class ActivationCheckpointing(TrainingPipeline):
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         if opts.checkpoint:
             checkpoint_blocks(model)
-        return Trainable(model, plain_step(model, book_optimizer(model, cfg)))
+        return Trainable(model, plain_step(model, book_optimizer(model, cfg), autocast_dtype(opts)))
 
     def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
         """What autograd keeps from one forward pass: the memory the technique trades for recompute."""
-        saved = memory.saved_for_backward_mib(trainable.model, *prep.batch())
+        saved = memory.saved_for_backward_mib(trainable.model, *prep.batch(), dtype=autocast_dtype(opts))
         trainable.metrics["saved_for_backward_mib"] = saved
         return trainable
 

@@ -3,13 +3,18 @@
 torch.profiler over one call, ops sorted by self CPU time; the shares are the comparable numbers, the
 times are this machine's. This is a measurement, not a training run.
 
-- Chapter 1 (`ch1-profile-ops`): one forward pass of a 64-image batch of the book's CNN, no warm-up.
+- Chapter 1 (`ch1-profile-ops`): one forward pass of a 64-image batch of the book's CNN, no warm-up, with
+  autograd on as the book's `model(input_sample)` (no torch.no_grad).
 - Chapter 3 (`ch3-profile-compiled`): one training step (forward, loss, backward, optimizer step) of the
   eager model and of `torch.compile(model)`, after `warmup` untimed steps so compilation is not profiled.
   In compiled mode AOTAutograd runs the captured graphs as one autograd function, so the profile shows
   `CompiledFunction` (forward) and `CompiledFunctionBackward` in place of the individual ops; their shares
   (CPU time including children, over the profile's total) are `share_CompiledFunction_pct` and
   `share_CompiledFunctionBackward_pct` (0 in eager mode).
+
+Every op of the profile is recorded with its self-CPU share (`op_share_pct`, by the name today's profiler
+gives it), so the report can judge every share the book printed, small ones included; which of today's
+names stands for a printed one is pipelines/core/report/shares.py's (`PRINTED_AS`).
 """
 
 from __future__ import annotations
@@ -32,20 +37,22 @@ COMPILED_EVENTS = ("CompiledFunction", "CompiledFunctionBackward")
 @dataclass(frozen=True)
 class Options:
     top_ops: Annotated[int, click.IntRange(min=1)] = 20  # rows of the profile table kept in the record
-    step: Literal["forward", "train"] = "forward"  # one forward pass (no grad), or one training step
+    step: Literal["forward", "train"] = "forward"  # one forward pass (autograd: `grad`), or one train step
     compile: bool = False
     warmup: Annotated[int, click.IntRange(min=0)] = 0  # untimed calls before the profiled one
+    grad: bool = True  # a forward pass with autograd on, as the book's model(input_sample); False: no_grad
 
 
 def profile_call(call: Callable[[], object], top: int, cuda: bool) -> tuple[dict, str]:
-    """Profile one call: self-CPU shares of the top ops, the compiled-mode events' shares, and the table."""
+    """Profile one call: the self-CPU share of every op, the compiled-mode events' shares, and the table of
+    the `top` ops."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
     with profile(activities=activities) as prof:
         call()
     events = prof.key_averages()
     total = sum(e.self_cpu_time_total for e in events) or 1
     ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)
-    shares = {e.key: round(100.0 * e.self_cpu_time_total / total, 2) for e in ranked[:top]}
+    shares = {e.key: round(100.0 * e.self_cpu_time_total / total, 2) for e in ranked}
     metrics = {"self_cpu_total_ms": total / 1e3, "op_share_pct": shares}
     for name in COMPILED_EVENTS:
         inside = sum(e.cpu_time_total for e in events if e.key == name)
@@ -67,7 +74,7 @@ class Profile(Measurement):
             call = lambda: step(x, y)  # noqa: E731
         else:
             def call():
-                with torch.no_grad():
+                with torch.set_grad_enabled(opts.grad):
                     return run(x)
         for _ in range(opts.warmup):
             call()

@@ -122,7 +122,11 @@ class MixedPrecision(TrainingPipeline):
                 notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")
         if opts.precision == "fp16" and not opts.scaler:
             notes.append("fp16 without GradScaler (the book repository's final run): gradients may underflow")
-        return Trainable(model, step, predict=predict, notes=notes)
+        trainable = Trainable(model, step, predict=predict, notes=notes)
+        # the largest finite value of the arm's compute type (the note's precision table: fp16 65504, fp32
+        # and bf16 3.4e38), a count the report checks against the table
+        trainable.metrics["max_finite_value"] = torch.finfo(DTYPES.get(opts.precision, torch.float32)).max
+        return trainable
 
 
 PIPELINE = MixedPrecision()

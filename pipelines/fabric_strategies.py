@@ -19,6 +19,12 @@ What runs where, and why (Lightning 2.6):
 - "deepspeed" is Lightning's DeepSpeedStrategy, which runs on CUDA GPUs only (DeepSpeed itself runs on
   CPU: see s004-deepspeed).
 The bytes each rank holds are measured as in s004-deepspeed (core/dist/sharding.py).
+
+What the sources' loops did besides the step, inside their clocks (core/train/bookkeeping.py): a
+validation pass after every epoch over each rank's share of the split's held-out part (the talk's images
+45,000-49,999; the course's 5,000 reviews, which its Trainer validated every epoch), through Fabric's
+wrapper; for the talk's entries also a torchmetrics train accuracy from every batch's argmax and the loss
+read every 300 batches.
 """
 
 from __future__ import annotations
@@ -34,10 +40,10 @@ from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
 from torch.distributed.fsdp import fully_shard
 
 from pipelines.core.dist import ranks
-from pipelines.core.train import models
+from pipelines.core.train import bookkeeping, models
 from pipelines.core.dist.fabric import RunnerEnvironment
 from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.spec.options import DistOptions
+from pipelines.core.spec.options import BookkeepingOptions, DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 from pipelines.core.dist.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
@@ -48,13 +54,16 @@ SHARDED = ("fsdp", "fsdp2", "deepspeed")
 
 
 @dataclass(frozen=True)
-class Options(DistOptions):
+class Options(DistOptions, BookkeepingOptions):
     strategy: Literal["single", "ddp", "fsdp", "fsdp2", "deepspeed"] = "ddp"
     zero_stage: Annotated[int, click.IntRange(min=0, max=3)] = 2  # strategy=deepspeed: ZeRO stage
     offload: bool = False  # strategy=deepspeed: optimizer state in host memory
     precision: Literal["auto", "32-true", "16-mixed", "bf16-mixed"] = "auto"  # auto: the course's 16 on GPUs
     matmul_precision: Literal["highest", "high", "medium"] = "highest"  # the talk's scripts: medium
     lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
+    # processes this arm is launched with (0: the launch's NPROC): the single-device arm is 1, so the rounds
+    # start it in a launch of its own beside the strategies' NPROC ranks
+    ranks: Annotated[int, click.IntRange(min=0)] = 0
 
 
 def resolved_precision(opts: Options, device: torch.device) -> str:
@@ -88,6 +97,9 @@ class FabricStrategies(TrainingPipeline):
     process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:
+        if opts.ranks and opts.ranks != ctx.world_size:
+            return (f"variant {cfg.variant} needs {opts.ranks} process(es) but this run has {ctx.world_size}; "
+                    f"start it with NPROC={opts.ranks} accel launch {cfg.experiment} --variant {cfg.variant}")
         if opts.strategy == "single" and ctx.world_size > 1:
             return (f"the single-device arm is one process; run it alone: accel run {cfg.experiment} "
                     f"--variant {cfg.variant}")
@@ -127,14 +139,15 @@ class FabricStrategies(TrainingPipeline):
             held = lambda: [t for p in model.parameters() for t in (p, getattr(p, "ds_tensor", None))]  # noqa: E731
         else:
             held = model.parameters
-        hooks: list[Hooks] = [RankBytes(held, model, optimizer, ctx)]
+        observe, extras = bookkeeping.source_loop(opts, cfg, ctx, forward=fabric_model)
+        hooks: list[Hooks] = [RankBytes(held, model, optimizer, ctx), *extras]
         if opts.lr_gamma:
             hooks.append(StepLrEachEpoch(torch.optim.lr_scheduler.ExponentialLR(optimizer, opts.lr_gamma)))
         if opts.strategy in ("fsdp", "fsdp2"):
             hooks.append(GatherFullCopy(fabric_model._forward_module, cfg, ctx))
         elif deepspeed is not None and opts.zero_stage == 3:
             hooks.append(GatherPartitioned(deepspeed, engine, cfg, ctx))
-        return Trainable(model, fabric_step(fabric, fabric_model, optimizer), hooks=hooks,
+        return Trainable(model, fabric_step(fabric, fabric_model, optimizer, observe=observe), hooks=hooks,
                          count_flops=opts.strategy not in SHARDED,
                          notes=[f"Fabric strategy {type(fabric.strategy).__name__}, precision {precision}"])
 

@@ -15,6 +15,12 @@ workload (any registered model works: DistilBERT on IMDB for unit 9, the ViT for
 
 The loop owns the data loaders and moves each batch to the device, so fabric.setup_dataloaders is not
 used (on one device it would only do that same move).
+
+What the talk's train() did besides the step, inside its clock, is here too (core/train/bookkeeping.py):
+a validation pass after every epoch over the split's held-out images (the talk's entries split CIFAR-10
+45,000 / 5,000; the course's IMDB 35,000 / 5,000 / 10,000), through the same forward the step uses
+(compiled, or Fabric's wrapper); and with train_accuracy / loss_every (the talk's entries set them) a
+torchmetrics train accuracy updated from every batch's argmax and the loss read every 300 batches.
 """
 
 from __future__ import annotations
@@ -25,15 +31,16 @@ from typing import Literal
 import torch
 from lightning.fabric import Fabric  # before any torch.compile: Fabric records compile's arguments
 
-from pipelines.core.train import models
+from pipelines.core.train import bookkeeping, models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
 from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.spec.options import BookkeepingOptions
 from pipelines.core.train.steps import book_optimizer, fabric_step, plain_step
 
 
 @dataclass(frozen=True)
-class Options:
+class Options(BookkeepingOptions):
     fabric: bool = False
     precision: Literal["32-true", "16-mixed", "bf16-mixed", "16-true", "bf16-true", "64-true"] = "32-true"
     compile: bool = False
@@ -72,14 +79,16 @@ class VitLadder(TrainingPipeline):
         run_model = torch.compile(model) if opts.compile else model
         if not opts.fabric:
             model.to(ctx.device)
-            return Trainable(model, plain_step(run_model, book_optimizer(model, cfg)), predict=run_model,
-                             notes=notes)
+            observe, hooks = bookkeeping.source_loop(opts, cfg, ctx, forward=run_model)
+            return Trainable(model, plain_step(run_model, book_optimizer(model, cfg), observe=observe),
+                             predict=run_model, notes=notes, hooks=hooks)
         fabric = Fabric(accelerator=ctx.device.type, devices=1, precision=opts.precision)
         fabric_model, optimizer = fabric.setup(run_model, book_optimizer(model, cfg))
+        observe, hooks = bookkeeping.source_loop(opts, cfg, ctx, forward=fabric_model)
         # FLOPs are counted on the eager fp32 model; "-true" precisions convert the weights themselves.
         count = opts.precision in ("32-true", "16-mixed", "bf16-mixed")
-        return Trainable(model, fabric_step(fabric, fabric_model, optimizer), predict=fabric_model,
-                         count_flops=count, notes=notes)
+        return Trainable(model, fabric_step(fabric, fabric_model, optimizer, observe=observe), predict=fabric_model,
+                         count_flops=count, notes=notes, hooks=hooks)
 
 
 PIPELINE = VitLadder()

@@ -131,11 +131,11 @@ EXPERIMENTS = (
         reproduces="book ch11: two-node time (text)",
         pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
         options={"backend": "nccl"}, baseline="ch10-gpu-nccl@gpus=8",
-        published=(P("train_time_s", CH11_TWO_NODES[0], "book:ch11", "16 GPUs"),
-                   P("test_accuracy_pct", CH11_TWO_NODES[1], "book:ch11", "16 GPUs"),
+        published=(P("train_time_s", CH11_TWO_NODES[0], "book:ch11", "16 GPUs", devices=16),
+                   P("test_accuracy_pct", CH11_TWO_NODES[1], "book:ch11", "16 GPUs", devices=16),
                    P("ratio", ratio(TABLE_10_2[8][0], CH11_TWO_NODES[0]), "book:ch11",
                      f"derived {TABLE_10_2[8][0]}/{CH11_TWO_NODES[0]} vs 1 node x 8 GPUs; "
-                     f"{ratio(TABLE_10_2[1][0], CH11_TWO_NODES[0])} vs 1 GPU")),
+                     f"{ratio(TABLE_10_2[1][0], CH11_TWO_NODES[0])} vs 1 GPU", devices=16)),
         hardware="2 nodes x 8x NVIDIA A100",
         expect="needs HOSTS=a:8,b:8 with GPUs; the same launcher runs over CPUs with -o backend=gloo "
              "(tested across two network namespaces)",

@@ -13,15 +13,26 @@ MULTI = "distributed training issue (#4)"
 A100 = "1x NVIDIA A100-SXM4-40GB"
 NOTE = "lecture-note (seed 004)"
 COURSE = {"model": "distilbert", "dataset": "imdb", "batch_size": 12, "epochs": 3, "lr": 5e-5,
-          "weight_decay": 0.0, "num_workers": 4, "shuffle": True, "head_classes": 2}
+          "weight_decay": 0.0, "num_workers": 4, "shuffle": True, "head_classes": 2,
+          "split": "dlf-imdb"}  # the course's 35,000 / 5,000 / 10,000 of the pooled 50,000 (core/data/splits.py)
 COURSE_DECISION = ("The course's workload: DistilBERT (distilbert-base-uncased's architecture, 2 labels) on IMDB, "
                    "bs 12, Adam lr 5e-5, 3 epochs, texts padded/truncated to 512 tokens. Random init unless "
                    "--weights names a local save_pretrained folder (the course fine-tuned the pretrained "
                    "model, so accuracies compare only with weights); the tokenizer is --tokenizer DIR (the "
                    "course's distilbert-base-uncased folder) or a WordPiece one trained here "
                    "(tokenizer_source in the record).")
-SPLIT_DECISION = ("IMDB's own split (25,000 train / 25,000 test reviews); the course pooled the 50,000 and "
-                  "re-split them 35,000 / 5,000 / 10,000, so its epochs were 1.4x longer: compare ratios.")
+SPLIT_DECISION = ("The course's split (unit 9's local_dataset_utilities.py), setting split=dlf-imdb: the 50,000 "
+                  "reviews of both aclImdb folders pooled in the order it read them (test/pos, test/neg, "
+                  "train/pos, train/neg, each folder's files by name), shuffled as df.sample(frac=1, "
+                  "random_state=1) draws it (numpy RandomState(1)'s permutation) and cut 35,000 train / 5,000 "
+                  "validation / 10,000 test; its np.random.seed(0) reindex before that changes nothing (after "
+                  "its pd.concat every row's index is 0, and reindexing to the same labels returns the frame as "
+                  "it was), so it is not repeated. Batch 12 without drop_last: 2,917 steps an epoch "
+                  "(ceil(35,000 / 12)). The pipelines that validate (vit_ladder, fabric_strategies) run a "
+                  "validation pass over the 5,000 after every epoch inside the timed region, as the course's "
+                  "Trainer.fit did (its 2-batch sanity check is not repeated); elsewhere the record notes that "
+                  "they were held out unused. A tokenizer trained here learns from the 35,000 training reviews. "
+                  "A generated IMDB is cut at the same fractions of its pool (224 / 32 / 64 of 320).")
 FABRIC = {"fabric": True}
 # unit 9.3 notes.txt: fit time of 3 epochs (min) per Lightning strategy, 1 GPU or 4 GPUs
 MULTIGPU_MIN = {"single-gpu": 5.55, "ddp": 2.33, "fsdp": 1.9, "deepspeed-2": 1.74,
@@ -68,12 +79,17 @@ ZERO_ARMS = (Variant("ddp", options={"impl": "torch", "stage": 0}),
 
 
 # dlf-u9-multigpu: the course's strategies (published names), then the labelled extra arm that runs on CPU
-MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single"}), Variant("ddp", options={"strategy": "ddp"}),
+MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single", "ranks": 1}), Variant("ddp", options={"strategy": "ddp"}),
                  Variant("fsdp", options={"strategy": "fsdp"}),
                  Variant("deepspeed-2", options={"strategy": "deepspeed", "zero_stage": 2}),
                  Variant("deepspeed-2-offload", options={"strategy": "deepspeed", "zero_stage": 2, "offload": True}),
                  Variant("deepspeed-3", options={"strategy": "deepspeed", "zero_stage": 3}),
                  Variant("fsdp2", options={"strategy": "fsdp2"}))
+
+
+def multigpu_devices(arm: str) -> int:
+    """The GPUs notes.txt ran a strategy on: single-gpu on 1 A100, every other strategy on 4."""
+    return 1 if arm == "single-gpu" else 4
 
 
 def precision(name: str) -> Variant:
@@ -94,8 +110,13 @@ EXPERIMENTS = (
                           P("ratio", 2.99, "repo-output", "derived 21.64/7.24 (DistilBERT)", variant="16-mixed"),
                           P("ratio", 2.84, "repo-output", "derived 21.64/7.62 (DistilBERT)",
                             variant="bf16-mixed"),
+                          P("steps_per_epoch", 2917, "repo-output", "batches an epoch: 35,000 training reviews at "
+                            "batch 12, no drop_last (ceil(35,000 / 12)); a setting, not a speed"),
                           *(P("test_accuracy_pct", acc, "repo-output", TEST_ACCURACY, variant=name)
-                            for name, acc in (("32-true", 92.23), ("16-mixed", 92.67), ("bf16-mixed", 91.98)))),
+                            for name, acc in (("32-true", 92.23), ("16-mixed", 92.67), ("bf16-mixed", 91.98))),
+                          P("parameters", 67_000_000, "repo-output", "Lightning's model summary: '67.0 M' trainable "
+                            "parameters, rounded to 0.1 M, so the count is within +-50,000 of it "
+                            "(DistilBertForSequenceClassification with 2 labels has 66,955,010)")),
                hardware=A100, expect="Another GPU changes the size; expect 16-mixed and bf16-mixed well ahead of "
                                      "32-true on Tensor Core GPUs, little gain on CPU.",
                decisions=(COURSE_DECISION, SPLIT_DECISION,
@@ -105,17 +126,17 @@ EXPERIMENTS = (
     Experiment(id="dlf-u9-multigpu", compares="1 device -> DDP / FSDP / DeepSpeed through Lightning Fabric, 2+ "
                "processes (Gloo on CPU, NCCL on GPUs)", pipeline="fabric_strategies", target="cuda",
                launcher="torchrun", knobs={"NPROC": "2"}, settings=COURSE, variants=MULTIGPU_ARMS,
-               published=(*(P("fit_time_min", t, "repo-output", f"strategy {name}", variant=name)
-                            for name, t in MULTIGPU_MIN.items()),
+               published=(*(P("fit_time_min", t, "repo-output", f"strategy {name}", variant=name,
+                              devices=multigpu_devices(name)) for name, t in MULTIGPU_MIN.items()),
                           *(P("ratio", round(MULTIGPU_MIN["single-gpu"] / t, 2), "repo-output",
-                              f"derived {MULTIGPU_MIN['single-gpu']}/{t}", variant=name)
+                              f"derived {MULTIGPU_MIN['single-gpu']}/{t}: 4 GPUs vs 1", variant=name, devices=4)
                             for name, t in MULTIGPU_MIN.items() if name != "single-gpu"),
-                          *(P("gpu_memory_mib", mib, "repo-output", f"strategy {name}", variant=name)
-                            for name, mib in MULTIGPU_MIB.items()),
+                          *(P("gpu_memory_mib", mib, "repo-output", f"strategy {name}, one device's", variant=name,
+                              devices=multigpu_devices(name)) for name, mib in MULTIGPU_MIB.items()),
                           P("gpu_memory_mib", 14752, "repo-output", "strategy deepspeed_stage_3_offload: no arm here "
-                            "(the course gives no time for it)"),
+                            "(the course gives no time for it)", devices=4),
                           *(P("test_accuracy_pct", acc, "repo-output", "test accuracy as notes.txt records it "
-                              "(torchmetrics' fraction as a percentage)", variant=name)
+                              "(torchmetrics' fraction as a percentage)", variant=name, devices=multigpu_devices(name))
                             for name, acc in MULTIGPU_ACCURACY.items())),
                hardware="A100 (count 4)",
                expect="On CPU processes (make dlf-u9-multigpu NPROC=2) ddp and fsdp2 run, the GPU-only strategies "
@@ -123,7 +144,7 @@ EXPERIMENTS = (
                       "single-gpu): expect no speed-up from ranks sharing a few cores, fsdp2 holding half of ddp's "
                       "parameter, gradient and optimizer bytes per rank (metrics.bytes_per_rank), and equal losses. "
                       "On 4 GPUs (NPROC=4 ARGS='--device cuda -o backend=nccl') expect the direction of the "
-                      "published ratios, not their size (random init unless --weights; IMDB's own split).",
+                      "published ratios, not their size (random init unless --weights).",
                decisions=(COURSE_DECISION,
                           "The course ran Lightning's Trainer at precision=16; precision=auto is 16-mixed on GPUs "
                           "and 32-true on CPU (Lightning would silently turn 16-mixed into bf16 there).",
@@ -185,9 +206,14 @@ EXPERIMENTS = (
                options={"optimizer": "adamw", "cudnn_benchmark": False},
                variants=(Variant("fp32"), Variant("bf16", options={"precision": "bf16"}),
                          Variant("fp16", options={"precision": "fp16"})),
-               published=tuple(fig for arm in ("bf16", "fp16") for fig in (
+               published=(*(fig for arm in ("bf16", "fp16") for fig in (
                    P("stated_speed_factor_x", 2, NOTE, "rule of thumb, not measured", variant=arm),
                    P("stated_memory_factor_x", 2, NOTE, "recipe table; rule of thumb, not measured", variant=arm))),
+                   *(P("max_finite_value", value, NOTE, f"precision table: {name} range +-{value:g}, the format's "
+                       "largest finite value (torch.finfo(dtype).max, to the note's digits; "
+                       "tests/unit/test_catalog.py checks it)", variant=arm)
+                     for arm, name, value in (("fp32", "FP32", 3.4e38), ("fp16", "FP16", 65504),
+                                              ("bf16", "BF16", 3.4e38)))),
                expect="The note's 2x is a GPU rule of thumb; on CPU bf16 gains only with native bf16 units (AMX).",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "EfficientNet-B0 (a CNN, the "
                                                 "note's exercise 1)"),
@@ -203,30 +229,50 @@ EXPERIMENTS = (
                                                 "BatchNorm, so micro-batches and the full batch agree exactly)"),
                           "fp32 by default (-o precision=bf16|fp16 adds the note's autocast and GradScaler); a "
                           "test proves the accumulated gradients equal the full batch's.")),
-    Experiment(id="s004-ckpt", compares="plain -> activation checkpointing per block (claim: ~0.7x speed)",
+    Experiment(id="s004-ckpt", compares="plain fp32 -> activation checkpointing per block (claim: ~2-3x memory, "
+               "~30 % slower); + bf16 autocast (the recipe table's 4x memory, 0.7x speed)",
                pipeline="activation_ckpt", settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
-               variants=(Variant("plain", options={"checkpoint": False}), Variant("checkpointed")),
-               published=(P("stated_speed_factor_x", 0.7, NOTE, "rule of thumb ('~30 % slower'), not measured",
-                            variant="checkpointed"),
-                          P("stated_memory_factor_x", 4, NOTE, "recipe table, with mixed precision (the text says "
-                            "~2-3x); rule of thumb, not measured", variant="checkpointed")),
-               expect="Expect a lower speed and a much lower saved_for_backward_mib for the checkpointed arm.",
+               variants=(Variant("plain", options={"checkpoint": False}), Variant("checkpointed"),
+                         Variant("amp-checkpointed", options={"precision": "bf16"})),
+               published=(P("stated_speed_factor_x", 0.7, NOTE, "the prose's '~30 % slower' (checkpointing alone); "
+                            "rule of thumb, not measured", variant="checkpointed"),
+                          P("stated_memory_factor_x", 2.5, NOTE, "the prose's '~2-3x' (checkpointing alone), judged "
+                            "on its own range; rule of thumb, not measured", variant="checkpointed", low=2, high=3),
+                          P("stated_speed_factor_x", 0.7, NOTE, "recipe table: 1 GPU mixed precision + gradient "
+                            "checkpoint, against fp32; rule of thumb, not measured", variant="amp-checkpointed"),
+                          P("stated_memory_factor_x", 4, NOTE, "recipe table: 1 GPU mixed precision + gradient "
+                            "checkpoint, against fp32; rule of thumb, not measured", variant="amp-checkpointed")),
+               expect="Expect a lower speed and a much lower saved_for_backward_mib for both checkpointed arms; bf16 "
+                      "halves the activations checkpointing keeps, and gains speed only with native bf16 units.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "ViT-B/16 (its 12 encoder "
                                                 "blocks are the block list)"),
                           "Memory is saved_for_backward_mib on every device plus peak_gpu_mib on CUDA; CPU peak "
-                          "RSS is process-wide across variants, so it is not the comparison.")),
-    Experiment(id="s004-dp-vs-ddp", compares="nn.DataParallel (1 process, 2 GPUs) vs DistributedDataParallel "
-               "(2 processes), global batch 64", pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
-               settings={**NOTE_SETUP, "model": "cnn_cifar10"},
-               variants=(Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
+                          "RSS is process-wide across variants, so it is not the comparison.",
+                          "Each claim on the arm it describes: the prose's checkpointing-only '~2-3x' memory (a "
+                          "range, the band itself) and '~30 % slower' on checkpointed; the recipe table's row "
+                          "'mixed precision + gradient checkpoint: 4x memory, 0.7x speed' (both against fp32, "
+                          "the row under s004-amp's 2x/2x) on amp-checkpointed, bf16 autocast (the note's "
+                          "precision advice for A100/H100; fp16 + GradScaler is the CUDA-only s004-amp arm).")),
+    Experiment(id="s004-dp-vs-ddp", compares="one device -> nn.DataParallel (1 process, 2 GPUs) / "
+               "DistributedDataParallel (2 processes), global batch 64", pipeline="ddp", launcher="torchrun",
+               knobs={"NPROC": "2"}, settings={**NOTE_SETUP, "model": "cnn_cifar10"},
+               variants=(Variant("one-device", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 1}),
+                         Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
                          Variant("ddp", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 2})),
-               published=(P("stated_memory_factor_x", 1, NOTE, "recipe table: DDP keeps the whole model on every "
-                            "GPU; rule of thumb, not measured", variant="ddp"),),
+               published=(P("stated_memory_factor_x", 1, NOTE, "recipe table: multi-GPU DDP against one GPU (the "
+                            "whole model on every GPU); rule of thumb, not measured", variant="ddp"),
+                          P("stated_speed_factor_x", 2, NOTE, "recipe table: DDP speed 'N' x, N = 2 GPUs at this "
+                            "entry's NPROC=2; DDP on N GPUs against one GPU (not against DataParallel); rule of "
+                            "thumb, not measured", variant="ddp", devices=2)),
                expect="DataParallel is one process and one Python thread per GPU: it scatters the batch, copies the "
                       "model to every GPU each step and gathers the outputs on GPU 0, so DDP (one process per GPU, "
                       "gradients all-reduced during backward) is expected to be faster. On CPU only the DDP arm "
                       "runs (Gloo); the DataParallel arm is recorded as skipped with the reason.",
-               decisions=("Same model and global batch: DataParallel takes the whole batch of 64 in one process and "
+               decisions=("The recipe table's DDP row (memory 1x, speed N) is DDP against one GPU, so it is judged "
+                          "on the ddp arm against one-device (1 process, the same 32 per device); DataParallel "
+                          "against DDP is the note's exercise 3, with no figure: both arms' ratios to one-device "
+                          "are measured side by side.",
+                          "Same model and global batch: DataParallel takes the whole batch of 64 in one process and "
                           "splits it over 2 GPUs; DDP takes 32 per rank on 2 ranks. Both through pipelines/ddp.py "
                           "(-o strategy=dp|ddp); Adam (ddp.py's optimizer) at the note's lr 1e-4, wd 0.01.",
                           "DataParallel needs 2 CUDA devices in one process: in a multi-process launch it is skipped "
@@ -271,6 +317,12 @@ EXPERIMENTS = (
                settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,
                      "lr": 5e-5, "weight_decay": 0.0},
                options={"strategy": "fsdp", "precision": "bf16", "backend": "gloo"},
+               published=(P("stated_memory_factor_x", 2, NOTE, "recipe table: FSDP/ZeRO memory 'N' x, N = 2 GPUs "
+                            "at this entry's NPROC=2 (each rank holds 1/N of the sharded state); rule of thumb, "
+                            "not measured", devices=2),
+                          P("stated_speed_factor_x", 2, NOTE, "recipe table: FSDP/ZeRO speed '~N' x (approximate), "
+                            "N = 2 GPUs at this entry's NPROC=2, against one GPU; rule of thumb, not measured",
+                            devices=2)),
                expect="runs on CPU with Gloo (2 ranks, tiny ViT): proves the sharding path; the note's memory and "
                     "speed factors are rules of thumb for N GPUs, not measured figures",
                decisions=("Auto-wrap = fully_shard per transformer encoder block (FSDP2), bf16 via FSDP's "

@@ -4,7 +4,6 @@ real two-experiment comparison whose rounds the report pools."""
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
 

@@ -64,7 +64,8 @@ def test_show_json_holds_the_whole_entry():
     assert entry["id"] == "ch6-prune" and entry["reproduces"] == "book ch6: Table 6.1"
     assert [v["name"] for v in entry["variants"]] == [v.name for v in ENTRIES["ch6-prune"].variants]
     assert {"metric": "ratio", "value": 1.61, "source": "book:ch6:table6.1", "note": "derived 122/76",
-            "variant": "s80", "basis": "same-work throughput", "work_ratio": 1.0} in entry["published"]
+            "variant": "s80", "basis": "same-work throughput", "work_ratio": 1.0, "devices": 1, "low": None,
+            "high": None} in entry["published"]  # devices: one process, the book's and this entry's
 
 
 def test_show_names_every_figures_basis_and_the_fidelity_decisions():

@@ -258,5 +258,6 @@ def test_bag_of_words_learns_generated_imdb(data_root, tmp_path):
                 "--data-root", str(data_root), "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     (rec,) = records(tmp_path)
-    # 80 test reviews: 65 % is more than 2.5 standard deviations above chance (50 %)
+    # the course's split of the pooled 320 generated reviews leaves 64 for the test: 65 % is about 2.4 standard
+    # deviations above chance (50 %)
     assert rec["metrics"]["test_accuracy_pct"] >= 65 and rec["config"]["tokenizer_source"] == "trained-here"

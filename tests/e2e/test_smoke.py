@@ -5,7 +5,7 @@ import importlib.util
 import pytest
 import torch
 
-from conftest import REPO, accel, records
+from conftest import accel, records
 from pipelines.core.spec import experiments
 
 READY = [e for e in experiments.all_experiments().values() if e.status == "ready" and e.launcher == "local"]

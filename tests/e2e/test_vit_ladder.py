@@ -48,6 +48,25 @@ def test_finetune_without_weights_says_it_ran_from_random_init(data_root, tmp_pa
 
 
 @pytest.mark.slow
+def test_a_talk_epoch_trains_the_first_90_percent_and_validates_the_rest_inside_the_clock(data_root, tmp_path):
+    """Book scale on the generated CIFAR-10 (500 train images): 450 train, 50 validate after every epoch inside
+    the timed region; the talk's per-batch train accuracy and loss line (batch 0) are in the record."""
+    run = accel("run", "vit-finetune", "--scale", "book", "--epochs", "2", "--batch-size", "50", "--model",
+                "vit_tiny", "--device", "cpu", "--num-workers", "0", "--data-root", str(data_root),
+                "--results-dir", str(tmp_path))
+    assert run.returncode == 0, run.stderr[-3000:]
+    (rec,) = records(tmp_path)
+    config, metrics = rec["config"], rec["metrics"]
+    assert (config["split"], config["train_samples"], config["validation_samples_available"]) == ("cvpr2023", 450, 50)
+    assert metrics["steps_per_epoch"] == 9 and metrics["epochs_completed"] == 2
+    assert metrics["validation_passes"] == 2 and metrics["validation_batches_per_pass"] == 1
+    assert len(metrics["val_accuracy_pct_per_epoch"]) == len(metrics["train_accuracy_pct_per_epoch"]) == 2
+    assert [row[:2] for row in metrics["logged_losses"]] == [[1, 0], [2, 0]] and metrics["loss_every"] == 300
+    inside = sum(metrics["epoch_times_s"]) + metrics["validation_s"]
+    assert metrics["train_s"] == pytest.approx(inside, rel=0.05, abs=0.05)  # the passes are in the minutes
+
+
+@pytest.mark.slow
 def test_finetune_loads_a_local_weights_file_and_replaces_the_head(data_root, tmp_path):
     """A 1000-class state_dict (as torchvision's ImageNet file): the body loads, the head is re-initialised
     (the bf16-mixed entry here, so the same run also covers Fabric's precision plugin end to end)."""
@@ -99,7 +118,12 @@ def _refused(args, code, needle, tmp_path, data_root):
      "matmul_precision='low'"),
     (["run", "dlf-u9-amp", "--scale", "smoke", "--device", "cpu", "--variant", "16-mixed"], 3,
      "nothing can run here"),
-], ids=["missing-weights", "precision-without-fabric", "unknown-precision", "bad-matmul", "16-mixed-on-cpu"])
+    (["run", "vit-finetune", "--scale", "smoke", "--device", "cpu", "--dataset", "fashion_mnist"], 2,
+     "split cvpr2023 (the entry's) is a split of cifar10, not of fashion_mnist; run the entry on --dataset cifar10"),
+    (["run", "vit-finetune", "--scale", "smoke", "--device", "cpu", "-o", "loss_every=-1"], 2,
+     "option loss_every must be at least 0"),
+], ids=["missing-weights", "precision-without-fabric", "unknown-precision", "bad-matmul", "16-mixed-on-cpu",
+        "talk-split-on-another-dataset", "negative-loss-every"])
 def test_bad_vit_input(args, code, needle, tmp_path, data_root):
     _refused(args, code, needle, tmp_path, data_root)
 

@@ -1,7 +1,6 @@
 import gzip
 import struct
 
-import numpy as np
 import pytest
 import torch
 import torchvision

@@ -90,7 +90,8 @@ def test_a_basis_outside_the_list_is_refused():
 
 @pytest.mark.slow
 def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_path):
-    """s004-ckpt on CPU: autograd's saved activations per arm, 3 repeats, judged against the note's 4x."""
+    """s004-ckpt on CPU: autograd's saved activations per arm, 3 repeats; checkpointing alone judged on the
+    note's own range ~2-3x (the band is the range), checkpointing + bf16 on the recipe table's 4x."""
     from conftest import accel
 
     out = accel("run", "s004-ckpt", "--scale", "smoke", "--dataset", "synthetic", "--repeats", "3",
@@ -99,7 +100,13 @@ def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_pat
     built = {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(tmp_path))}
     ckpt = built[("s004-ckpt", "checkpointed")]
     assert ckpt.memory_metric == "saved_for_backward_mib" and ckpt.memory_ratio > 1  # it saves memory
-    assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 4
-    assert ckpt.memory_verdict in (intervals.REPRODUCED, intervals.INCONCLUSIVE, *report_rows.MEMORY_WORDS.values())
+    assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 2.5
+    expected = "saves more than published" if ckpt.memory_ci_low > 3 else "saves less than published" \
+        if ckpt.memory_ci_high < 2 else (intervals.REPRODUCED if 2 <= ckpt.memory_ci_low <= ckpt.memory_ci_high <= 3
+                                         else intervals.INCONCLUSIVE)
+    assert ckpt.memory_verdict == expected  # the range [2, 3] itself, not 2.5 x (1 +- 15 %)
+    amp = built[("s004-ckpt", "amp-checkpointed")]
+    assert amp.baseline == "s004-ckpt [plain]" and amp.published_memory_ratio == 4
+    assert amp.memory_ratio > ckpt.memory_ratio  # bf16 halves what checkpointing keeps
     report = accel("report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "o"), timeout=300)
     assert report.returncode == 0 and "## Memory" in (tmp_path / "o" / "report.md").read_text()

@@ -120,6 +120,27 @@ def test_gloo_ranks_compare_with_the_threads_run_on_the_same_total_cores(tmp_pat
     assert rows[("ch9-cpu-threads", "threads=2")].verdict == "faster than published"
 
 
+def test_the_course_s_4_gpu_ratios_are_not_judged_on_2_ranks_and_the_row_names_the_counts(tmp_path):
+    """NPROC=2 make dlf-u9-multigpu: ddp on 2 ranks against single-gpu on 1 measures a ratio, but not the
+    course's 4-A100 one; the row keeps the measured ratio, names both counts and the command that matches."""
+    single = [record("dlf-u9-multigpu", "single-gpu", repeat=i, step_times=steps(1.0)) for i in range(3)]
+    ddp = [record("dlf-u9-multigpu", "ddp", repeat=i, step_times=steps(1.5)) for i in range(3)]
+    for rec in single + ddp:
+        rec["config"]["device"] = "cuda"  # the same hardware class as the course: only the count differs
+    for rec in ddp:
+        rec["dist"]["world_size"] = 2
+    write(tmp_path, "single", single)
+    write(tmp_path, "ddp", ddp)
+    row = rows_for(tmp_path)[("dlf-u9-multigpu", "ddp")]
+    assert row.ratio == pytest.approx(1.5) and row.published_ratio == 2.38
+    assert row.verdict == "not comparable" and row.why == (
+        "published on 4 device(s), measured on 2; the source's count: make dlf-u9-multigpu NPROC=4")
+    for rec in ddp:
+        rec["dist"]["world_size"] = 4
+    write(tmp_path, "ddp", ddp)
+    assert rows_for(tmp_path)[("dlf-u9-multigpu", "ddp")].verdict == "slower than published"
+
+
 # Every catalog entry runs now; a planned one (a source row nothing here delivers yet) is made for the test.
 PLANNED = dataclasses.replace(experiments.get("ch2-bs128"), id="ch2-planned", pipeline=None, status="planned",
                               planned_reason="needs what this machine lacks")
@@ -449,9 +470,9 @@ def test_harness_overhead_has_one_row_per_workload_with_an_interval():
     assert low <= 0.84 <= high < 1
 
 
-def test_a_multi_gpu_entry_run_on_fewer_gpus_is_not_compared_with_its_published_ratio():
+def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_matching_command():
     """vit-ddp-4gpu on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU
-    speed-up; vit-fsdp-4gpu-sched against vit-fsdp-4gpu (both at one GPU) keeps the published pair's ratio."""
+    speed-up; the course's strategies at NPROC=2 are not its 4-A100 ratios; ch9's ranks=N arms carry N."""
     from pipelines.core.spec import experiments
     from pipelines.core.stats import pairing
 
@@ -459,12 +480,18 @@ def test_a_multi_gpu_entry_run_on_fewer_gpus_is_not_compared_with_its_published_
         return [{"dist": {"world_size": world_size}}]
 
     ddp = experiments.get("vit-ddp-4gpu")
-    assert "published at 4 vs 1" in pairing.process_count_difference(ddp, "vit-bf16-mixed", recs(1), recs(1))
-    assert pairing.process_count_difference(ddp, "vit-bf16-mixed", recs(4), recs(1)) == ""
-    sched = experiments.get("vit-fsdp-4gpu-sched")
-    assert pairing.process_count_difference(sched, "vit-fsdp-4gpu", recs(1), recs(1)) == ""
-    gloo = experiments.get("ch9-cpu-gloo")  # arms sized by ranks: the launch skips what does not fit
-    assert pairing.process_count_difference(gloo, "ch9-cpu-threads", recs(2), recs(1)) == ""
+    assert pairing.device_count_difference(ddp, "default", ("vit-bf16-mixed", "default"), recs(1), recs(1)) == (
+        "published on 4 device(s), measured on 1; the source's count: make vit-ddp-4gpu NPROC=4")
+    assert pairing.device_count_difference(ddp, "default", ("vit-bf16-mixed", "default"), recs(4), recs(1)) == ""
+    course = experiments.get("dlf-u9-multigpu")
+    assert course.published_devices("ddp") == 4 and course.published_devices("single-gpu") == 1
+    assert "published on 4 device(s), measured on 2; the source's count: make dlf-u9-multigpu NPROC=4" in \
+        pairing.device_count_difference(course, "ddp", ("dlf-u9-multigpu", "single-gpu"), recs(2), recs(1))
+    gloo = experiments.get("ch9-cpu-gloo")
+    assert gloo.published_devices("ranks=4") == 4 and gloo.published_devices("ranks=3") == 3
+    assert pairing.device_count_difference(gloo, "ranks=2", ("ch9-cpu-threads", "threads=2"), recs(2), recs(1)) == ""
+    assert "its baseline published on 1 device(s), measured on 2" in pairing.device_count_difference(
+        gloo, "ranks=2", ("ch9-cpu-threads", "threads=2"), recs(2), recs(2))
 
 
 def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):

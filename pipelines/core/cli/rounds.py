@@ -59,7 +59,7 @@ def _slot(group, passthrough: Sequence[str], allocator, env) -> "object":
         slot_env["ALLOCATOR"] = allocator.knob
     ranks = getattr(group.arms[0].cfg.options, "ranks", None)
     if group.key[0] == "launch" and isinstance(ranks, int) and ranks > 0 and group.arms[0].entry.launcher == "torchrun":
-        slot_env.setdefault("NPROC", env.get("NPROC") or str(ranks))
+        slot_env["NPROC"] = str(ranks)  # an arm sized to its ranks (ch9's ranks=N, a 1-device arm) gets them
     labels = [a.label for a in group.arms]
     label = " + ".join(labels) if len(labels) <= 3 else f"{' + '.join(group.ids)} ({len(labels)} arms)"
     return alternate.Slot(label, tuple(group.ids), (*args, *passthrough), slot_env)

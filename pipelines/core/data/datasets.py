@@ -9,10 +9,16 @@ that fixes it, and the returned `Loaders.source` (real | generated | synthetic) 
 IMDB is text: its reviews are tokenized once per process (`core/data/text.py`: a local tokenizer folder, or
 one trained on the training reviews) into (N, 2, seq_len) tensors of ids and attention masks, which a
 TensorDataset serves; `Loaders.details` says which tokenizer, for the record.
+
+`cfg.split` picks whose split (core/data/splits.py): the dataset's own files, the CVPR 2023 talk's CIFAR-10
+holdout (train 0-44,999, validation 45,000-49,999) or the course's pooled IMDB split (35,000 / 5,000 /
+10,000). A split with a validation part gives `Loaders.valid`, which the pipelines' per-epoch validation
+pass (core/train/bookkeeping.py) runs inside the timed region, as both sources' loops did.
 """
 
 from __future__ import annotations
 
+import copy
 import functools
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,27 +26,15 @@ from typing import Callable
 
 import numpy as np
 import torch
-from torch.utils.data import DataLoader, Dataset, SubsetRandomSampler, TensorDataset
+from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, SubsetRandomSampler, TensorDataset
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, FashionMNIST, VisionDataset
 
-from pipelines.core.data import files, text
+from pipelines.core.data import files, splits, text
+from pipelines.core.data.splits import book_fmnist_train_indices
 from pipelines.core.train import models
 from pipelines.core.spec.config import RunConfig
 from pipelines.core.errors import ConfigError
-
-BOOK_FMNIST_SPLIT_SEED = 42  # the book's numpy permutation that keeps 90 % of the train images
-BOOK_FMNIST_VALID_FRACTION = 0.1  # its build_data_loader's valid_size: the permutation's FIRST 10 % (never used)
-
-
-def book_fmnist_train_indices(train_images: int) -> list[int]:
-    """The training images of the book's build_data_loader: np.random.seed(42), shuffle the indices, keep
-    `indices[split:]` with split = floor(0.1 * n), the LAST 90 % (54,000 of 60,000); the first 10 % is the
-    validation split it never evaluates. Taking the first 90 % instead would train on 6,000 of the book's
-    validation images and leave out 6,000 of its training ones."""
-    order = np.random.RandomState(BOOK_FMNIST_SPLIT_SEED).permutation(train_images)
-    return order[int(np.floor(BOOK_FMNIST_VALID_FRACTION * train_images)):].tolist()
-
 
 @dataclass
 class Loaders:
@@ -50,6 +44,8 @@ class Loaders:
     train_samples: int
     test_samples: int
     details: dict = field(default_factory=dict)  # facts about the data for the record (e.g. the tokenizer)
+    valid: DataLoader | None = None  # the split's validation part (cvpr2023, dlf-imdb), this rank's share
+    valid_samples: int = 0  # the validation part's size, all ranks together
 
 
 class CheckedFashionMNIST(FashionMNIST):
@@ -100,28 +96,44 @@ def check(cfg: RunConfig) -> None:
 
 
 @functools.lru_cache(maxsize=4)
-def _tokenized_imdb(root: str, stamp: str, tokenizer: str | None, seq_len: int, vocab: int):
-    """Both IMDB splits, read by the checked reader and encoded once per process (repeats and variants share
-    them); `stamp` (the folder's checksum list) makes a regenerated folder a different entry."""
-    train, test = (files.load_split("imdb", Path(root), split) for split in (True, False))
-    encoded = text.tokenize_splits(train.texts, test.texts, seq_len, vocab, Path(tokenizer) if tokenizer else None)
-    out = []
-    for e, split in zip(encoded, (train, test)):
+def _tokenized_imdb(root: str, stamp: str, tokenizer: str | None, seq_len: int, vocab: int, split: str):
+    """IMDB's parts as (TensorDataset, details) pairs, read by the checked reader and encoded once per process
+    (repeats and variants share them); `stamp` (the folder's checksum list) makes a regenerated folder a
+    different entry. split "dataset": (train, test), IMDB's own 25,000 / 25,000; "dlf-imdb": (train, valid,
+    test), the course's pooled 35,000 / 5,000 / 10,000. The tokenizer is trained on the training part."""
+    train, test = (files.load_split("imdb", Path(root), part) for part in (True, False))
+    if split == "dlf-imdb":
+        texts, labels = splits.course_pool(train, test)
+        cut = splits.course_pool_split(len(labels))
+        parts = [([texts[i] for i in positions], labels[positions]) for positions in (cut.train, cut.valid, cut.test)]
+        orders = [None] * 3  # the course's own order: its shuffled pool, already mixed
+    else:
+        parts = [(train.texts, train.labels), (test.texts, test.labels)]
         # The folders list every neg review, then every pos one: a fixed permutation mixes them, so the first
         # batches (a smoke or bench evaluation) hold both classes even without shuffling.
-        order = torch.from_numpy(np.random.default_rng(IMDB_ORDER_SEED).permutation(len(split.labels)))
-        out.append((TensorDataset(e.inputs[order], torch.from_numpy(split.labels)[order]), e.details))
+        orders = [np.random.default_rng(IMDB_ORDER_SEED).permutation(len(part[1])) for part in parts]
+    encoded = text.tokenize_parts([texts for texts, _ in parts], seq_len, vocab, Path(tokenizer) if tokenizer else None)
+    out = []
+    for e, (_, labels), order in zip(encoded, parts, orders):
+        inputs, targets = e.inputs, torch.from_numpy(np.asarray(labels))
+        if order is not None:
+            order = torch.from_numpy(order)
+            inputs, targets = inputs[order], targets[order]
+        out.append((TensorDataset(inputs, targets), e.details))
     return out
 
 
-def imdb(cfg: RunConfig, input_shape: tuple[int, ...]) -> tuple[Dataset, Dataset, dict]:
-    """IMDB as (train, test) TensorDatasets of encoded reviews, and the tokenizer's details."""
+def imdb(cfg: RunConfig, input_shape: tuple[int, ...]) -> tuple[Dataset, Dataset | None, Dataset, dict]:
+    """IMDB as (train, valid, test) TensorDatasets of encoded reviews (valid None for IMDB's own split), and
+    the tokenizer's details."""
     manifest = Path(cfg.data_root) / files.spec("imdb").folder / files.MANIFEST
     stamp = files.digest(manifest) if manifest.is_file() else ""
-    (train, details), (test, _) = _tokenized_imdb(str(cfg.data_root), stamp,
-                                                  None if cfg.tokenizer is None else str(cfg.tokenizer),
-                                                  input_shape[-1], models.spec(cfg.model).vocab_size)
-    return train, test, details
+    parts = _tokenized_imdb(str(cfg.data_root), stamp, None if cfg.tokenizer is None else str(cfg.tokenizer),
+                            input_shape[-1], models.spec(cfg.model).vocab_size, cfg.split)
+    details = parts[0][1]
+    if len(parts) == 3:
+        return parts[0][0], parts[1][0], parts[2][0], details
+    return parts[0][0], None, parts[1][0], details
 
 
 def input_shape(cfg: RunConfig) -> tuple[int, ...]:
@@ -163,40 +175,94 @@ def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int | None = 
             rank: int = 0, world_size: int = 1) -> Loaders:
     """`classes`: how many labels synthetic data draws from (default: the model head's, cfg.head_classes)."""
     details = {}
+    valid_set = None
     if cfg.dataset == "synthetic":
         train_set, test_set = synthetic(cfg, input_shape, cfg.head_classes if classes is None else classes)
         data_source = "synthetic"
+        if cfg.split == "dlf-imdb":  # the course's pooled split, on the pooled tensors (test first, as it read)
+            train_set, valid_set, test_set = _pooled_parts(ConcatDataset([test_set, train_set]))
     elif cfg.dataset in TEXT_DATASETS:
         data_source = files.source(cfg.dataset, cfg.data_root)
-        train_set, test_set, details = imdb(cfg, input_shape)
+        train_set, valid_set, test_set, details = imdb(cfg, input_shape)
     else:
         data_source = files.source(cfg.dataset, cfg.data_root)  # digests: runner preflight
         transform, dataset = default_transform(cfg), DATASETS[cfg.dataset]
         train_set = dataset(cfg.data_root, True, train_transform or transform)
         test_set = dataset(cfg.data_root, False, test_transform or transform)
-    sampler, shuffle, train_samples = _train_sampling(cfg, train_set, rank, world_size)
+    holdout = splits.talk_holdout(len(train_set)) if cfg.split == "cvpr2023" else None
+    sampler, shuffle, train_samples = _train_sampling(cfg, train_set, rank, world_size, holdout)
     common = dict(num_workers=cfg.num_workers, pin_memory=cfg.pin_memory)
     if cfg.num_workers > 0:
         common.update(persistent_workers=cfg.persistent_workers, prefetch_factor=cfg.prefetch_factor)
     train = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler, shuffle=shuffle,
                        drop_last=cfg.drop_last, **common)
     test = DataLoader(test_set, batch_size=cfg.batch_size, shuffle=False, **common)
-    return Loaders(train, test, data_source, train_samples, len(test_set), details)
+    out = Loaders(train, test, data_source, train_samples, len(test_set), details)
+    if holdout is not None:  # the talk's validation images: the train files' last 10 %, with the test transform
+        valid_set = train_set if cfg.dataset == "synthetic" else \
+            _with_transform(train_set, test_transform or default_transform(cfg))
+        out.valid, out.valid_samples = _valid_loader(cfg, valid_set, list(holdout.valid), rank, world_size,
+                                                     common), len(holdout.valid)
+    elif valid_set is not None:
+        out.valid, out.valid_samples = _valid_loader(cfg, valid_set, None, rank, world_size, common), len(valid_set)
+    return out
 
 
-def _train_sampling(cfg: RunConfig, train_set: Dataset, rank: int, world_size: int):
-    """The book's Fashion-MNIST split (90 % of train, numpy seed 42), a DistributedSampler for ranks."""
+def _pooled_parts(pool: Dataset) -> tuple[Dataset, Dataset, Dataset]:
+    """The course's 70 / 10 / 20 cut of a pooled dataset, in its RandomState(1) order."""
+    cut = splits.course_pool_split(len(pool))
+    return tuple(Subset(pool, positions.tolist()) for positions in (cut.train, cut.valid, cut.test))
+
+
+def _with_transform(dataset: Dataset, transform: Callable) -> Dataset:
+    """The same images with the test transform (the talk's valid_dataset: CIFAR10(train=True,
+    transform=test_transforms)); a shallow copy shares the checked arrays."""
+    copied = copy.copy(dataset)
+    copied.transform = transform
+    return copied
+
+
+def _valid_loader(cfg: RunConfig, dataset: Dataset, indices: list[int] | None, rank: int, world_size: int,
+                  common: dict) -> DataLoader:
+    """The validation part's loader, as the sources built it: the talk a SubsetRandomSampler over the held-out
+    indices, the course an unshuffled loader; never drop_last. Over ranks a DistributedSampler (unshuffled)
+    gives each its share, padded to equal lengths so every rank runs the same number of batches (a sharded
+    model's forward is a collective), as Fabric's setup_dataloaders and Lightning's Trainer did."""
+    if world_size > 1:
+        from torch.utils.data.distributed import DistributedSampler
+
+        subset = dataset if indices is None else Subset(dataset, indices)
+        sampler = _IndexedSampler(DistributedSampler(subset, num_replicas=world_size, rank=rank, shuffle=False),
+                                  indices)
+    elif indices is not None:
+        generator = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
+        sampler = SubsetRandomSampler(indices, generator=generator)
+    else:
+        sampler = None
+    return DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, shuffle=False, drop_last=False,
+                      **common)
+
+
+def _train_sampling(cfg: RunConfig, train_set: Dataset, rank: int, world_size: int,
+                    holdout: splits.Holdout | None = None):
+    """The training part and its sampler: the book's Fashion-MNIST split (90 % of train, numpy seed 42), the
+    talk's first 90 % (SubsetRandomSampler, as local_utilities), or the whole set; a DistributedSampler over
+    that part for ranks."""
     generator = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
     indices = None
     if cfg.dataset == "fashion_mnist":
         indices = book_fmnist_train_indices(len(train_set))
+    elif holdout is not None:
+        indices = list(holdout.train)
     if world_size > 1:
         from torch.utils.data.distributed import DistributedSampler
 
-        subset = train_set if indices is None else torch.utils.data.Subset(train_set, indices)
+        subset = train_set if indices is None else Subset(train_set, indices)
         sampler = DistributedSampler(subset, num_replicas=world_size, rank=rank,
                                      shuffle=cfg.shuffle, seed=cfg.seed or 0)
         return _IndexedSampler(sampler, indices), False, len(subset)
+    if indices is not None and holdout is not None and not cfg.shuffle:
+        return indices, False, len(indices)  # the held-out split in file order
     if indices is not None:
         return SubsetRandomSampler(indices, generator=generator), False, len(indices)
     return None, cfg.shuffle, len(train_set)

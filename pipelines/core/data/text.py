@@ -81,9 +81,11 @@ def encode(tokenizer, texts: Sequence[str], seq_len: int) -> torch.Tensor:
     return torch.stack((out["input_ids"], out["attention_mask"]), dim=1).to(torch.int64)
 
 
-def tokenize_splits(train_texts: Sequence[str], test_texts: Sequence[str], seq_len: int, model_vocab: int,
-                    folder: Path | None) -> tuple[Tokenized, Tokenized]:
-    """Both splits encoded with one tokenizer: the local folder's, or one trained on the training texts."""
+def tokenize_parts(parts: Sequence[Sequence[str]], seq_len: int, model_vocab: int,
+                   folder: Path | None) -> list[Tokenized]:
+    """Every part of a split (the training texts first: train, then validation and test) encoded with one
+    tokenizer: the local folder's, or one trained on the training texts."""
+    train_texts = parts[0]
     if folder is not None:
         tokenizer = load_tokenizer(folder)
         details = {"tokenizer_source": "local-folder", "tokenizer_path": str(folder)}
@@ -95,6 +97,7 @@ def tokenize_splits(train_texts: Sequence[str], test_texts: Sequence[str], seq_l
         raise ConfigError(f"tokenizer {folder} has {size} tokens, more than the model's embedding table "
                           f"({model_vocab}); use the model's own tokenizer folder, or leave --tokenizer out")
     details.update(tokenizer_vocab_size=size, seq_len=seq_len)
-    train, test = encode(tokenizer, train_texts, seq_len), encode(tokenizer, test_texts, seq_len)
-    details["train_texts_at_seq_len_pct"] = round(100.0 * float((train[:, 1, -1] == 1).float().mean()), 2)
-    return Tokenized(train, details), Tokenized(test, details)
+    encoded = [encode(tokenizer, texts, seq_len) for texts in parts]
+    details["train_texts_at_seq_len_pct"] = round(100.0 * float((encoded[0][:, 1, -1] == 1).float().mean()), 2)
+    return [Tokenized(inputs, details) for inputs in encoded]
+

@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 from pipelines.core.record import atomic
 from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
+from pipelines.core.report import shares as report_shares
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals as stats
 from pipelines.core.report import tables as tables
@@ -53,7 +54,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     out_dir = Path(out_dir or results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = out_dir if ("md" in formats or "html" in formats) else None
-    doc = build(results_dir, rows, loaded, drift, note, plots, skipped)
+    doc = build(results_dir, rows, loaded, drift, note, plots, skipped, only)
     render = {"md": ("report.md", lambda: report_render.markdown(doc)),
               "csv": ("report.csv", lambda: tables.frame(rows).to_csv(index=False)),
               "html": ("report.html", lambda: report_render.html_page(doc, out_dir))}
@@ -120,7 +121,8 @@ def machines(records: list[dict[str, Any]]) -> list[str]:
 
 
 def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drift.Drift | None = None,
-          note: str = "", plots_dir: Path | None = None, drift_skipped: str | None = None) -> Doc:
+          note: str = "", plots_dir: Path | None = None, drift_skipped: str | None = None,
+          only: list[str] | None = None) -> Doc:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     doc = Doc("Published vs reproduced")
     doc.add("p", f"Generated {stamp} from {loaded.files} result file(s), {len(loaded.records)} record(s) "
@@ -137,6 +139,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
     _machine_state(doc, rows)
     _memory(doc, rows)
     _accuracy(doc, rows)
+    _profile_shares(doc, loaded.records, only)
     if drift is not None:
         _drift(doc, drift)
     elif drift_skipped:
@@ -212,6 +215,29 @@ def _accuracy(doc: Doc, rows: list[Row]) -> None:
     else:
         doc.add("sub", "Against the published accuracy (book scale, real data)")
         doc.add("table", book)
+
+
+def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | None) -> None:
+    """Every printed op share against the profiles the records hold (pipelines/core/report/shares.py); a
+    profile is a measurement with no throughput, so it has no row in Results and is judged here."""
+    judged = report_shares.share_rows(records, only)
+    if not judged:
+        return
+    import pandas as pd
+
+    doc.add("h", "Profile shares")
+    doc.add("p", "Each op share the book printed (self CPU time, PyTorch 2.0.0) against the mean share the "
+                 "recorded profiles give the same op; a printed name torch renamed is looked up under today's "
+                 "(aten::_reshape_alias as aten::view, CompiledFunction with its '## Call CompiledFxGraph' "
+                 "record), an op absent from the profile counts 0 %. Band: max("
+                 f"{report_shares.SHARE_FLOOR_PP:g} point, {report_shares.SHARE_RELATIVE:.0%} of the share) in "
+                 "percentage points, the spread of the book's own two profiles of the same forward pass; a "
+                 "one-call profile on another CPU and torch shows where the time goes, not a speed.")
+    doc.add("table", pd.DataFrame([row.cells() for row in judged]))
+    differs = [row for row in judged if row.verdict == report_shares.DIFFERS]
+    doc.add("p", f"{len(judged) - len(differs)} of {len(judged)} shares match"
+                 + (": differ " + ", ".join(f"{r.experiment} [{r.variant}] {r.op}"
+                                            for r in differs) if differs else "") + ".")
 
 
 def _drift(doc: Doc, drift: report_drift.Drift) -> None:

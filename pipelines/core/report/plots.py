@@ -192,7 +192,7 @@ def tradeoff_panels(rows: list[Row]) -> list[Panel]:
     a panel needs two points at least (its members, and the reference's published accuracy)."""
     groups: dict[tuple[str, str], list[Row]] = defaultdict(list)
     for row in rows:
-        if published_speedup(row) is not None and row.published_accuracy is not None:
+        if published_speedup(row) is not None and row.published_accuracy is not None and not row.accuracy_context:
             groups[_reference(row)].append(row)
     panels = []  # (reference arm, its published accuracy unless it is a member itself, members)
     for (base_id, base_arm), members in groups.items():

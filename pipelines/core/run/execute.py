@@ -206,11 +206,11 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
                            train_transform=transforms[0], test_transform=transforms[1])
     if isinstance(pipeline, Measurement):
         measured = pipeline.measure(cfg, cfg.options, ctx, loaders)
-        metrics, artifacts, notes = measured.metrics, measured.artifacts, []
+        metrics, artifacts = measured.metrics, measured.artifacts
+        notes = unvalidated(cfg, loaders, metrics)
     else:
         metrics, notes, artifacts = _train(pipeline, cfg, ctx, loaders, counter)
-    config = {**cfg.to_record(), "data_source": loaders.source, "train_samples": loaders.train_samples,
-              "test_samples_available": loaders.test_samples, **loaders.details}
+    config = {**cfg.to_record(), **data_facts(loaders)}
     trained = (metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
                                                          + (metrics.get("measured_steps") or 0))
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
@@ -234,12 +234,31 @@ def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loa
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
     metrics["parameters"] = models.parameter_count(trainable.model)
+    metrics["steps_per_epoch"] = len(loaders.train)  # this rank's batches an epoch: the split, batch and ranks
     metrics.update(trainable.metrics)
-    notes = list(trainable.notes)
+    notes = [*trainable.notes, *unvalidated(cfg, loaders, metrics)]
     if cfg.pin_memory and ctx.device.type != "cuda":
         notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
                       "host-to-GPU copies")
     return metrics, notes, trainable.artifacts
+
+
+def data_facts(loaders: datasets.Loaders) -> dict[str, Any]:
+    """What the record's config says about the data a run trained on: its source, the split's sizes, the
+    tokenizer."""
+    facts = {"data_source": loaders.source, "train_samples": loaders.train_samples,
+             "test_samples_available": loaders.test_samples, **loaders.details}
+    if loaders.valid is not None:
+        facts["validation_samples_available"] = loaders.valid_samples
+    return facts
+
+
+def unvalidated(cfg: RunConfig, loaders: datasets.Loaders, metrics: dict[str, Any]) -> list[str]:
+    """A note when the split held out a validation part that no validation pass used (never silent)."""
+    if loaders.valid is None or "validation_passes" in metrics:
+        return []
+    return [f"split {cfg.split} holds out {loaders.valid_samples} validation samples; this run made no "
+            "validation pass (this pipeline has none, or -o validate=false)"]
 
 
 def runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:

@@ -19,7 +19,8 @@ import torch
 from pipelines.core.data import datasets
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, machine, results
-from pipelines.core.run.execute import Outcome, keep, pairing_mark, record_of, seed_everything, runner_hooks
+from pipelines.core.run.execute import (Outcome, data_facts, keep, pairing_mark, record_of, runner_hooks,
+                                        seed_everything, unvalidated)
 from pipelines.core.run.pipeline import Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
@@ -145,9 +146,10 @@ def _interleaved_record(one: _Built, ctx: loop.RunContext, run_id: str, round_in
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, one.loaders.test, cfg, ctx))
     metrics["parameters"] = models.parameter_count(trainable.model)
+    metrics["steps_per_epoch"] = len(one.loaders.train)
     metrics.update(trainable.metrics)
-    config = {**cfg.to_record(), "data_source": one.loaders.source, "train_samples": one.loaders.train_samples,
-              "test_samples_available": one.loaders.test_samples, **one.loaders.details}
+    notes += unvalidated(cfg, one.loaders, metrics)
+    config = {**cfg.to_record(), **data_facts(one.loaders)}
     env = envinfo.fingerprint()
     env["python_gc_in_timed_steps"] = "paused (collected before each block)"
     return results.make_record(status="ok", run_id=run_id, config=config, repeat=round_index, metrics=metrics,

@@ -8,6 +8,7 @@ registered small sibling runs that sibling. Nothing here touches data, devices o
 from __future__ import annotations
 
 import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Mapping
 
@@ -50,11 +51,32 @@ def plan(experiment: experiments.Experiment, scale: str, overrides: Mapping[str,
             continue
         opts = options.build(pipeline.Options, experiment.options, variant.options, option_overrides)
         settings = {**experiment.settings, **variant.settings}
+        if experiment.cpu_form and scale != "smoke" and overrides.get("device") == "cpu":
+            settings.update(cpu_form_settings(experiment, settings))
         smoke = smoke_settings(pipeline, settings) if scale == "smoke" else {}
         configs.append(resolve({**settings, **smoke}, opts, overrides,
                                experiment=experiment.id, pipeline=experiment.pipeline, variant=variant.name,
                                scale=scale))
     return Plan(experiment, pipeline, configs)
+
+
+def cpu_form_settings(experiment: experiments.Experiment, settings: Mapping[str, Any]) -> dict[str, Any]:
+    """A GPU entry asked to run on CPU: its declared CPU form (ch7's EfficientNet-B0 at batch 64 instead of
+    B7 at 2048, which plans hours), host memory not pinned (no accelerator to copy to), and DataLoader
+    workers that follow the machine: at most one per 4 usable cores (2 cores: none, the batches load in
+    the training process instead of taking a core from it)."""
+    form = dict(experiment.cpu_form)
+    usable = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    form.setdefault("pin_memory", False)
+    form.setdefault("num_workers", min(int(settings.get("num_workers") or 0), usable // 4))
+    if form["num_workers"] == 0:
+        form.update(persistent_workers=False, prefetch_factor=None)
+    published = ", ".join(f"{key} {settings.get(key)}" for key in ("model", "batch_size") if key in form)
+    changed = ", ".join(f"{key} {form[key]}" for key in ("model", "batch_size") if key in form)
+    form["stand_in"] = (f"CPU form of a GPU entry: {changed} stands in for the published {published}; "
+                        f"num_workers {form['num_workers']} ({usable} usable cores), pin_memory "
+                        f"{form['pin_memory']} (no accelerator)")
+    return form
 
 
 def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str, Any]:

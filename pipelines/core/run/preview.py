@@ -17,17 +17,14 @@ The estimate (run/estimate.py) multiplies steps by a recorded step time and says
 
 from __future__ import annotations
 
-import json
 import math
 import os
-import statistics
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Mapping, Sequence
 
 from pipelines.core.dist import affinity
-from pipelines.core.record import envinfo, machine
-from pipelines.core.record.version import REPO
+from pipelines.core.record import machine
 from pipelines.core.spec import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.spec.config import RunConfig
@@ -200,6 +197,7 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
     arm_lines = [f"{c.experiment + ' [' + c.variant + ']':<{width}}  {against}" for c, against in arms]
     processes = sorted({lay.text() for lay in layouts})
     lines = [f"plan: {title}", f"  scale:     {scale_text(first, bool(extra))}",
+             *_lines("workload", [first.stand_in] if first.stand_in else []),
              *_lines("data", [data_text(first)]),
              "  arms:      " + arm_lines[0], *("             " + line for line in arm_lines[1:]),
              *_lines("repeats", [rule]),

@@ -19,6 +19,9 @@ from typing import Any, Mapping
 SCALES = ("smoke", "bench", "book")
 DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
 DEVICES = ("cpu", "cuda")
+# The sources' own splits (core/data/splits.py holds the rules), and the datasets each describes: the dataset's
+# own files; the CVPR 2023 talk's CIFAR-10 holdout; the course's pooled IMDB split. Synthetic tensors take any.
+SPLITS = {"dataset": None, "cvpr2023": ("cifar10", "synthetic"), "dlf-imdb": ("imdb", "synthetic")}
 
 
 from pipelines.core.spec import repeat_rule
@@ -93,6 +96,12 @@ class RunConfig:
     seq_len: int | None = None  # token models: tokens per text (None: the model's own, e.g. 512 for DistilBERT)
     tokenizer: Path | None = None  # a local tokenizer folder; None: train one on the training texts
     head_classes: int = 10  # the book keeps torchvision's 1000-class heads on DenseNet/EfficientNet
+    # whose train / validation / test split (core/data/splits.py): the dataset's own files, the talk's
+    # CIFAR-10 holdout (cvpr2023) or the course's pooled IMDB split (dlf-imdb)
+    split: str = "dataset"
+    # a workload that stands in for the published one (a GPU entry's declared CPU form): what it replaces,
+    # in one sentence the plan shows and the record keeps
+    stand_in: str = ""
     options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
 
     def __post_init__(self) -> None:
@@ -102,6 +111,7 @@ class RunConfig:
         _choice("scale", self.scale, SCALES)
         _choice("dataset", self.dataset, DATASETS)
         _choice("device", self.device, DEVICES)
+        _split_fits(self.split, self.dataset)
         for name, (low, high) in BOUNDS.items():
             value = getattr(self, name)
             if value is not None and not low <= value <= high:
@@ -137,6 +147,15 @@ class RunConfig:
         for key in ("data_root", "results_dir", "weights", "tokenizer"):
             out[key] = None if out[key] is None else str(out[key])
         return out
+
+
+def _split_fits(split: str, dataset: str) -> None:
+    """Refuse a split on a dataset it does not describe (the talk's holdout of IMDB, the course's of CIFAR-10)."""
+    _choice("split", split, tuple(SPLITS))
+    allowed = SPLITS[split]
+    if allowed is not None and dataset not in allowed:
+        raise ConfigError(f"split {split} (the entry's) is a split of {allowed[0]}, not of {dataset}; run the entry "
+                          f"on --dataset {allowed[0]} (or synthetic)")
 
 
 def _choice(name: str, value: str, allowed: tuple[str, ...]) -> None:

@@ -21,7 +21,14 @@ STATUSES = ("ready", "planned")
 
 # What a published figure measures, so that a verdict compares like with like (a measured throughput ratio is
 # judged against a same-work figure, or against a time-to-result one converted to the same work).
-BASES = ("same-work throughput", "time-to-result", "end-to-end", "memory", "accuracy", "profile share")
+# "context": shown beside the measurement, never compared with it (Table 3.2's accuracies come from one model
+# trained on across the book's sequence of backends; an arm here starts from fresh weights).
+# "count": a number the run computes exactly (parameters, steps per epoch, a format's largest value) and
+# "setting": a value the run is configured with (a batch size): the verdict is "matches" or "differs".
+BASES = ("same-work throughput", "time-to-result", "end-to-end", "memory", "accuracy", "profile share", "context",
+         "count", "setting")
+COUNT_METRICS = ("parameters", "baseline_parameters", "unpruned_parameters", "param_ratio", "steps_per_epoch",
+                 "max_finite_value")
 
 
 @dataclass(frozen=True)
@@ -31,7 +38,12 @@ class Published:
     `basis`: one of BASES; empty means the metric's usual one (a ratio: same-work throughput). A
     time-to-result ratio compares runs that did different work (the talk's 10 scratch epochs against 3
     fine-tuning ones); `work_ratio` is the baseline's work over the arm's (10/3 there), so the figure's
-    same-work equivalent, the one a throughput measurement can be judged against, is value / work_ratio."""
+    same-work equivalent, the one a throughput measurement can be judged against, is value / work_ratio.
+
+    `devices`: the GPUs (or CPU processes) the figure's arm ran on, where the source states them (the
+    course's strategies on 4 A100s); a run on another count is "not comparable", never judged. Unset, the
+    arm's own `ranks` option, the entry's NPROC knob or a single process stands for it
+    (Experiment.published_devices)."""
 
     metric: str
     value: float
@@ -40,8 +52,18 @@ class Published:
     variant: str | None = None  # which variant of the experiment the figure belongs to
     basis: str = ""
     work_ratio: float = 1.0
+    devices: int | None = None
+    # A range the source states ("memory ~2-3x"): the band a measurement is judged against is the range
+    # itself, not value x (1 +- tolerance); `value` is its middle, shown where one number is printed.
+    low: float | None = None
+    high: float | None = None
 
     def __post_init__(self) -> None:
+        if (self.low is None) != (self.high is None) or (self.low is not None and not
+                                                          self.low <= self.value <= self.high):
+            raise ValueError(f"a range needs low <= value <= high (got {self.low}, {self.value}, {self.high})")
+        if self.devices is not None and self.devices < 1:
+            raise ValueError(f"devices must be at least 1, not {self.devices}")
         if self.basis and self.basis not in BASES:
             raise ValueError(f"basis {self.basis!r} is not one of {', '.join(BASES)}")
         if self.work_ratio != 1.0 and self.basis != "time-to-result":
@@ -53,6 +75,10 @@ class Published:
             return self.basis
         if self.metric == "ratio":
             return "same-work throughput"
+        if self.metric in COUNT_METRICS:
+            return "count"
+        if self.metric.endswith("batch_size"):
+            return "setting"
         if self.metric.endswith("_pct") and "accuracy" in self.metric:
             return "accuracy"
         if "memory" in self.metric or self.metric.endswith(("_gb", "_mib", "_bytes")):
@@ -60,6 +86,24 @@ class Published:
         if self.metric.startswith(("self_cpu", "self_cuda")) or "share" in self.metric:
             return "profile share"
         return "end-to-end" if "time" in self.metric else "same-work throughput"
+
+    def band(self, tolerance: float) -> tuple[float, float]:
+        """Where a measurement reproduces this figure: its stated range, else value x (1 +- tolerance)."""
+        if self.low is not None and self.high is not None:
+            return self.low, self.high
+        value = self.same_work_value
+        return value * (1 - tolerance), value * (1 + tolerance)
+
+    def matches(self, measured: float) -> bool:
+        """A count or setting equals the figure: inside its stated range (Lightning's "67.0 M": 66.95 to
+        67.05 M), else equal at the figure's printed precision (1.079 matches 1.0790, not 1.08)."""
+        if self.low is not None and self.high is not None:
+            return self.low <= measured <= self.high
+        decimals = len(repr(float(self.value)).partition(".")[2].rstrip("0")) if "e" not in repr(self.value) else None
+        if decimals is None:  # 3.4e+38: its printed significant digits
+            digits = len(repr(self.value).partition("e")[0].replace(".", "").replace("-", ""))
+            return float(f"{measured:.{digits - 1}e}") == self.value
+        return round(measured, decimals) == self.value
 
     @property
     def same_work_value(self) -> float:
@@ -99,6 +143,9 @@ class Experiment:
     decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
     reproduces: str = ""  # the source's table / figure / slide / unit this entry reproduces (the map's column)
     cpu_smoke: tuple[str, ...] = ()  # extra `accel run` args for a quick CPU smoke run (e.g. a tiny stand-in)
+    # A GPU entry's workload for `--device cpu` at bench or book scale (settings over `settings`; the user's
+    # own flags still win): a stand-in a CPU finishes, named as such in the plan, the record and the verdict
+    cpu_form: Mapping[str, Any] = field(default_factory=dict)
     planned_reason: str = ""  # for status "planned": what delivers it
     variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
     tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
@@ -127,6 +174,22 @@ class Experiment:
                 and int(value) >= 1:
             return Variant(name, options={key: int(value)})
         return None
+
+    def published_devices(self, name: str) -> int | None:
+        """The devices (GPUs, or CPU processes) the source ran arm `name` on: a figure's stated count, else
+        the arm's `ranks` option (ch9's ranks=4, ch10's gpus=4), else the NPROC knob of a torchrun entry, else
+        1 for a single-process launcher; None where nothing says (mpirun across hosts without a figure)."""
+        for applies in (lambda fig: fig.variant == name, lambda fig: fig.variant is None):
+            stated = {fig.devices for fig in self.published if fig.devices and applies(fig)}
+            if len(stated) == 1:
+                return stated.pop()
+        arm = self.arm(name)
+        ranks = arm.options.get("ranks") if arm else None
+        if isinstance(ranks, int) and ranks > 0 and self.launcher != "local":
+            return ranks
+        if self.launcher == "torchrun" and str(self.knobs.get("NPROC", "")).isdigit():
+            return int(self.knobs["NPROC"])
+        return 1 if self.launcher == "local" else None
 
     def unknown_arm(self, name: str) -> str:
         """One line for an arm this entry does not have, with the fix."""

@@ -9,9 +9,10 @@ one place and a typo is an error, never a silently ignored setting:
     Literal["a", "b"]              click.Choice(["a", "b"])
     Annotated[int, IntRange(...)]  that click type, e.g. Annotated[int, click.IntRange(min=1)]
 
-Two option groups belong to the library, not to a pipeline: `DistOptions` (backend and timeout of a
-distributed run, read by the runner) and `CheckpointOptions` (read by the runner's checkpoint hooks). A
-pipeline that supports them inherits them into its own Options; core reads only these groups' fields.
+Three option groups belong to the library, not to a pipeline: `DistOptions` (backend and timeout of a
+distributed run, read by the runner), `CheckpointOptions` (read by the runner's checkpoint hooks) and
+`BookkeepingOptions` (a source loop's validation pass and per-batch bookkeeping, core/train/bookkeeping.py).
+A pipeline that supports them inherits them into its own Options; core reads only these groups' fields.
 """
 
 from __future__ import annotations
@@ -48,6 +49,19 @@ class CheckpointOptions:
 
     checkpoint_dir: str = ""
     checkpoint_every: Annotated[int, click.IntRange(min=0)] = 1
+
+
+@dataclass(frozen=True)
+class BookkeepingOptions:
+    """What a source's own loop did around the step inside its timed region (core/train/bookkeeping.py):
+    `validate`, a validation pass after every epoch when the run's split has a validation part (the talk's,
+    the course's); `train_accuracy`, a train accuracy updated from every batch's argmax (the talk's);
+    `loss_every`, the loss read to the host and formatted every N batches of an epoch (the talk's 300; 0:
+    never). A pipeline that offers them inherits the group and builds them with bookkeeping.source_loop."""
+
+    validate: bool = True
+    train_accuracy: bool = False
+    loss_every: Annotated[int, click.IntRange(min=0)] = 0
 
 
 def param_type(annotation: Any) -> click.ParamType:

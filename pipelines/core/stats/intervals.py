@@ -254,9 +254,10 @@ def band(published: float, tolerance: float) -> Interval:
     return Interval(published * (1 - tolerance), published * (1 + tolerance))
 
 
-def verdict(interval: Interval, published: float, tolerance: float) -> str:
-    """Conclusive only when the interval is: inside the band, or entirely above or below it."""
-    expected = band(published, tolerance)
+def verdict(interval: Interval, published: float, tolerance: float, expected: Interval | None = None) -> str:
+    """Conclusive only when the interval is: inside the band, or entirely above or below it. `expected`:
+    a band of the source's own (a stated range), instead of published x (1 +- tolerance)."""
+    expected = expected or band(published, tolerance)
     if expected.low <= interval.low and interval.high <= expected.high:
         return REPRODUCED
     if interval.low > expected.high:

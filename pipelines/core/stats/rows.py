@@ -104,6 +104,9 @@ class Row:
     accuracy_mean: float | None = None
     accuracy_sd: float | None = None
     published_accuracy: float | None = None
+    accuracy_context: str = ""  # why the published accuracy is context only, never a delta (basis "context")
+    # counts and settings (bases "count", "setting") the records carry: (metric, published, measured, verdict)
+    checks: list[tuple[str, float, float, str]] = field(default_factory=list)
     entry: experiments.Experiment | None = field(default=None, metadata=HIDDEN)
     records: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)
     errors: list[str] = field(default_factory=list, metadata=HIDDEN)
@@ -178,6 +181,7 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
                 _measured(row)
                 if entry is not None and entry.arm(variant) is not None:
                     _published(row, entry)
+                    _checks(row, entry)
                     _verdict(row, entry, {k[:2]: v for k, v in ran.items() if k[2] == scale}, ran)
                 elif row.records:
                     row.verdict = "not in catalog"
@@ -246,6 +250,8 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
     row.published_time = ", ".join(text for text, _ in times) or "-"
     row.published_time_s = times[0][1] if times else None
     row.published_accuracy = compare.published(entry, "test_accuracy_pct", row.variant)
+    accuracy = compare.published_figure(entry, "test_accuracy_pct", row.variant)
+    row.accuracy_context = accuracy.note if accuracy is not None and accuracy.basis == "context" else ""
     metric = "ratio" if compare.published_figure(entry, "ratio", row.variant) else STATED_SPEED
     row.published_ratio = compare.published(entry, metric, row.variant)
     fig = compare.published_figure(entry, metric, row.variant)
@@ -255,8 +261,26 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
             f"{fig.basis_name} {fig.value:g} over {fig.work_ratio:.3g}x the work: {fig.same_work_value:.2f} "
             "on the same work")
     if row.published_ratio is not None:
-        expected = stats.band(row.published_ratio, entry.tolerance)
-        row.band_low, row.band_high = expected.low, expected.high
+        row.band_low, row.band_high = fig.band(entry.tolerance)
+
+
+MATCHES, DIFFERS = "matches", "differs"
+
+
+def _checks(row: Row, entry: experiments.Experiment) -> None:
+    """A published count or setting against what every record of the arm measured: 'matches' when all do
+    (Published.matches: the figure's range or printed precision), else 'differs'. No interval: a count is
+    exact, and one record that differs is a difference."""
+    for fig in entry.published:
+        # a count named for no arm is every arm's (a model's parameters do not change with its precision)
+        if fig.basis_name not in ("count", "setting") or fig.variant not in (None, row.variant):
+            continue
+        values = [r["metrics"].get(fig.metric) for r in row.records]
+        values = [v for v in values if isinstance(v, (int, float))]
+        if values:
+            verdict = MATCHES if all(fig.matches(v) for v in values) else DIFFERS
+            row.checks.append((fig.metric, fig.value, values[0] if verdict == MATCHES else
+                               next(v for v in values if not fig.matches(v)), verdict))
 
 
 def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
@@ -276,8 +300,7 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.verdict = "not comparable"
         row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
         return
-    difference = (compare.machine_difference(row.records + base_recs)
-                  or compare.process_count_difference(entry, base[0], row.records, base_recs))
+    difference = compare.machine_difference(row.records + base_recs)
     if difference:
         row.verdict, row.why = "not comparable", f"no ratio: {difference}"
         return
@@ -307,10 +330,15 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
             row.judged = "end-to-end"
             interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
             row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
-    if compare.hardware_class(entry) != compare.run_class(row.records):
+    devices = compare.device_count_difference(entry, row.variant, base[:2], row.records, base_recs)
+    hardware = compare.hardware_class(entry) != compare.run_class(row.records)
+    if devices or hardware:
         row.verdict = "not comparable"
-        row.why = (f"different hardware class: published on {compare.hardware_class(entry).upper()} "
-                   f"({entry.hardware or 'unstated'}), run on {compare.run_class(row.records).upper()}")
+        stand_in = next((r["config"]["stand_in"] for r in row.records if r["config"].get("stand_in")), "")
+        row.why = "; ".join(part for part in (devices, hardware and (
+            f"different hardware class: published on {compare.hardware_class(entry).upper()} "
+            f"({entry.hardware or 'unstated'}), run on {compare.run_class(row.records).upper()}"),
+            stand_in.split(": ", 1)[-1].split(";")[0]) if part)
     elif row.published_ratio is None:
         row.verdict = "measured"
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
@@ -322,7 +350,8 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = (f"{fewest} {what}: the interval cannot see process-to-process noise; a verdict needs "
                    f"{stats.MIN_REPEATS_FOR_VERDICT}+ (--repeats, or accel compare --rounds)")
     else:
-        row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance)
+        row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance,
+                                    stats.Interval(row.band_low, row.band_high))
         if row.verdict == stats.INCONCLUSIVE:
             straddles = (f"interval {interval.text()} straddles the band "
                          f"{stats.Interval(row.band_low, row.band_high).text()}")
@@ -433,15 +462,16 @@ def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, A
         row.memory_ci_low, row.memory_ci_high = interval.low, interval.high
     else:
         row.memory_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
-    row.published_memory_ratio = next((value for metric in ("memory_ratio", STATED_MEMORY) if
-                                       (value := compare.published(entry, metric, row.variant)) is not None), None)
-    if row.published_memory_ratio is None:
+    figure = next((fig for metric in ("memory_ratio", STATED_MEMORY) if
+                   (fig := compare.published_figure(entry, metric, row.variant)) is not None), None)
+    row.published_memory_ratio = figure and figure.same_work_value
+    if figure is None:
         row.memory_verdict = "measured"
     elif row.memory_ci_low is None or min(len(mine), len(theirs)) < stats.MIN_REPEATS_FOR_VERDICT:
         row.memory_verdict = stats.INCONCLUSIVE
     else:
         judged = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
-                               entry.tolerance)
+                               entry.tolerance, stats.Interval(*figure.band(entry.tolerance)))
         row.memory_verdict = MEMORY_WORDS.get(judged, judged)
 
 

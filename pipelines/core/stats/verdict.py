@@ -61,7 +61,9 @@ def _accuracy(row: rows_of.Row) -> str:
     """Book scale on real data only: a few bench steps never compare with a published final accuracy."""
     if row.accuracy_mean is None or not rows_of.book_accuracy(row):
         return "-"
-    published = f" vs {row.published_accuracy:.2f} %" if row.published_accuracy is not None else ""
+    published = "" if row.published_accuracy is None else (
+        f" (published {row.published_accuracy:.2f} %: context only, {row.accuracy_context})" if row.accuracy_context
+        else f" vs {row.published_accuracy:.2f} %")
     return f"{row.accuracy_mean:.2f} %{published}"
 
 
@@ -88,6 +90,9 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str],
                     "memory_verdict": row.memory_verdict,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
+                    "published_accuracy_context": row.accuracy_context,
+                    "checks": [dict(zip(("metric", "published", "measured", "verdict"), check))
+                               for check in row.checks],
                     "_row": row})
     return out
 
@@ -119,8 +124,17 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
         if pairings or method:
             body += "\n  measured: " + "; ".join([*(f"paired {p}" if p != "unpaired" else p for p in pairings),
                                                  *([method] if method else [])])
-        body += _memory_table(lines)
+        body += _memory_table(lines) + _checks_table(lines)
     return f"{body}\n{closing_line(paths, results_dir)}"
+
+
+def _checks_table(lines: list[dict[str, Any]]) -> str:
+    """Published counts and settings (parameters, steps per epoch, batch sizes) against the records: exact."""
+    table = [[f"{line['experiment']} [{line['variant']}]", metric, f"{measured:,.6g}", f"{published:,.6g}", verdict]
+             for line in lines for metric, published, measured, verdict in line["_row"].checks]
+    if not table:
+        return ""
+    return "\ncounts and settings:\n" + _table(["arm", "figure", "measured", "published", "verdict"], table)
 
 
 def _memory_table(lines: list[dict[str, Any]]) -> str:

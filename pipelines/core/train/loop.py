@@ -11,7 +11,9 @@ Timing rules (why each one exists):
 - Warm-up steps (compilation, allocator growth, cache fills) are timed, but reported apart.
 - Data wait (from the step's start until its batch is on the device: the loader's hand-over and the
   copy, as far as they are not hidden behind earlier work) is measured apart from compute.
-- Evaluation runs with the clock stopped; it never leaks into training time.
+- Evaluation runs with the clock stopped; it never leaks into training time. A source's own per-epoch
+  validation pass is another thing: a Hooks' `epoch_end`, which the loop calls inside the timed window, as
+  the source's clock held it (core/train/bookkeeping.py); `epoch_times_s` end before the hooks run.
 - Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
 - Every measured step's time is kept (`step_times_s`), so a report can put an interval on a ratio.
 - Every step's loss is kept on the device too (no synchronization per step) and leaves it once per

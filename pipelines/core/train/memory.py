@@ -20,7 +20,10 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def saved_for_backward_mib(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> float:
+def saved_for_backward_mib(model: nn.Module, x: torch.Tensor, y: torch.Tensor,
+                           dtype: torch.dtype | None = None) -> float:
+    """`dtype`: the forward under autocast to it, as the arm trains (its low-precision activations, and the
+    weights' low-precision copies autograd keeps for backward, are what that arm holds)."""
     params = {p.untyped_storage().data_ptr() for p in model.parameters()}
     saved: dict[int, int] = {}
 
@@ -30,7 +33,8 @@ def saved_for_backward_mib(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -
             saved[storage.data_ptr()] = storage.nbytes()
         return tensor
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda tensor: tensor), \
+            torch.autocast(x.device.type, dtype=dtype or torch.float32, enabled=dtype is not None):
         loss = F.cross_entropy(model(x), y)
     loss.backward()
     model.zero_grad(set_to_none=True)

@@ -17,6 +17,8 @@ from torch import nn
 from pipelines.core.spec.config import RunConfig
 from pipelines.core.train.loop import Hooks, Step, Trainable
 
+Observe = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]  # (logits, y, loss) after the step
+
 DTYPES = {"fp32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}  # precision name -> dtype
 
 
@@ -38,28 +40,36 @@ def autocast_forward(model: Callable, dtype: torch.dtype | None = None,
 
 
 def plain_step(model: Callable, optimizer: torch.optim.Optimizer, dtype: torch.dtype | None = None,
-               prepare: Callable[[torch.Tensor], torch.Tensor] | None = None) -> Step:
-    """forward, loss, zero_grad, backward, step: the book's order."""
+               prepare: Callable[[torch.Tensor], torch.Tensor] | None = None, observe: Observe | None = None) -> Step:
+    """forward, loss, zero_grad, backward, step: the book's order. `observe(logits, y, loss)` runs after the
+    optimizer step, inside the step (the talk's per-batch bookkeeping, core/train/bookkeeping.py)."""
     forward = autocast_forward(model, dtype, prepare)
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(forward(x).float(), y)
+        logits = forward(x).float()
+        loss = F.cross_entropy(logits, y)
         optimizer.zero_grad(set_to_none=True)
         loss.backward()
         optimizer.step()
+        if observe is not None:
+            observe(logits, y, loss)
         return loss
 
     return step
 
 
-def fabric_step(fabric, model, optimizer):
-    """The talk's Fabric training step: Fabric's backward applies the precision plugin."""
+def fabric_step(fabric, model, optimizer, observe: Observe | None = None):
+    """The talk's Fabric training step: Fabric's backward applies the precision plugin; `observe` as in
+    plain_step."""
 
     def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        loss = F.cross_entropy(model(x), y)
+        logits = model(x)
+        loss = F.cross_entropy(logits, y)
         optimizer.zero_grad(set_to_none=True)
         fabric.backward(loss)
         optimizer.step()
+        if observe is not None:
+            observe(logits, y, loss)
         return loss
 
     return step
