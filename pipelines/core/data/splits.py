@@ -30,6 +30,11 @@ import numpy as np
 
 from pipelines.core.errors import ConfigError
 
+# what the plan's data line says of a split other than the dataset's own
+PLAN_TEXT = {"cvpr2023": "the talk's split: the first 90 % of the train images train, the last 10 % validate "
+                         "after every epoch, inside the timed region",
+             "dlf-imdb": "the course's pooled split: 35,000 / 5,000 / 10,000 of the 50,000 reviews (70 / 10 / 20 "
+                         "%), validation after every epoch, inside the timed region"}
 TALK_VALIDATION_FRACTION = 0.1  # local_utilities.get_dataloaders_cifar10(validation_fraction=0.1)
 COURSE_SOURCE_REVIEWS = 50_000
 COURSE_CUTS = (35_000, 40_000)  # df_shuffled.iloc[:35_000], [35_000:40_000], [40_000:]

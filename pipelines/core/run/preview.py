@@ -164,10 +164,13 @@ def data_text(cfg: RunConfig) -> str:
     """The plan's data line; data that is not there is a line of the plan (a real run refuses it)."""
     from pipelines.core.data import files
 
+    from pipelines.core.data.splits import PLAN_TEXT
+
     if cfg.dataset == "synthetic":
         return "synthetic tensors (throughput only)"
+    split = f"; {PLAN_TEXT[cfg.split]}" if cfg.split in PLAN_TEXT else ""
     if files.present(cfg.dataset, cfg.data_root):
-        return f"{cfg.dataset} under {cfg.data_root}"
+        return f"{cfg.dataset} under {cfg.data_root}{split}"
     return (f"{cfg.dataset} under {cfg.data_root}: NOT THERE, a real run is refused until it is; "
             f"{files.fix_hint(cfg.dataset, cfg.data_root)}")
 
