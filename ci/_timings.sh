@@ -9,8 +9,8 @@ accel() { "$PYTHON" -m pipelines "$@"; }
 # READY / KNOWN: the catalog's ready ids and all its ids.
 # shellcheck disable=SC2034  # READY and KNOWN are read by the sourcing script
 load_catalog() {
-  mapfile -t READY < <("$PYTHON" -m pipelines.core.spec.experiments ready)
-  mapfile -t KNOWN < <("$PYTHON" -m pipelines.core.spec.experiments ids)
+  mapfile -t READY < <("$PYTHON" -m pipelines.core.config.experiments ready)
+  mapfile -t KNOWN < <("$PYTHON" -m pipelines.core.config.experiments ids)
 }
 
 is_in() { local x="$1"; shift; local y; for y in "$@"; do [[ "$x" == "$y" ]] && return 0; done; return 1; }

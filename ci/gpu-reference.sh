@@ -41,7 +41,7 @@ if [[ -z "${GPUS:-}" ]]; then
   command -v nvidia-smi >/dev/null && GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
   [[ $dry -eq 1 && "$GPUS" -eq 0 ]] && GPUS=1  # a dry run prints the commands of a one-GPU machine
 fi
-IDS="${IDS:-$("$PYTHON" -m pipelines.core.spec.experiments gpu | tr '\n' ' ')}"
+IDS="${IDS:-$("$PYTHON" -m pipelines.core.config.experiments gpu | tr '\n' ' ')}"
 echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
      "ENTRY_TIMEOUT=$ENTRY_TIMEOUT EXTRAS=$EXTRAS dry_run=$dry"
 for knob in ENTRY_TIMEOUT GPUS; do
@@ -60,7 +60,7 @@ done
 # nproc_knob ID: NPROC=n for a torchrun entry, n = the catalog's NPROC capped at the GPUs here (one rank per GPU)
 nproc_knob() {
   local wanted
-  wanted="$("$PYTHON" -c 'import sys; from pipelines.core.spec import experiments as e; x = e.get(sys.argv[1]);
+  wanted="$("$PYTHON" -c 'import sys; from pipelines.core.config import experiments as e; x = e.get(sys.argv[1]);
 print(x.knobs.get("NPROC", "") if x.launcher == "torchrun" else "")' "$1")"
   [[ -z "$wanted" ]] && return 0
   echo "NPROC=$(( wanted < GPUS ? wanted : GPUS ))"

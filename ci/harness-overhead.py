@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from pipelines.core.errors import ConfigError  # noqa: E402
 
 if __name__ == "__main__":  # before torch loads: libgomp would print its own warning for a bad value first
-    from pipelines.core.spec.config import check_environment
+    from pipelines.core.config.runconfig import check_environment
 
     try:
         check_environment()
@@ -63,12 +63,12 @@ from torchvision import transforms  # noqa: E402
 from pipelines.core.data import datasets, files
 from pipelines.core.record import envinfo, results
 from pipelines.core.run import execute, runner
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.train import loop, memory, models, progress
 from pipelines.core.stats import intervals as stats
 from pipelines.core.report import tables as tables
-from pipelines.core.spec.config import resolve  # noqa: E402
-from pipelines.core.spec.options import NoOptions  # noqa: E402
+from pipelines.core.config.runconfig import resolve  # noqa: E402
+from pipelines.core.config.options import NoOptions  # noqa: E402
 from pipelines.core.run.pipeline import Preparation, warmup_config  # noqa: E402
 from pipelines.core.train.steps import book_optimizer, plain_step  # noqa: E402
 

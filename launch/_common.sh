@@ -5,12 +5,12 @@
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")"
 
-# The launcher's knobs, checked and completed in Python (pipelines/core/dist/launchers.py, the one place
+# The launcher's knobs, checked and completed in Python (pipelines/core/distributed/launchers.py, the one place
 # where launch refusals live): shell assignments on success; a bad knob ends the script with its one
 # `launch: error:` line and exit 2. resolve_knobs LAUNCHER ACCEL-ARGS...
 resolve_knobs() {
   local out
-  out="$(cd "$repo" && "$(python_bin)" -m pipelines.core.dist.launchers "$@")" || exit $?
+  out="$(cd "$repo" && "$(python_bin)" -m pipelines.core.distributed.launchers "$@")" || exit $?
   eval "$out"
 }
 

@@ -25,7 +25,7 @@ set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 # Checks IMAGE, GPUS and --device, and sets WANT_GPUS, DATA, RESULTS, PASS_NAMES (the knobs that cross in),
-# NETWORK and APPTAINER (pipelines/core/dist/launchers.py); --check stops after the checks, silently.
+# NETWORK and APPTAINER (pipelines/core/distributed/launchers.py); --check stops after the checks, silently.
 resolve_knobs container "$@"
 [[ "${1:-}" != --check ]] || exit 0
 # shellcheck disable=SC2206  # CONTAINER_ARGS and PASS_NAMES are lists of words

@@ -13,7 +13,7 @@
 #   KMP_BLOCKTIME (intel only)     default 0 (the book's ch2 setting)
 #   OMP_BIND      none | pinned    pinned (gnu only): OMP_PROC_BIND=TRUE, OMP_SCHEDULE=STATIC and
 #                                  GOMP_CPU_AFFINITY = the cores this process may use, physical cores
-#                                  first (python -m pipelines.core.dist.affinity). Intel binds via KMP_AFFINITY.
+#                                  first (python -m pipelines.core.distributed.affinity). Intel binds via KMP_AFFINITY.
 #   ALLOCATOR     default | pinned | tcmalloc | jemalloc
 #                                  pinned: glibc with its mmap/trim thresholds and top pad fixed through
 #                                  GLIBC_TUNABLES (what bench-scale comparisons use; docs/timing.md).
@@ -27,7 +27,7 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-resolve_knobs local "$@"  # checks and exports the knobs above (pipelines/core/dist/launchers.py)
+resolve_knobs local "$@"  # checks and exports the knobs above (pipelines/core/distributed/launchers.py)
 
 echo_knobs OMP_RUNTIME OMP_NUM_THREADS OPENBLAS_NUM_THREADS OMP_BIND OMP_PROC_BIND OMP_SCHEDULE GOMP_CPU_AFFINITY \
   ALLOCATOR GLIBC_TUNABLES LD_PRELOAD KMP_AFFINITY KMP_BLOCKTIME IMAGE

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Start one accel command as NPROC processes per node under torchrun (chapters 8-10, the talk's DDP/FSDP).
 # The accel arguments are checked first (launch/_common.sh preflight): a mistake is one line, nothing starts.
-# torchrun's agent runs in pipelines/core/dist/agent.py: every rendezvous wait is bounded by the run's
+# torchrun's agent runs in pipelines/core/distributed/agent.py: every rendezvous wait is bounded by the run's
 # -o timeout_s (default 120), the ranks' output is tee'd to the terminal and to a log folder under the
 # results folder (torchrun-<time>-node<N>-<pid>/, kept only when the run fails), and a failure ends in one
 # `accel: error:` line naming the failed rank, its exit code or signal and that folder.
@@ -27,7 +27,7 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-resolve_knobs torchrun "$@"  # checks the knobs above, sets their defaults (pipelines/core/dist/launchers.py)
+resolve_knobs torchrun "$@"  # checks the knobs above, sets their defaults (pipelines/core/distributed/launchers.py)
 
 rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT")
 if [[ "$RDZV" == c10d ]]; then
@@ -44,6 +44,6 @@ echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RE
 log_dir="$RUN_RESULTS/torchrun-$(date -u +%Y%m%dT%H%M%SZ)-node$NODE_RANK-$$"
 probe=()  # a node that does not host the rendezvous first proves the host answers, within TIMEOUT_S
 [[ "$NODE_RANK" -eq 0 ]] || probe=(--probe "$MASTER_ADDR:$MASTER_PORT")
-run_launcher "${wrap[@]}" "$py" -m pipelines.core.dist.agent --timeout-s "$TIMEOUT_S" --log-dir "$log_dir" \
+run_launcher "${wrap[@]}" "$py" -m pipelines.core.distributed.agent --timeout-s "$TIMEOUT_S" --log-dir "$log_dir" \
   "${probe[@]}" -- --nnodes "$NNODES" --nproc-per-node "$NPROC" "${rendezvous[@]}" \
   --max-restarts "$MAX_RESTARTS" -m pipelines "$@"

@@ -41,10 +41,10 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import bookkeeping, models
 from pipelines.core.errors import ConfigError
-from pipelines.core.dist.sharded import GatherFullCopy
+from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import StepLrEachEpoch
-from pipelines.core.spec.options import BookkeepingOptions, CheckpointOptions, DistOptions
+from pipelines.core.config.options import BookkeepingOptions, CheckpointOptions, DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 
 

@@ -18,7 +18,7 @@ What runs where, and why (Lightning 2.6):
   on CPU processes as well.
 - "deepspeed" is Lightning's DeepSpeedStrategy, which runs on CUDA GPUs only (DeepSpeed itself runs on
   CPU: see s004-deepspeed).
-The bytes each rank holds are measured as in s004-deepspeed (core/dist/sharding.py).
+The bytes each rank holds are measured as in s004-deepspeed (core/distributed/sharding.py).
 
 What the sources' loops did besides the step, inside their clocks (core/train/bookkeeping.py): a
 validation pass after every epoch over each rank's share of the split's held-out part (the talk's images
@@ -39,15 +39,15 @@ from lightning.fabric import Fabric
 from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
 from torch.distributed.fsdp import fully_shard
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.train import bookkeeping, models
-from pipelines.core.dist.fabric import RunnerEnvironment
+from pipelines.core.distributed.fabric import RunnerEnvironment
 from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.spec.options import BookkeepingOptions, DistOptions
+from pipelines.core.config.options import BookkeepingOptions, DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
-from pipelines.core.dist.sharding import RankBytes
+from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
-from pipelines.core.dist.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
+from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
 from pipelines.core.train.steps import StepLrEachEpoch, fabric_step
 
 SHARDED = ("fsdp", "fsdp2", "deepspeed")

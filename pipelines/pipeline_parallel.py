@@ -34,11 +34,11 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.spec.options import DistOptions
+from pipelines.core.config.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}

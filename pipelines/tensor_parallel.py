@@ -34,12 +34,12 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core.dist import ranks
-from pipelines.core.dist.sharded import GatherFullCopy
+from pipelines.core.distributed import ranks
+from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
-from pipelines.core.spec.options import DistOptions
+from pipelines.core.config.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
 from pipelines.core.train.steps import plain_step
 

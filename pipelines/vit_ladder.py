@@ -35,7 +35,7 @@ from pipelines.core.train import bookkeeping, models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
 from pipelines.core.run.pipeline import TrainingPipeline
-from pipelines.core.spec.options import BookkeepingOptions
+from pipelines.core.config.options import BookkeepingOptions
 from pipelines.core.train.steps import book_optimizer, fabric_step, plain_step
 
 

@@ -16,7 +16,7 @@ Two implementations of the same stages, `impl`:
   compared with), 1 = ZeroRedundancyOptimizer over DDP, 2 = FSDP2 `fully_shard` per block with
   reshard_after_forward=False (parameters stay whole from forward to backward; gradients and optimizer
   state sharded), 3 = FSDP2 with resharding after forward, offload = FSDP2's CPUOffloadPolicy.
-The claim is not taken from the stage number: core/dist/sharding.py measures the bytes each rank holds.
+The claim is not taken from the stage number: core/distributed/sharding.py measures the bytes each rank holds.
 
 The note's own config (arm deepspeed-note) adds two DeepSpeed keys the stage arms leave at 1 and fp32:
 `gradient_accumulation_steps` (accum_steps) with the global `train_batch_size` (train_batch), and `fp16`
@@ -47,11 +47,11 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.spec.options import DistOptions
+from pipelines.core.config.options import DistOptions
 from pipelines.core.run.pipeline import TrainingPipeline
-from pipelines.core.dist.sharding import RankBytes
+from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
-from pipelines.core.dist.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
+from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
 
 
 @dataclass(frozen=True)

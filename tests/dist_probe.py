@@ -1,4 +1,4 @@
-"""A tiny DDP run through pipelines.core.dist.ranks, for the clean-exit test (started once per rank).
+"""A tiny DDP run through pipelines.core.distributed.ranks, for the clean-exit test (started once per rank).
 
 Synthetic tensors, a linear model, three steps, then dist.shutdown(): it exits 0 on every rank, or
 the test sees the SIGABRT that a Gloo thread racing interpreter teardown produces.
@@ -7,7 +7,7 @@ the test sees the SIGABRT that a Gloo thread racing interpreter teardown produce
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 
 place = ranks.placement()
 ranks.pin(place)

@@ -1,6 +1,6 @@
 """One rank of the model-parallel equality tests (started once per rank with RANK/WORLD_SIZE/MASTER_*).
 
-It joins a Gloo group through pipelines.core.dist.ranks, then, on the same seeded transformer_tiny and the same
+It joins a Gloo group through pipelines.core.distributed.ranks, then, on the same seeded transformer_tiny and the same
 batch the test rebuilds in one process:
 - tensor parallel: the blocks split by pipelines/tensor_parallel.py; saves the forward output, every
   gradient gathered to a full tensor (DTensor.full_tensor) and the parameter bytes this rank holds;
@@ -19,7 +19,7 @@ from torch.distributed.tensor import DTensor
 
 from pipelines import pipeline_parallel as pp
 from pipelines import tensor_parallel as tp
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.train import models
 
 MODEL, BATCH, MICROBATCHES = "transformer_tiny", 8, 4

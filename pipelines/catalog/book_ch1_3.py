@@ -8,7 +8,7 @@ saved output (source "repo-output").
 from pipelines.catalog import decisions
 from pipelines.catalog.book_tables import (PROFILE_CH1, PROFILE_CH3_COMPILED, PROFILE_CH3_EAGER, TABLE_3_1,
                                           TABLE_3_2, ratio, shares)
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 FMNIST = {"model": "cnn_fmnist", "dataset": "fashion_mnist", "batch_size": 64, "epochs": 10,
           "lr": 1e-5, "weight_decay": 0.005}

@@ -5,7 +5,7 @@ import statistics
 from pipelines.catalog.book_tables import (CH5_EPOCHS, PROFILE_CH4_BASELINE, PROFILE_CH4_IPEX, TABLE_6_1,
                                           TABLE_6_1_UNPRUNED as UNPRUNED, ratio, shares)
 from pipelines.catalog.decisions import LR_AS_CODED, RESIZE_NOOP
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 CNN_CIFAR = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 64, "epochs": 10, "lr": 1e-5,
              "weight_decay": 0.005}
@@ -64,7 +64,7 @@ EXPERIMENTS = (
         hardware=CH4_HW, expect=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per "
-                   "physical core first (pipelines/core/dist/affinity.py), not the book's fixed 0-15, which is "
+                   "physical core first (pipelines/core/distributed/affinity.py), not the book's fixed 0-15, which is "
                    "physical-only only when the OS numbers hyper-thread siblings last.",
                    "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and binding.")),
     Experiment(

@@ -1,6 +1,6 @@
 """Book chapter 7: automatic mixed precision (fp32 / bf16 / fp16 + GradScaler) on EfficientNet-B7."""
 
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 EFFNET_CH7 = {"model": "efficientnet_b7", "dataset": "cifar10", "batch_size": 2048, "epochs": 50, "lr": 1e-3,
               "weight_decay": 0.005, "head_classes": 1000, "device": "cuda", "num_workers": 4,

@@ -6,7 +6,7 @@ image), ch10 torchrun + nccl, ch11 mpirun + nccl across hosts, or mpirun + the m
 
 from pipelines.catalog.book_tables import (CH11_TWO_NODES, TABLE_9_1, TABLE_9_1_ACCURACY, TABLE_9_2,
                                           TABLE_9_3, TABLE_10_2, ratio)
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 CNN_CIFAR_DDP = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 32, "epochs": 5, "lr": 1e-5,
                  "weight_decay": 0.005}
@@ -45,7 +45,7 @@ EXPERIMENTS = (
         reproduces="book ch8: DDP code template",
         pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
         settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
-        decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/dist/ranks.py; the checkpoint helper the "
+        decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/distributed/ranks.py; the checkpoint helper the "
                    "repo defines but never calls is real here (-o checkpoint_dir=DIR, rank 0 writes atomically, "
                    "resume restores model, optimizer, epoch/sampler and RNG)",
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),

@@ -8,7 +8,7 @@ per-op shares of self CPU time. This module defines no experiments.
 """
 
 from pipelines.core.report.shares import share_metric  # figures, records and tests name ops alike
-from pipelines.core.spec.experiments import Published
+from pipelines.core.config.experiments import Published
 
 # Tables 3.1 and 3.2 (DenseNet121, 50 epochs, A100): arm -> (overall s, first epoch s, median epoch s,
 # accuracy %). The median is over the remaining epochs (2-50); compilation falls in the first epoch, so the

@@ -6,7 +6,7 @@ IMDB in its on-disk format (`accel data fetch imdb`, or `accel data generate imd
 tokenizer is a local folder (--tokenizer) or one trained here on the training reviews; records say which.
 """
 
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 SINGLE = "single-device techniques issue (#3)"
 MULTI = "distributed training issue (#4)"
@@ -43,7 +43,7 @@ MULTIGPU_MIB = {"single-gpu": 19656, "ddp": 19186, "fsdp": 13818, "deepspeed-2":
 MULTIGPU_ACCURACY = {"fsdp": 92.68, "deepspeed-2": 93.22, "deepspeed-2-offload": 93.20}
 TEST_ACCURACY = "test accuracy of the best checkpoint (torchmetrics' fraction as a percentage)"
 NOTE_TITLE = "scale note (seed 004)"
-# What each entry reproduces (the map's column): one table here, applied by core/spec/experiments.py to the
+# What each entry reproduces (the map's column): one table here, applied by core/config/experiments.py to the
 # entries below that do not set `reproduces` themselves.
 REPRODUCES = {
     "dlf-u9-amp": "course unit 9.1: mixed precision (DistilBERT notebooks)",

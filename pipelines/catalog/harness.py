@@ -6,7 +6,7 @@ two arms slowed by a known 5 % and 10 % of their step (pipelines/calibration.py)
 runs it through the whole stopping rule many times and reports coverage and detection (docs/timing.md).
 """
 
-from pipelines.core.spec.experiments import Experiment, Variant
+from pipelines.core.config.experiments import Experiment, Variant
 
 FMNIST = {"model": "cnn_fmnist", "dataset": "fashion_mnist", "batch_size": 64, "epochs": 10,
           "lr": 1e-5, "weight_decay": 0.005}

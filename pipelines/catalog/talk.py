@@ -1,6 +1,6 @@
 """The CVPR 2023 talk's ViT ladder (rasbt/cvpr2023): scratch -> finetune -> Fabric -> bf16 -> DDP/FSDP."""
 
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 VIT = {"model": "vit_b_16", "dataset": "cifar10", "batch_size": 16, "epochs": 3, "lr": 5e-5,
        "weight_decay": 0.0, "image_size": 224, "num_workers": 4, "drop_last": True, "device": "cuda",

@@ -198,7 +198,7 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     [call] = [json.loads(line) for line in record.read_text().splitlines()]
     argv = call["argv"]
     at = argv.index(str(sif))
-    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.dist.agent"]  # torchrun's agent, in accel's hands
+    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.distributed.agent"]  # torchrun's agent, in accel's hands
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
 
 

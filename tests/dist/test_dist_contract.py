@@ -15,9 +15,9 @@ import pytest
 import torch
 
 from conftest import REPO, accel
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.train import checkpoint, loop
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 from pipelines.core.errors import NotRunnable
 
 TORCHRUN = {"RANK": "3", "LOCAL_RANK": "1", "WORLD_SIZE": "4", "LOCAL_WORLD_SIZE": "2", "GROUP_RANK": "1",
@@ -69,7 +69,7 @@ def test_backends_refused_here_say_why(backend, device, error, needle):
 def test_mpi_backend_refused_without_an_mpi_build():
     with pytest.raises(NotRunnable, match=r"built with MPI \(USE_MPI=1\)"):
         ranks.check_backend("mpi", "cpu")
-    from pipelines.core.dist import doctor
+    from pipelines.core.distributed import doctor
 
     assert doctor.backend_availability()["gloo"] == "ok"
 
@@ -140,7 +140,7 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
         port = busy.getsockname()[1]
         run = _script("torchrun.sh", {"MASTER_PORT": str(port)}, "run", "ch8-ddp-template", "--scale", "smoke")
     assert run.returncode == 2 and f"MASTER_PORT={port} is already in use" in run.stderr
-    assert "pipelines.core.dist.agent" not in run.stderr  # refused before anything started
+    assert "pipelines.core.distributed.agent" not in run.stderr  # refused before anything started
 
 
 @pytest.mark.parametrize("option,code,needle", [
@@ -167,7 +167,7 @@ def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
 def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
     run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
     assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
-    assert "pipelines.core.dist.agent" not in run.stderr
+    assert "pipelines.core.distributed.agent" not in run.stderr
 
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch is built with MPI: mpi would run")

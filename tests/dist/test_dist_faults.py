@@ -38,14 +38,14 @@ def procs():
 
 def _timed_launch(argv: list[str], env: dict, procs: Procs, wrap: tuple[str, ...] = ()) -> tuple[int, str, float]:
     """Run a launcher; returns its exit code, stderr and the seconds from the moment the launcher started
-    waiting (it echoes `+ ... pipelines.core.dist.agent`, after its pre-flight) to its exit."""
+    waiting (it echoes `+ ... pipelines.core.distributed.agent`, after its pre-flight) to its exit."""
     proc = procs.start([*wrap, *argv], env={**os.environ, **env})
     started: list[float] = []
     lines: list[str] = []
 
     def read() -> None:
         for line in proc.stderr:
-            if "pipelines.core.dist.agent" in line and line.startswith("+ "):
+            if "pipelines.core.distributed.agent" in line and line.startswith("+ "):
                 started.append(time.monotonic())
             lines.append(line)
 

@@ -254,7 +254,7 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
     env = {**os.environ, "NPROC": "2", "MASTER_PORT": str(free_port()), "MAX_RESTARTS": "1"}
     agent = procs.start(["launch/torchrun.sh", *_ddp_args(ckpt, results_dir, 6)], env=env)
     assert wait_for(lambda: (ckpt / checkpoint.FILENAME).exists(), 180), "training never reached epoch 1"
-    workers = [p for p in processes_matching(str(ckpt)) if "pipelines.core.dist.agent" not in
+    workers = [p for p in processes_matching(str(ckpt)) if "pipelines.core.distributed.agent" not in
                open(f"/proc/{p}/cmdline", "rb").read().decode(errors="replace")]
     assert workers, "no worker processes found"
     os.kill(max(workers), signal.SIGKILL)
@@ -291,4 +291,4 @@ def test_gpu_entry_without_gpu_is_refused_before_any_launcher_starts(tmp_path):
     run = subprocess.run(accel_argv("launch", "ch10-gpu-nccl", "--scale", "smoke"), cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert run.returncode == 3 and "needs NVIDIA GPUs and this machine has none" in run.stderr
-    assert "pipelines.core.dist.agent" not in run.stderr
+    assert "pipelines.core.distributed.agent" not in run.stderr

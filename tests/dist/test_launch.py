@@ -59,7 +59,7 @@ def test_print_shows_the_torchrun_command_and_starts_nothing(tmp_path):
     (line,) = run.stdout.splitlines()
     words = shlex.split(line)
     assert "NPROC=2" in words and "MASTER_PORT=29611" in words and "OMP_NUM_THREADS=" in line
-    agent = words.index("pipelines.core.dist.agent")
+    agent = words.index("pipelines.core.distributed.agent")
     assert words[agent - 1] == "-m" and "--nproc-per-node" in words
     assert words[words.index("run"):][:4] == ["run", "ch9-cpu-gloo", "--variant", "ranks=2"]
     assert not results.exists()  # nothing written, not even the log folder the run would make
@@ -93,7 +93,7 @@ def test_print_with_an_image_shows_the_container_command(tmp_path):
     words = shlex.split(run.stdout.strip())
     assert words[:3] == ["podman", "run", "--rm"] and "x" in words
     inner = words[words.index("x") + 1:]
-    assert inner[:3] == ["python3", "-m", "pipelines.core.dist.agent"]  # torchrun's agent, inside the image
+    assert inner[:3] == ["python3", "-m", "pipelines.core.distributed.agent"]  # torchrun's agent, inside the image
     assert "ACCEL_PRINT=1" not in run.stdout
 
 

@@ -1,5 +1,5 @@
 """ZeRO (s004-deepspeed) and the course's Fabric strategies (dlf-u9-multigpu), run for real: 2 ranks under
-launch/torchrun.sh over Gloo. The proof is in the bytes each rank holds (core/dist/sharding.py) against DDP's
+launch/torchrun.sh over Gloo. The proof is in the bytes each rank holds (core/distributed/sharding.py) against DDP's
 full replicas, and in losses equal to DDP's: sharding changes where tensors live, not the update.
 """
 
@@ -14,8 +14,8 @@ import torch
 
 from conftest import REPO, accel, assert_refused, records
 from distutil import free_port
-from pipelines.core.dist import sharding
-from pipelines.core.spec import experiments
+from pipelines.core.distributed import sharding
+from pipelines.core.config import experiments
 
 SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
 HAS_DEEPSPEED = importlib.util.find_spec("deepspeed") is not None
@@ -120,9 +120,9 @@ def test_without_deepspeed_its_arms_are_skipped_with_the_reason(zero_run):
 def note_config(scale: str, device: str, world_size: int = 2) -> dict:
     """The DeepSpeed config deepspeed-note builds for `world_size` ranks on `device`, at `scale`."""
     from pipelines import zero
-    from pipelines.core.run import runner
+    from pipelines.core.run import plan as planning
 
-    cfg, = runner.plan(experiments.get("s004-deepspeed"), scale, {"dataset": "synthetic"}, {},
+    cfg, = planning.plan(experiments.get("s004-deepspeed"), scale, {"dataset": "synthetic"}, {},
                        ("deepspeed-note",)).configs
     return zero.deepspeed_config(cfg, cfg.options, world_size, torch.device(device))
 

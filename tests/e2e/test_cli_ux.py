@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, accel, records
 from pipelines.core.record import atomic
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.cli.main import cli
 
 ENTRIES = experiments.all_experiments()
@@ -98,8 +98,8 @@ def _launcher_knobs() -> set[str]:
     echo_knobs), minus what the scripts set themselves or read from SLURM."""
     text = "\n".join(path.read_text() for path in (REPO / "launch").iterdir() if path.is_file())
     names = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)(?::-|:\?|:\+|})", text))
-    # the knobs the scripts hand to pipelines/core/dist/launchers.py, which reads them with knobs.get("NAME")
-    checks = (REPO / "pipelines/core/dist/launchers.py").read_text()
+    # the knobs the scripts hand to pipelines/core/distributed/launchers.py, which reads them with knobs.get("NAME")
+    checks = (REPO / "pipelines/core/distributed/launchers.py").read_text()
     names |= set(re.findall(r'knobs\.get\("([A-Z][A-Z0-9_]+)"', checks))
     for listing in re.findall(r"(?:for name in|echo_knobs) ([A-Z0-9_ \\\n]+?)(?:;|\n[^ ])", text):
         names |= set(re.findall(r"[A-Z][A-Z0-9_]+", listing))

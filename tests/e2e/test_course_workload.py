@@ -15,7 +15,7 @@ import torch
 from conftest import accel, assert_refused, records
 from pipelines.core.data import datasets, files, generator, text, writing
 from pipelines.core.train import models
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 
 
 @pytest.fixture

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import REPO, accel, records
 from pipelines import ch04_cpu_libs
-from pipelines.core.dist import affinity
+from pipelines.core.distributed import affinity
 
 IPEX_PYTHON = REPO / ".venv-ipex" / "bin" / "python"
 

@@ -9,10 +9,10 @@ import os
 import pytest
 
 from conftest import accel, records
-from pipelines.core.dist import launchers
+from pipelines.core.distributed import launchers
 from pipelines.core.run import preview
-from pipelines.core.spec import experiments
-from pipelines.core.spec.config import SCALE_DEFAULTS, RunConfig
+from pipelines.core.config import experiments
+from pipelines.core.config.runconfig import SCALE_DEFAULTS, RunConfig
 
 
 def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_writes_nothing(tmp_path):

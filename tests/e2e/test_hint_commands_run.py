@@ -23,7 +23,7 @@ import torch
 
 from conftest import REPO, accel, records
 from distutil import free_port
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 GPU_ENTRIES = [e for e in experiments.all_experiments().values() if e.status == "ready" and "gpu" in e.requires]
 NO_GPU = pytest.mark.skipif(torch.cuda.is_available() or any(Path("/dev").glob("nvidia[0-9]*")),

@@ -22,7 +22,7 @@ import torch
 from conftest import REPO, accel, records
 from pipelines.core.data import datasets
 from pipelines.core.train import loop, progress
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 
 BAR_MARKS = ("\r", "it/s", "step/s", "s/step", "%|")  # what a tqdm bar writes; a log must hold none
 # a run in this process (smoke and book scale; a bench run's rounds print one line each instead)

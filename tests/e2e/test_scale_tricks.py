@@ -135,15 +135,15 @@ def test_bad_scale_input(args, code, needle, tmp_path, data_root):
 def _config(entry_id, variant, **changes):
     import dataclasses
 
-    from pipelines.core.run import runner
-    from pipelines.core.spec import experiments
+    from pipelines.core.run import plan as planning
+    from pipelines.core.config import experiments
 
-    (cfg,) = runner.plan(experiments.get(entry_id), "smoke", {}, {}, (variant,)).configs
+    (cfg,) = planning.plan(experiments.get(entry_id), "smoke", {}, {}, (variant,)).configs
     return dataclasses.replace(cfg, **changes)
 
 
 def test_checkpointing_a_model_without_a_block_list_is_refused():
-    from pipelines.core.spec.config import ConfigError
+    from pipelines.core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="resnet18 has no block list"):
         cfg = _config("s004-ckpt", "checkpointed", model="resnet18")

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from conftest import accel, records
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 READY = [e for e in experiments.all_experiments().values() if e.status == "ready" and e.launcher == "local"]
 

@@ -146,10 +146,10 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
 
     script = (
         "import torch\n"
-        "from pipelines.core.spec import experiments\nfrom pipelines.core.run import runner\n"
+        "from pipelines.core.config import experiments\nfrom pipelines.core.run import plan as planning\n"
         "from pipelines.core.train.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
-        "(cfg,) = runner.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
+        "(cfg,) = planning.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('compiled',)).configs\n"
         "t = vit_ladder.PIPELINE.setup(cfg, cfg.options, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options.compile)\n")

@@ -27,7 +27,7 @@ import pytest
 
 from conftest import REPO
 from distutil import processes_matching
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 PLANNED = next((e.id for e in experiments.all_experiments().values() if e.status == "planned"), None)
 RUN = ("run", "ch2-baseline", "--scale", "smoke", "--data-root", "{data}", "--results-dir", "{results}")

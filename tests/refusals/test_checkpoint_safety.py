@@ -13,7 +13,7 @@ import torch
 
 from conftest import REPO
 from pipelines.core.train import checkpoint, loop
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 
 
 class RunsCode:

@@ -1,7 +1,7 @@
 """The hints refusals print are consistent with the catalog (the commands themselves run end to end in
 tests/e2e/test_hint_commands_run.py)."""
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 GPU_ENTRIES = [e for e in experiments.all_experiments().values() if e.status == "ready" and "gpu" in e.requires]
 

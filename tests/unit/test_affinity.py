@@ -4,7 +4,7 @@ import os
 
 import pytest
 
-from pipelines.core.dist import affinity
+from pipelines.core.distributed import affinity
 
 # 4 cores x 2 hyper-threads, siblings numbered last (cpu n and n+4 share a core), as many Intel servers.
 SIBLINGS_LAST = {cpu: (0, cpu % 4) for cpu in range(8)}

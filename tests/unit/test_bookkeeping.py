@@ -12,8 +12,8 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from pipelines.core.data import datasets
 from pipelines.core.run import execute
-from pipelines.core.spec import experiments, options
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config import experiments, options
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import bookkeeping, loop, steps
 
 CPU = loop.RunContext(torch.device("cpu"))

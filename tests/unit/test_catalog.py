@@ -28,9 +28,9 @@ import re
 import pytest
 
 from conftest import REPO
-from pipelines.core.spec import experiments
-from pipelines.core.run import runner
-from pipelines.core.spec import options
+from pipelines.core.config import experiments
+from pipelines.core.run import plan as planning
+from pipelines.core.config import options
 from pipelines.core.run.pipeline import Measurement, TrainingPipeline
 from pipelines.catalog.book_tables import share_metric
 from pipelines.catalog.not_carried import NOT_CARRIED, explain
@@ -87,7 +87,7 @@ def test_entry_is_well_formed(entry):
     if entry.status == "planned":
         assert entry.planned_reason
         return
-    pipeline = runner.load_pipeline(entry.pipeline)
+    pipeline = planning.load_pipeline(entry.pipeline)
     assert isinstance(pipeline, (TrainingPipeline, Measurement))
     for arm in entry.variants:  # every option the catalog sets is one the pipeline declares, well typed
         options.build(pipeline.Options, entry.options, arm.options)
@@ -290,7 +290,7 @@ def test_every_other_ratio_is_recomputed_against_the_run_it_names():
 
 def compiles(entry: experiments.Experiment, arm: str) -> bool:
     """Whether the arm runs torch.compile (the pipeline's defaults with the entry's and the arm's options)."""
-    pipeline = runner.load_pipeline(entry.pipeline)
+    pipeline = planning.load_pipeline(entry.pipeline)
     variant = next(v for v in entry.variants if v.name == arm)
     opts = options.build(pipeline.Options, entry.options, variant.options)
     return getattr(opts, "compile", False) is True or getattr(opts, "optimize", None) == "compile"

@@ -5,8 +5,9 @@ from typing import Annotated, Literal
 
 import click
 
-from pipelines.core.spec import options
-from pipelines.core.spec.config import SCALE_DEFAULTS, ConfigError, RunConfig, resolve
+from pipelines.core.config import options
+from pipelines.core.config.runconfig import SCALE_DEFAULTS, RunConfig, resolve
+from pipelines.core.errors import ConfigError
 
 BASE = dict(experiment="x", pipeline="p", variant="v")
 

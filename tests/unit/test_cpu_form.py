@@ -7,7 +7,7 @@ import os
 
 from conftest import accel
 from pipelines.core.run import plan as planning
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 
 def configs(overrides, scale="bench"):

@@ -6,7 +6,7 @@ import torch
 import torchvision
 
 from pipelines.core.data import datasets, files, generator, writing
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 
 
 def test_fashion_mnist_round_trip_through_torchvision(data_root):

@@ -33,7 +33,7 @@ def test_a_generated_copy_uses_the_same_rule_at_its_size():
 
 
 def test_the_loader_samples_exactly_those_images(tmp_path):
-    from pipelines.core.spec.config import RunConfig
+    from pipelines.core.config.runconfig import RunConfig
 
     generator.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
     cfg = RunConfig(experiment="ch2-baseline", pipeline="ch02_layers", variant="baseline", model="cnn_fmnist",

@@ -3,9 +3,9 @@ end with compilation, memory), with both the steady-state and the end-to-end rat
 
 import pytest
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.stats import rows as report_rows, intervals
-from pipelines.core.spec.experiments import Experiment, Published as P, Variant
+from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 ENTRY = Experiment(
     id="x-compile", compares="eager -> compiled", pipeline="ch03_compile", settings={},

@@ -23,8 +23,8 @@ from conftest import REPO, accel
 from pipelines.core.report import summary as report
 from pipelines.core.data import files, generator
 from pipelines.core.report import document, drift, plots
-from pipelines.core.spec import config, experiments
-from pipelines.core.dist import rendezvous
+from pipelines.core.config import experiments, runconfig
+from pipelines.core.distributed import rendezvous
 from pipelines.core.report import tables
 from pipelines.core.stats import rows as report_rows, intervals
 from pipelines.core.errors import ConfigError
@@ -201,14 +201,14 @@ def test_harness_overhead_script_prints_the_interval_reading():
 
 @pytest.mark.parametrize("value", ["1", "16", "4,2"])
 def test_a_positive_omp_num_threads_or_a_nesting_list_is_accepted(value):
-    config.check_environment({"OMP_NUM_THREADS": value})
+    runconfig.check_environment({"OMP_NUM_THREADS": value})
 
 
 @pytest.mark.parametrize("value", ["abc", "0", "-1", "", " 4", "4,", "4,0", "2.5", "\u0663"])
 def test_a_bad_omp_num_threads_is_refused_by_resolve(value, monkeypatch):
     monkeypatch.setenv("OMP_NUM_THREADS", value)
     with pytest.raises(ConfigError, match=re.escape(f"OMP_NUM_THREADS={value!r} is not a positive whole")):
-        config.resolve({"model": "cnn_cifar10", "dataset": "synthetic"}, None, {}, experiment="x",
+        runconfig.resolve({"model": "cnn_cifar10", "dataset": "synthetic"}, None, {}, experiment="x",
                        pipeline="p", variant="v", scale="smoke")
 
 
@@ -285,7 +285,7 @@ def test_budget_rounds_torch_waits_up_and_never_below_its_floor(monkeypatch):
     ("wait timeout after 30000ms, keys: /accel/x", "wait timeout, keys: /accel/x"),
     ("Connection refused", "Connection refused")])
 def test_the_one_line_error_states_the_users_timeout_only(torch_says, kept):
-    from pipelines.core.dist import agent, ranks
+    from pipelines.core.distributed import agent, ranks
 
     assert rendezvous.without_torch_figure(torch_says) == kept
     line = agent.not_formed(0, "127.0.0.1:29500", 10, RuntimeError(torch_says))

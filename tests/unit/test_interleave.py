@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from pipelines.core.data import datasets
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import interleave, loop
 
 

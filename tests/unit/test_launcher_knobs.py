@@ -1,4 +1,4 @@
-"""The launchers' knobs are checked in one place, in Python (pipelines/core/dist/launchers.py), and the
+"""The launchers' knobs are checked in one place, in Python (pipelines/core/distributed/launchers.py), and the
 launch scripts only build a command line. The refusals run here in-process; tests/refusals/test_bad_inputs.py
 proves a handful through the real scripts."""
 
@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from conftest import REPO
-from pipelines.core.dist import affinity, launchers
+from pipelines.core.distributed import affinity, launchers
 
 ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
 

@@ -5,7 +5,7 @@ import torch
 
 from pipelines.core.data import datasets
 from pipelines.core.train import loop
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 
 
 def test_percentile_matches_linear_interpolation():

@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from pipelines.core.train import models
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 
 
 @pytest.mark.parametrize("name,kwargs,classes,expected", [

@@ -144,7 +144,7 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
 def test_an_end_to_end_figure_is_projected_onto_the_source_s_work_from_each_process():
     """ch3's 0.84 is end to end (118 s eager, 140 s compiled over 10 epochs of 54,000 images): a bench
     process's compile time and steady pace are projected onto that work, per process, paired."""
-    from pipelines.core.spec import experiments
+    from pipelines.core.config import experiments
 
     entry = experiments.get("ch3-compile-cnn-cpu")
     work = 10 * 54000

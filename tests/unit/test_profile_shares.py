@@ -13,7 +13,7 @@ import pytest
 
 from pipelines.catalog.book_tables import PROFILE_CH1, PROFILE_CH3_COMPILED, PROFILE_CH3_EAGER
 from pipelines.core.report import shares
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from recordutil import record, table_rows, write
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 TABLE = Path(__file__).resolve().parents[1] / "published_reference.csv"
 COUNT_PATTERNS = (  # how the sources write a device count in the reference table's config column

@@ -10,7 +10,7 @@ import shlex
 import click
 
 from conftest import REPO
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.report.summary import map_markdown
 
 README = REPO / "README.md"
@@ -338,7 +338,7 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
     import sys
     import types
 
-    from pipelines.core.run import runner
+    from pipelines.core.run import plan as planning, runner
     from pipelines.core.errors import ConfigError
 
     pattern = re.compile(r"```python\n(# pipelines/label_smoothing\.py\n.*?)```", re.S)
@@ -353,11 +353,11 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
         entry = experiments.Experiment(
             id="x-smoothing", compares="hard labels -> smoothed", pipeline="label_smoothing", settings=fmnist,
             variants=(experiments.Variant("hard", options={"smoothing": 0.0}), experiments.Variant("smoothed")))
-        outcome = runner.run(runner.plan(entry, "smoke", {"results_dir": tmp_path}, {}))
+        outcome = runner.run(planning.plan(entry, "smoke", {"results_dir": tmp_path}, {}))
         assert [r["variant"] for r in outcome.records] == ["hard", "smoothed"]
         assert all(r["status"] == "ok" and r["config"]["options"]["smoothing"] in (0.0, 0.1) for r in outcome.records)
         try:
-            runner.plan(entry, "smoke", {}, {"smoothing": "2"})
+            planning.plan(entry, "smoke", {}, {"smoothing": "2"})
         except ConfigError as exc:
             assert "smoothing must be between 0 and 1" in str(exc)
         else:

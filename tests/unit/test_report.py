@@ -23,9 +23,9 @@ from recordutil import GOLDEN, SAMPLES, ch2, drift_pair, record, rows_for, steps
 from pipelines.catalog import decisions
 from pipelines.core.report import summary as report
 from pipelines.core.report import drift as report_drift, plots
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.stats import rows as report_rows, intervals
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 
 REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
 
@@ -473,7 +473,7 @@ def test_harness_overhead_has_one_row_per_workload_with_an_interval():
 def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_matching_command():
     """vit-ddp-4gpu on one GPU against vit-bf16-mixed measures DDP's overhead, not the talk's 4-GPU
     speed-up; the course's strategies at NPROC=2 are not its 4-A100 ratios; ch9's ranks=N arms carry N."""
-    from pipelines.core.spec import experiments
+    from pipelines.core.config import experiments
     from pipelines.core.stats import pairing
 
     def recs(world_size):

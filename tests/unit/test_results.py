@@ -5,7 +5,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.core.record import results
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 
 GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v1.json").read_text())
 
@@ -59,7 +59,7 @@ def test_reader_names_file_and_line_of_damage(tmp_path):
 
 
 def test_unwritable_results_dir_is_a_config_error(tmp_path):
-    from pipelines.core.spec.config import ConfigError
+    from pipelines.core.errors import ConfigError
 
     locked = tmp_path / "locked"
     locked.mkdir()

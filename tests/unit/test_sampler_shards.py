@@ -10,8 +10,8 @@ from __future__ import annotations
 import pytest
 
 from pipelines.core.data import datasets
-from pipelines.core.run import runner
-from pipelines.core.spec import experiments
+from pipelines.core.run import plan as planning
+from pipelines.core.config import experiments
 from pipelines.core.train import loop
 
 WORLD = 2
@@ -33,7 +33,7 @@ def seen_per_epoch(cfg, rank: int, epochs: int = 2) -> list[list[bytes]]:
                                    "vit-fsdp-4gpu-sched"])
 def test_two_ranks_see_disjoint_shards_reshuffled_every_epoch(entry, data_root):
     overrides = {"data_root": data_root, "batch_size": 25, "image_size": 32, "num_workers": 0}
-    cfg = runner.plan(experiments.get(entry), "book", overrides, {}).configs[0]
+    cfg = planning.plan(experiments.get(entry), "book", overrides, {}).configs[0]
     assert cfg.shuffle, f"{entry} must shuffle, as the original does"
     rank0, rank1 = seen_per_epoch(cfg, 0), seen_per_epoch(cfg, 1)
     trained = 450 if cfg.split == "cvpr2023" else 500  # the talk's entries train on the first 90 % (images 0-449)
@@ -53,7 +53,7 @@ def test_two_ranks_see_disjoint_shards_reshuffled_every_epoch(entry, data_root):
 
 def test_the_loop_reshuffles_only_through_set_epoch(data_root):
     """Without set_epoch a DistributedSampler repeats epoch 0's order: the loop's call is what changes it."""
-    cfg = runner.plan(experiments.get("ch9-cpu-gloo"), "book", {"data_root": data_root, "batch_size": 25}, {}
+    cfg = planning.plan(experiments.get("ch9-cpu-gloo"), "book", {"data_root": data_root, "batch_size": 25}, {}
                       ).configs[0]
     sampler = datasets.loaders(cfg, (3, 32, 32), rank=0, world_size=WORLD).train.sampler
     first, again = list(sampler), list(sampler)

@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import pytest
 
-from pipelines.core.run import runner, sharing
-from pipelines.core.spec import experiments
+from pipelines.core.run import plan as planning, sharing
+from pipelines.core.config import experiments
 
 
 def arms(*ids: str, scale: str = "bench", **overrides) -> list[sharing.Arm]:
     out = []
     for spec in ids:
         experiment_id, _, variant = spec.partition("@")
-        plan = runner.plan(experiments.get(experiment_id), scale, overrides, {}, (variant,) if variant else ())
+        plan = planning.plan(experiments.get(experiment_id), scale, overrides, {}, (variant,) if variant else ())
         out += [sharing.Arm(plan.experiment, cfg, plan.pipeline) for cfg in plan.configs]
     return out
 

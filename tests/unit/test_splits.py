@@ -17,9 +17,9 @@ import torch
 from pipelines.core.data import datasets, files, splits, text
 from pipelines.core.data.formats import TextSplit
 from pipelines.core.errors import ConfigError
-from pipelines.core.run import runner
-from pipelines.core.spec import experiments
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.run import plan as planning
+from pipelines.core.config import experiments
+from pipelines.core.config.runconfig import RunConfig
 
 TALK = sorted(i for i in experiments.all_experiments() if i.startswith("vit-"))
 
@@ -69,7 +69,7 @@ def cifar_sized(monkeypatch):
 
 
 def talk_config(entry_id: str, tmp_path) -> RunConfig:
-    return runner.plan(experiments.get(entry_id), "book", {"data_root": tmp_path, "num_workers": 0}, {}).configs[0]
+    return planning.plan(experiments.get(entry_id), "book", {"data_root": tmp_path, "num_workers": 0}, {}).configs[0]
 
 
 @pytest.mark.parametrize("entry_id", TALK)
@@ -206,7 +206,7 @@ def imdb_sized(monkeypatch):
 
 
 def test_the_course_entries_take_2917_steps_an_epoch_at_book_scale(imdb_sized, tmp_path):
-    cfg = runner.plan(experiments.get("dlf-u9-amp"), "book", {"data_root": tmp_path, "num_workers": 0}, {}
+    cfg = planning.plan(experiments.get("dlf-u9-amp"), "book", {"data_root": tmp_path, "num_workers": 0}, {}
                       ).configs[0]
     assert (cfg.split, cfg.batch_size, cfg.drop_last) == ("dlf-imdb", 12, False)
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg))

@@ -9,9 +9,9 @@ import pytest
 
 from conftest import accel, records
 from pipelines.core.run import execute
-from pipelines.core.spec import config
+from pipelines.core.errors import ConfigError
 from pipelines.core.stats import stopping
-from pipelines.core.spec.config import resolve
+from pipelines.core.config.runconfig import resolve
 
 NARROW, WIDE = {"x [a]": 0.01}, {"x [a]": 0.30}
 
@@ -72,7 +72,7 @@ def test_bench_scale_defaults_to_auto_with_a_budget_and_a_count_is_fixed():
     smoke = resolve(settings, None, {"repeats": "auto", "budget_s": 20}, scale="smoke", experiment="x",
                     pipeline="p", variant="v")
     assert smoke.repeats_auto and smoke.budget_s == 20
-    with pytest.raises(config.ConfigError, match="--budget-s 0 must be a positive"):
+    with pytest.raises(ConfigError, match="--budget-s 0 must be a positive"):
         resolve(settings, None, {"repeats": "auto", "budget_s": 0}, scale="bench", experiment="x",
                 pipeline="p", variant="v")
 

@@ -86,7 +86,7 @@ def doctor(addr: str | None, port: int | None, record: Path | None, bench: bool)
             _fail("this machine is not fit to benchmark now; see the arrows above", 1)
         click.echo("fit to benchmark: timings taken now will not be flagged noisy by this machine's state")
         return
-    from pipelines.core.dist import doctor as checks
+    from pipelines.core.distributed import doctor as checks
 
     findings = checks.run_checks(addr, port)
     click.echo(checks.render(findings))

@@ -26,11 +26,11 @@ import click
 from click.shell_completion import CompletionItem
 
 from pipelines.core.record import version
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.cli.args import EXIT_NOT_RUNNABLE, EXIT_USAGE, REPO, PathArg, RepeatsArg, fail as _fail
 from pipelines.core.cli.data_commands import data, doctor
 from pipelines.core.cli.notebook import diff, history
-from pipelines.core.spec.config import DATASETS, DEVICES, SCALES
+from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.train.interrupt import Interrupted, signals_raise
 
@@ -195,10 +195,10 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     after every finished repeat. At bench scale, rounds of processes started through the launchers: arms
     that can share a process run in one, interleaved in blocks, and an entry's baseline entry comes along
     (as `accel compare BASELINE ID`); --no-baseline measures the entry alone. Smoke and book scale run here."""
-    from pipelines.core.spec.config import check_environment
+    from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
-    from pipelines.core.dist import ranks
+    from pipelines.core.distributed import ranks
     from pipelines.core.run import preview, runner
     from pipelines.core.run.execute import ALTERNATION_ENV
     from pipelines.core.run.pipeline import TrainingPipeline
@@ -352,9 +352,9 @@ def _plan_from_args(experiment_id: str, args: list[str]):
 
 
 def _plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
-    from pipelines.core.run import runner
+    from pipelines.core.run import plan as planning
 
-    return runner.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
+    return planning.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)
 
 
 @cli.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -369,25 +369,25 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     """A launcher's check of ACCEL-ARGS before it starts torchrun, mpirun or srun: a user mistake is one
     line here, not one per rank plus the launcher's traceback. Prints what the launcher needs to know:
     the rendezvous wait (timeout_s) and the results folder."""
-    from pipelines.core.spec import config, options
+    from pipelines.core.config import options, runconfig
 
     if args and args[0] not in cli.commands:
         raise click.UsageError(f"No such command '{args[0]}'.")
     if not args or args[0] != "run" or {"-h", "--help"} & set(args):  # nothing to check: the defaults
-        click.echo(f"{options.DistOptions.timeout_s:g} {config.RunConfig.results_dir}")
+        click.echo(f"{options.DistOptions.timeout_s:g} {runconfig.RunConfig.results_dir}")
         return
     params = run.make_context("run", list(args[1:])).params
     experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
-    config.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
+    runconfig.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
     from pipelines.core.data import files
-    from pipelines.core.run import preview, runner
+    from pipelines.core.run import preview, refusals
 
     for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
         params.pop(shown)
     plan = _plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                  params.pop("option_items"), params)
     printing = bool(os.environ.get("ACCEL_PRINT"))  # `accel launch --print`: shows, starts nothing
-    timeout_s = runner.preflight(plan, world_size, rank, capabilities, data=not printing)
+    timeout_s = refusals.preflight(plan, world_size, rank, capabilities, data=not printing)
     first = plan.configs[0]
     if printing and first.dataset != "synthetic" and not files.present(first.dataset, first.data_root):
         click.echo(f"note: {preview.data_text(first)}", err=True)
@@ -431,7 +431,7 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
  srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
  IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER,
              APPTAINER (the apptainer binary)
-Every launcher checks its knobs (pipelines/core/dist/launchers.py) and the run's arguments before it
+Every launcher checks its knobs (pipelines/core/distributed/launchers.py) and the run's arguments before it
 starts any process (one line for a mistake), and every rendezvous waits at most the run's -o timeout_s
 (default 120).
 Details: the header of launch/<launcher>.sh and launch/_container.sh.
@@ -450,7 +450,7 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     when IMAGE is set) is printed after the same checks, and nothing starts.
     """
     from pipelines.core.run.launch import refuse
-    from pipelines.core.spec.config import check_environment
+    from pipelines.core.config.runconfig import check_environment
 
     entry = experiments.get(experiment_id)
     printing = "--print" in args  # the command line the launcher would run, printed; nothing started
@@ -580,7 +580,7 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
 
     ID@ARM measures one arm of an entry. Options after the ids (--scale, --steps, --data-root ...) go to
     every process."""
-    from pipelines.core.spec.config import check_environment
+    from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads (alternate imports it): libgomp would warn first
     from pipelines.core.cli import rounds as in_rounds

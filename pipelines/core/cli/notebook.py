@@ -89,7 +89,7 @@ def history(experiment_id: str, results_dir: Path, metric: str, variants: tuple[
     """A metric over every stored run of one experiment, one line per run and arm, with the change points
     ruptures finds (more than run-to-run noise) and what changed in the environment there."""
     from pipelines.core.record import history as store
-    from pipelines.core.spec import experiments
+    from pipelines.core.config import experiments
     from pipelines.core.stats import changes
 
     experiments.get(experiment_id)

@@ -37,7 +37,7 @@ def variant_args(variants: Sequence[str]) -> list[str]:
 
 def _ranks_fit(slots) -> None:
     """A launcher's rank limit on this host (NPROC=99 on 2 cores), refused before round 1, not inside it."""
-    from pipelines.core.dist import launchers
+    from pipelines.core.distributed import launchers
 
     for slot in slots:
         if slot.env.get("NPROC", "").isdigit():
@@ -108,7 +108,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     the verdict shows them as that baseline instead of judging them against their own entry's)."""
     serving = serving or {}
     from pipelines.core.record import results
-    from pipelines.core.run import preview, runner, sharing
+    from pipelines.core.run import preview, refusals, sharing
     from pipelines.core.stats import alternate, stopping, verdict
 
     env = dict(os.environ)
@@ -151,7 +151,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
         return
     here = not env.get("IMAGE")  # the processes run on this host's software: what it cannot do is refused too
     for p in plans:  # user mistakes (missing data, bad options) and missing capabilities before round 1
-        runner.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local",  # ranks: their launcher
+        refusals.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local",  # ranks: their launcher
                          runtime=False)  # the launcher sets the rounds' OpenMP runtime and allocator
     if here:
         _ranks_fit(slots)

@@ -33,7 +33,7 @@ from torchvision.datasets import CIFAR10, FashionMNIST, VisionDataset
 from pipelines.core.data import files, splits, text
 from pipelines.core.data.splits import book_fmnist_train_indices
 from pipelines.core.train import models
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.errors import ConfigError
 
 @dataclass

@@ -30,7 +30,7 @@ from pathlib import Path, PurePosixPath
 from typing import Iterator
 
 
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 from pipelines.core.data.formats import (CIFAR_BATCHES, IMDB_GLOBS, DatasetFiles,
                                         Malformed, Split, TextSplit, Unreadable, read_split)
 

@@ -15,7 +15,7 @@ from pipelines.core.record import atomic
 from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
 from pipelines.core.report import shares as report_shares
 from pipelines.core.stats import rows as report_rows
-from pipelines.core.stats import intervals as stats
+from pipelines.core.stats import intervals
 from pipelines.core.report import tables as tables
 from pipelines.core.record.envinfo import machine_key
 from pipelines.core.report.render import Doc
@@ -181,7 +181,7 @@ def _machine_state(doc: Doc, rows: list[Row]) -> None:
         if base is None or None in (row.ratio, row.energy_j_per_sample, base.energy_j_per_sample):
             continue
         if row.ratio > 1 and row.energy_j_per_sample > base.energy_j_per_sample:
-            costly.append(f"{row.experiment} [{row.variant}] is faster ({stats.fmt(row.ratio)}x) but costs more "
+            costly.append(f"{row.experiment} [{row.variant}] is faster ({intervals.fmt(row.ratio)}x) but costs more "
                           f"energy per sample ({row.energy_j_per_sample:.4g} J vs {base.energy_j_per_sample:.4g} J "
                           f"for {base.variant})")
     if costly:
@@ -263,7 +263,7 @@ def _harness(doc: Doc, records: list[dict[str, Any]]) -> None:
         by_verdict.setdefault(verdict, []).append(workload)
     wording = {tables.GOAL_MET: "Goal met (the overhead interval's upper end within the goal)",
                tables.OVER_GOAL: "Over the goal (the whole interval above it)",
-               stats.INCONCLUSIVE: "Inconclusive (the interval straddles the goal, or too few repeats)",
+               intervals.INCONCLUSIVE: "Inconclusive (the interval straddles the goal, or too few repeats)",
                tables.NOT_ASSESSED: "Not assessed (no interval)"}
     doc.add("h", "Harness overhead")
     doc.add("table", table)

@@ -19,11 +19,11 @@ from typing import Any
 
 import pandas as pd
 
-from pipelines.core.stats import pairing as compare
+from pipelines.core.stats import pairing
 from pipelines.core.stats import rows as report_rows
-from pipelines.core.stats import intervals as stats
+from pipelines.core.stats import intervals
 from pipelines.core.report import tables as tables
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 from pipelines.core.stats.rows import Loaded, Row
 
 COLUMNS = ("experiment", "variant", "scale", "ratio", "ci_low", "ci_high", "ref_ratio", "ref_ci_low",
@@ -39,7 +39,7 @@ class Drift:
 
 
 def machine_classes(records: list[dict[str, Any]]) -> set[tuple]:
-    return {compare.machine_class(r) for r in records if r["status"] == "ok"}
+    return {pairing.machine_class(r) for r in records if r["status"] == "ok"}
 
 
 SAME_CLASS = "CPU model, family/model, vector units, logical CPUs and GPUs"
@@ -50,8 +50,8 @@ class OtherMachineClass(ConfigError):
     report prints when it skips the drift check instead (the two classes side by side)."""
 
     def __init__(self, reference: Path, ours: set[tuple], refs: set[tuple]) -> None:
-        theirs_text = "; ".join(sorted(map(compare.class_text, refs)))
-        ours_text = "; ".join(sorted(map(compare.class_text, ours)))
+        theirs_text = "; ".join(sorted(map(pairing.class_text, refs)))
+        ours_text = "; ".join(sorted(map(pairing.class_text, ours)))
         self.reason = (f"{reference} is from another machine class: reference {theirs_text} vs this run "
                        f"{ours_text}; ratios drift only against a reference with the same {SAME_CLASS}")
         super().__init__(f"--against {reference} is from another machine class ({theirs_text}) than this run "
@@ -77,7 +77,7 @@ def this_machine_class() -> tuple:
 
     env = {"cpu_model": envinfo.cpu_model(), **envinfo.cpu_class(), "logical_cpus": os.cpu_count(),
            "gpus": envinfo.gpus()}
-    return compare.machine_class({"env": env})
+    return pairing.machine_class({"env": env})
 
 
 def reference_for_this_machine(candidates: list[Path]) -> Path | None:
@@ -120,7 +120,7 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
         ref = ref_rows.get(row.key) or Row(row.experiment, row.variant, row.scale)
         if row.ratio is None and ref.ratio is None:
             continue
-        flipped = stats.OPPOSITE.get(row.verdict) == ref.verdict
+        flipped = intervals.OPPOSITE.get(row.verdict) == ref.verdict
         difference = None if row.ratio is None or ref.ratio is None else row.ratio - ref.ratio
         lines.append(dict(zip(COLUMNS, (row.experiment, row.variant, row.scale, row.ratio, row.ci_low,
                                         row.ci_high, ref.ratio, ref.ci_low, ref.ci_high, difference,
@@ -144,9 +144,9 @@ def terminal_table(drift: Drift) -> str:
 def view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant, "scale": data.scale,
-        "ratio": data.ratio.map(stats.fmt),
+        "ratio": data.ratio.map(intervals.fmt),
         "95 % interval": tables.interval_text(data.ratio, data.ci_low, data.ci_high),
-        "reference ratio": data.ref_ratio.map(stats.fmt),
+        "reference ratio": data.ref_ratio.map(intervals.fmt),
         "reference interval": tables.interval_text(data.ref_ratio, data.ref_ci_low, data.ref_ci_high),
         "difference": data.difference.map(lambda v: "-" if pd.isna(v) else f"{v:+.2f}"),
         "verdict": data.verdict, "reference verdict": data.ref_verdict,

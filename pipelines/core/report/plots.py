@@ -31,10 +31,10 @@ from matplotlib.figure import Figure
 from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
-from pipelines.core.spec import experiments
-from pipelines.core.stats import pairing as compare
+from pipelines.core.config import experiments
+from pipelines.core.stats import pairing
 from pipelines.core.stats import rows as report_rows
-from pipelines.core.stats import intervals as stats
+from pipelines.core.stats import intervals
 from pipelines.core.stats.rows import Row
 
 PUBLISHED, MEASURED, BAND = "#9e9e9e", "#1f77b4", "#2ca02c"
@@ -75,7 +75,7 @@ def published_speedup(row: Row) -> float | None:
     """The published ratio; 1 for a reference arm that has a published time (ratio 1 by definition)."""
     if row.published_ratio is not None or row.entry is None:
         return row.published_ratio
-    reference = compare.declared_baseline(row.entry, row.variant) is None
+    reference = pairing.declared_baseline(row.entry, row.variant) is None
     return 1.0 if reference and row.published_time_s is not None else None
 
 
@@ -135,7 +135,7 @@ def _not_run(ax, x: int, row: Row) -> None:
     published = published_speedup(row)
     text = row.verdict if row.verdict != "not run" else "not run"
     if published is not None:
-        text += f"\n(published {stats.fmt(published)})"
+        text += f"\n(published {intervals.fmt(published)})"
     ax.annotate(text, (x, 0.03), xycoords=("data", "axes fraction"), ha="center", va="bottom", fontsize=7,
                 color="dimgrey", style="italic")
 
@@ -147,7 +147,7 @@ def _arm_bars(ax, x: int, row: Row) -> None:
                alpha=0.3)
     if published is not None:
         ax.bar(x - WIDTH / 2, published, WIDTH, color=PUBLISHED)
-        ax.annotate(stats.fmt(published), (x - WIDTH / 2, published), ha="center", va="bottom", fontsize=6,
+        ax.annotate(intervals.fmt(published), (x - WIDTH / 2, published), ha="center", va="bottom", fontsize=6,
                     xytext=(0, 2), textcoords="offset points")
     if measured is None:  # ran, but the report refuses the ratio (the table says why)
         ax.annotate(row.verdict, (x + WIDTH / 2, 0.03), xycoords=("data", "axes fraction"), ha="center",
@@ -162,13 +162,13 @@ def _arm_bars(ax, x: int, row: Row) -> None:
     else:
         ax.bar(x + WIDTH / 2, measured, WIDTH, facecolor="white", edgecolor=MEASURED, hatch="//")
     top = interval.high if interval is not None else measured
-    ax.annotate(stats.fmt(measured), (x + WIDTH / 2, top), ha="center", va="bottom", fontsize=6,
+    ax.annotate(intervals.fmt(measured), (x + WIDTH / 2, top), ha="center", va="bottom", fontsize=6,
                 xytext=(0, 2), textcoords="offset points", color=MEASURED)
 
 
 def _reference(row: Row) -> tuple[str, str]:
     """The arm a row's published speed-up is measured against (itself for a reference arm)."""
-    base = compare.declared_baseline(row.entry, row.variant) if row.entry else None
+    base = pairing.declared_baseline(row.entry, row.variant) if row.entry else None
     return base or (row.experiment, row.variant)
 
 
@@ -198,7 +198,7 @@ def tradeoff_panels(rows: list[Row]) -> list[Panel]:
     for (base_id, base_arm), members in groups.items():
         base = experiments.all_experiments().get(base_id)
         inside = (base_id, base_arm) in {r.key[:2] for r in members}
-        accuracy = None if inside or base is None else compare.published(base, "test_accuracy_pct", base_arm)
+        accuracy = None if inside or base is None else pairing.published(base, "test_accuracy_pct", base_arm)
         if len(members) + (accuracy is not None) >= 2:
             panels.append(((base_id, base_arm), accuracy, members))
     return panels
@@ -278,14 +278,14 @@ def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
             grouped[(rec["experiment"], rec["scale"])].append(rec)
     series = {}
     for key, recs in grouped.items():
-        for axis, value in (("workers", compare.total_cores),
+        for axis, value in (("workers", pairing.total_cores),
                             ("ranks", lambda r: int(r["dist"].get("world_size") or 1))):
             points: dict[int, list[dict[str, Any]]] = defaultdict(list)
             for rec in recs:
                 points[value(rec)].append(rec)
             if len(points) >= 2:
                 series[key] = {"axis": axis, "points": {
-                    x: (stats.stat(r["metrics"]["throughput_samples_per_s"] for r in rs),
+                    x: (intervals.stat(r["metrics"]["throughput_samples_per_s"] for r in rs),
                         sorted({r["variant"] for r in rs}))
                     for x, rs in sorted(points.items())}}
                 break
@@ -299,7 +299,7 @@ def published_curve(entry: experiments.Experiment | None) -> list[tuple[int, flo
     curve = []
     for index, arm in enumerate(entry.variants):
         count = arm.options.get("threads") or arm.options.get("ranks")
-        ratio = 1.0 if index == 0 else compare.published(entry, "ratio", arm.name)
+        ratio = 1.0 if index == 0 else pairing.published(entry, "ratio", arm.name)
         if count and ratio is not None:
             curve.append((int(count), ratio))
     return curve if len(curve) >= 2 else []
@@ -327,7 +327,7 @@ def scaling(records: list[dict[str, Any]], out_dir: Path) -> list[tuple[Path, st
             ax.set_xlabel("ranks (same total cores)")
         ticks = sorted(set(xs) | {c for c, _ in curve})
         ax.set_xticks(ticks, [str(x) for x in ticks])
-        ax.set_ylabel(f"speed-up vs {xs[0]} ({stats.fmt(base, 0)} samples/s reproduced)")
+        ax.set_ylabel(f"speed-up vs {xs[0]} ({intervals.fmt(base, 0)} samples/s reproduced)")
         ax.set_title(f"{experiment}: scaling, published beside reproduced")
         ax.legend(fontsize=8)
         ax.grid(alpha=0.3)

@@ -121,7 +121,7 @@ class ShareRow:
 def share_rows(records: Iterable[Mapping[str, Any]], only: Iterable[str] | None = None) -> list[ShareRow]:
     """Every printed share of an entry against the ok records of its arm that hold a whole profile
     (`op_share_pct`): the mean over repeats of the share each record measured, and the verdict."""
-    from pipelines.core.spec import experiments  # here, so the catalog can import share_metric lightly
+    from pipelines.core.config import experiments  # here, so the catalog can import share_metric lightly
     from pipelines.core.stats.pairing import applies
 
     wanted = set(only) if only else None  # none named: every experiment

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.stats.intervals import fmt
 

@@ -10,7 +10,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from pipelines.core.stats import rows as report_rows
-from pipelines.core.stats import intervals as stats
+from pipelines.core.stats import intervals
 from pipelines.core.stats.rows import Row
 
 
@@ -20,32 +20,32 @@ def frame(rows: list[Row]) -> pd.DataFrame:
 
 
 def _pm(means, sds, digits: int = 1) -> list[str]:
-    return [stats.Stat(1, m, None if pd.isna(s) else s).text(digits) if pd.notna(m) else "-"
+    return [intervals.Stat(1, m, None if pd.isna(s) else s).text(digits) if pd.notna(m) else "-"
             for m, s in zip(means, sds)]
 
 
 def _pair(lows, highs, template: str) -> list[str]:
-    return ["-" if pd.isna(low) else template.format(stats.fmt(low), stats.fmt(high))
+    return ["-" if pd.isna(low) else template.format(intervals.fmt(low), intervals.fmt(high))
             for low, high in zip(lows, highs)]
 
 
 def interval_text(ratios, lows, highs) -> list[str]:
     """'[low, high]', 'no interval' where a point ratio has none, '-' where there is no ratio."""
-    return ["-" if pd.isna(ratio) else "no interval" if pd.isna(low) else stats.Interval(low, high).text()
+    return ["-" if pd.isna(ratio) else "no interval" if pd.isna(low) else intervals.Interval(low, high).text()
             for ratio, low, high in zip(ratios, lows, highs)]
 
 
 def results_view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant, "scale": data.scale, "n": data.n,
-        "published time": data.published_time, "published ratio": data.published_ratio.map(stats.fmt),
+        "published time": data.published_time, "published ratio": data.published_ratio.map(intervals.fmt),
         "basis": data.published_basis,
         "band": _pair(data.band_low, data.band_high, "{}-{}"),
         "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
-        "measured ratio": data.ratio.map(stats.fmt),
+        "measured ratio": data.ratio.map(intervals.fmt),
         "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
         "judged": data.judged,
-        "end-to-end ratio": [f"{stats.fmt(r)} {interval}" if interval != "-" else "-" for r, interval in
+        "end-to-end ratio": [f"{intervals.fmt(r)} {interval}" if interval != "-" else "-" for r, interval in
                              zip(data.e2e_ratio, interval_text(data.e2e_ratio, data.e2e_ci_low, data.e2e_ci_high))],
         "verdict": data.verdict, "compared with": data.baseline, "why": data.why})
 
@@ -57,7 +57,7 @@ def machine_view(rows: list[Row]) -> pd.DataFrame:
         "scale": [r.scale for r in rows],
         "noisy repeats": [f"{r.noisy_repeats} of {r.n}" + (f": {r.noisy_reasons}" if r.noisy_reasons else "")
                           if any("machine" in rec for rec in r.records) else "not recorded" for r in rows],
-        "samples/s": [stats.fmt(r.throughput_mean, 1) if r.throughput_mean else "-" for r in rows],
+        "samples/s": [intervals.fmt(r.throughput_mean, 1) if r.throughput_mean else "-" for r in rows],
         "J/sample": [f"{r.energy_j_per_sample:.4g}" if r.energy_j_per_sample is not None else "-" for r in rows]})
 
 
@@ -67,9 +67,9 @@ def memory_view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": has.experiment, "variant": has.variant, "scale": has.scale, "n": has.n,
         "memory measured": has.memory_metric, "compared with": has.baseline,
-        "saving factor": has.memory_ratio.map(stats.fmt),
+        "saving factor": has.memory_ratio.map(intervals.fmt),
         "95 % interval": interval_text(has.memory_ratio, has.memory_ci_low, has.memory_ci_high),
-        "published": has.published_memory_ratio.map(stats.fmt), "verdict": has.memory_verdict})
+        "published": has.published_memory_ratio.map(intervals.fmt), "verdict": has.memory_verdict})
 
 
 def summary_view(data: pd.DataFrame) -> pd.DataFrame:
@@ -77,9 +77,9 @@ def summary_view(data: pd.DataFrame) -> pd.DataFrame:
     scale = data.scale.map(lambda s: "" if s in ("bench", "-") else f" ({s})")
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant + scale, "n": data.n,
-        "step ms": data.step_ms_median.map(lambda v: stats.fmt(v, 1)),
+        "step ms": data.step_ms_median.map(lambda v: intervals.fmt(v, 1)),
         "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
-        "ratio": data.ratio.map(stats.fmt),
+        "ratio": data.ratio.map(intervals.fmt),
         "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
         "published": data.published_ratio.map(lambda v: "-" if pd.isna(v) else f"{v:g}"),
         "verdict": [verdict + (f" ({why})" if verdict == "not comparable" else "")
@@ -97,8 +97,8 @@ def accuracy_view(rows: list[Row]) -> pd.DataFrame:
             continue
         delta, why = report_rows.accuracy_delta(row, by_key)
         lines.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,
-                      "data": row.data_source, "samples seen": stats.fmt(row.samples_seen, 0),
-                      "acc % (mean ± sd)": stats.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
+                      "data": row.data_source, "samples seen": intervals.fmt(row.samples_seen, 0),
+                      "acc % (mean ± sd)": intervals.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
                       "Δ vs baseline arm (pp)": "-" if delta is None else f"{delta:+.2f}", "note": why})
     return pd.DataFrame(lines)
 
@@ -106,8 +106,8 @@ def accuracy_view(rows: list[Row]) -> pd.DataFrame:
 def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
     """Measured against published accuracy: book-scale runs on the real data set only."""
     lines = [{"experiment": row.experiment, "variant": row.variant, "n": row.n,
-              "acc % (mean ± sd)": stats.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
-              "published acc %": stats.fmt(row.published_accuracy),
+              "acc % (mean ± sd)": intervals.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
+              "published acc %": intervals.fmt(row.published_accuracy),
               "Δ vs published (pp)": "-" if row.accuracy_context else f"{row.accuracy_mean - row.published_accuracy:+.2f}",
               "note": f"context only: {row.accuracy_context}" if row.accuracy_context else ""}
              for row in rows if report_rows.book_accuracy(row) and row.accuracy_mean is not None
@@ -132,7 +132,7 @@ class Overhead(NamedTuple):
     text: str
 
 
-def overhead(ratio: float, interval: stats.Interval | None, repeats: int,
+def overhead(ratio: float, interval: intervals.Interval | None, repeats: int,
              goal_pct: float = HARNESS_GOAL_PCT) -> Overhead:
     """Overhead % = (1 - shared/hand) x 100, read against the goal by its interval, never by the point.
 
@@ -147,7 +147,7 @@ def overhead(ratio: float, interval: stats.Interval | None, repeats: int,
     note = ""
     if pct < 0:
         # the whole interval says "faster", from enough repeats to see run-to-run noise
-        below = interval is not None and interval.low > 1 and repeats >= stats.MIN_REPEATS_FOR_VERDICT
+        below = interval is not None and interval.low > 1 and repeats >= intervals.MIN_REPEATS_FOR_VERDICT
         note = "harness faster than the plain loop at 95 %: no overhead measured" if below else HARNESS_FASTER
     reading = f"{pct:+.1f} %" + (f" ({note})" if note else "")
     if interval is None:
@@ -155,16 +155,16 @@ def overhead(ratio: float, interval: stats.Interval | None, repeats: int,
                         f"{reading}; no interval: the {goal_pct:g} % goal is not assessed")
     low, high = (1 - interval.high) * 100, (1 - interval.low) * 100
     span = f"95 % interval [{low:+.1f}, {high:+.1f}] %"
-    if repeats < stats.MIN_REPEATS_FOR_VERDICT:
-        verdict = stats.INCONCLUSIVE
+    if repeats < intervals.MIN_REPEATS_FOR_VERDICT:
+        verdict = intervals.INCONCLUSIVE
         why = (f"{repeats} repeat(s) per loop: the interval cannot see run-to-run noise, a verdict needs "
-               f"{stats.MIN_REPEATS_FOR_VERDICT}+")
+               f"{intervals.MIN_REPEATS_FOR_VERDICT}+")
     elif high <= goal_pct:
         verdict, why = GOAL_MET, f"its upper end is within the {goal_pct:g} % goal"
     elif low > goal_pct:
         verdict, why = OVER_GOAL, f"all of it is above the {goal_pct:g} % goal"
     else:
-        verdict, why = stats.INCONCLUSIVE, f"it straddles the {goal_pct:g} % goal"
+        verdict, why = intervals.INCONCLUSIVE, f"it straddles the {goal_pct:g} % goal"
     return Overhead(pct, (low, high), verdict, note, f"{reading}; {span}: {verdict}, {why}")
 
 
@@ -183,7 +183,7 @@ def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
         return config.get("model", "?"), int(config.get("batch_size") or 0), config.get("device", "?"), scale
 
     def spread(mine: list[dict[str, Any]], name: str) -> str:
-        times = stats.stat(r["metrics"].get("train_s") for r in mine if r["variant"] == name)
+        times = intervals.stat(r["metrics"].get("train_s") for r in mine if r["variant"] == name)
         return "-" if not times.mean or times.sd is None else f"{100 * times.sd / times.mean:.1f} %"
 
     lines = []
@@ -191,16 +191,16 @@ def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
         mine = [r for r in recs if workload(r) == (model, batch, device, scale)]
         values = {name: [r["metrics"].get("throughput_samples_per_s") for r in mine if r["variant"] == name]
                   for name in ("shared-loop", "hand-loop")}
-        shared, hand = (stats.stat(values[name]) for name in ("shared-loop", "hand-loop"))
+        shared, hand = (intervals.stat(values[name]) for name in ("shared-loop", "hand-loop"))
         if not shared.mean or not hand.mean:
             continue
-        ratio, interval = stats.ratio_interval(stats.whole_repeats(values["shared-loop"]),
-                                               stats.whole_repeats(values["hand-loop"]))
+        ratio, interval = intervals.ratio_interval(intervals.whole_repeats(values["shared-loop"]),
+                                               intervals.whole_repeats(values["hand-loop"]))
         cost = overhead(ratio, interval, min(shared.n, hand.n))
         lines.append({"workload": f"{model} / batch {batch} / {device} / {scale}",
                       "n (each loop)": f"{shared.n}/{hand.n}",
                       "shared loop samples/s": shared.text(), "hand-written samples/s": hand.text(),
-                      "shared / hand": stats.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
+                      "shared / hand": intervals.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
                       "overhead %": round(cost.pct, 1),
                       "overhead 95 % interval": "[{:+.1f}, {:+.1f}] %".format(*cost.pct_interval),
                       f"against the {HARNESS_GOAL_PCT:g} % goal": cost.verdict,

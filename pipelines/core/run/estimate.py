@@ -19,7 +19,7 @@ from typing import Any, Iterable, Sequence
 
 from pipelines.core.record import envinfo
 from pipelines.core.record.version import REPO
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import stopping
 
 REFERENCE_DIR = REPO / "results" / "reference"

@@ -25,14 +25,14 @@ import torch  # noqa: I001  (before numpy: libgomp binds this thread before Open
 import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
 
 from pipelines.core.data import datasets
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, history, machine, results
 from pipelines.core.run.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
-from pipelines.core.spec import options
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config import options
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import rows, stopping
 from pipelines.core.train import checkpoint, loop, memory, models, progress
 from pipelines.core.train.interrupt import Interrupted, as_interrupted

@@ -24,7 +24,7 @@ from pipelines.core.run.execute import (Outcome, data_facts, keep, pairing_mark,
 from pipelines.core.run.pipeline import Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import interleave, loop, memory, models, progress
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 @dataclass

@@ -2,7 +2,7 @@
 hands the run to launch/<launcher>.sh.
 
 The launch path is one direction: `make ID` -> `accel launch` (parses and checks the accel arguments here,
-once) -> launch/<launcher>.sh (builds the command line; its knobs are checked by dist/launchers.py, the
+once) -> launch/<launcher>.sh (builds the command line; its knobs are checked by distributed/launchers.py, the
 accel arguments by `accel preflight` as every rank will) -> torchrun / mpirun / srun / python -> each rank's
 `accel run`. What is refused here is what only the entry and this host can say before a launcher starts:
 a GPU entry on a machine without one, a backend library this environment lacks, a missing launcher, and
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 
 REPO = Path(__file__).resolve().parents[3]
 
@@ -44,7 +44,7 @@ def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mappi
                           "provides when built where Intel's wheel index is reachable (containers/cpu-intel/"
                           "README.md); run it with IMAGE=<such an image> or compare with -o backend=gloo")
     if "mpi-backend" in entry.requires and not in_image and not backend_chosen:
-        from pipelines.core.dist.ranks import mpi_backend_missing  # torch: only for the entries that need it
+        from pipelines.core.distributed.ranks import mpi_backend_missing  # torch: only for the entries that need it
 
         if missing := mpi_backend_missing():
             raise NotRunnable(f"{entry.id} {missing}")

@@ -3,7 +3,7 @@
 A technique file `pipelines/<name>.py` defines a subclass and exposes one instance as `PIPELINE`:
 
     class Pruning(TrainingPipeline):
-        Options = PruningOptions              # a frozen dataclass of typed knobs (core/spec/options.py)
+        Options = PruningOptions              # a frozen dataclass of typed knobs (core/config/options.py)
         def setup(self, cfg, opts, ctx):      # build model + step -> Trainable (the technique)
         def check(self, cfg, opts, ctx):      # optional: refuse bad settings before any work
         def skip(self, cfg, opts, ctx):       # optional: why this variant cannot run on this device
@@ -25,10 +25,10 @@ from typing import Any, Callable, ClassVar, Mapping
 
 import torch
 
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.data.datasets import Loaders
 from pipelines.core.train.loop import RunContext, Trainable
-from pipelines.core.spec.options import NoOptions
+from pipelines.core.config.options import NoOptions
 
 
 @dataclass

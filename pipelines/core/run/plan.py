@@ -14,8 +14,8 @@ from typing import Any, Mapping
 
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.run.pipeline import Pipeline
-from pipelines.core.spec import experiments, options
-from pipelines.core.spec.config import RunConfig, resolve
+from pipelines.core.config import experiments, options
+from pipelines.core.config.runconfig import RunConfig, resolve
 from pipelines.core.train import models
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from pipelines.core.dist import affinity
+from pipelines.core.distributed import affinity
 from pipelines.core.record import machine
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.run.estimate import (  # noqa: F401  (the plan's estimate, read through preview)
     REFERENCE_DIR, STARTUP_S, duration, estimate, recorded_step_time, repeat_seconds, rounds_estimate)
 
@@ -142,7 +142,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
         threads = arm_threads
     elif launcher is None:  # this process: what OpenMP was told, else what torch runs
         threads = _whole((env.get("OMP_NUM_THREADS") or "").split(",")[0]) or in_process_threads or usable
-    else:  # the launcher's own default (dist/launchers.py): the smallest core slice per rank
+    else:  # the launcher's own default (distributed/launchers.py): the smallest core slice per rank
         threads = knob("THREADS") or affinity.threads_per_rank(ranks)
     return Layout(ranks, threads, usable, nodes)
 

@@ -14,12 +14,12 @@ from pathlib import Path
 import torch
 
 from pipelines.core.data import datasets, files
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.errors import NotRunnable
 from pipelines.core.record import atomic, envinfo, results
 from pipelines.core.run.plan import Plan, dist_options
-from pipelines.core.spec import experiments, options
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config import experiments, options
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import loop, models
 
 

@@ -15,13 +15,13 @@ from typing import Any, Callable
 
 import torch
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.errors import DistError
 from pipelines.core.record import results
 from pipelines.core.run import interleaved
 from pipelines.core.run.execute import Outcome, record_of, run_variants
-from pipelines.core.run.plan import Plan, dist_options, load_pipeline, plan  # noqa: F401  (the entry's interface)
-from pipelines.core.run.refusals import preflight, refuse_before_work, skip_reasons  # noqa: F401
+from pipelines.core.run.plan import Plan, dist_options
+from pipelines.core.run.refusals import refuse_before_work, skip_reasons
 from pipelines.core.train import loop, progress
 
 

@@ -31,10 +31,10 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
 from pipelines.core.run.pipeline import Measurement, Pipeline
-from pipelines.core.spec import experiments
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config import experiments
+from pipelines.core.config.runconfig import RunConfig
 
-# The launcher knobs fixed at process start, with the launchers' own defaults (dist/launchers.py local()).
+# The launcher knobs fixed at process start, with the launchers' own defaults (distributed/launchers.py local()).
 RUNTIME_DEFAULTS = {"OMP_RUNTIME": "gnu", "OMP_BIND": "none", "ALLOCATOR": "default"}
 INTEL_DEFAULTS = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME": "0"}  # the launcher's
 MEMORY_METRICS = ("memory_ratio", "stated_memory_factor_x")

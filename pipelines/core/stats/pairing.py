@@ -15,7 +15,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.record.envinfo import machine_key
 from pipelines.core.stats import intervals
 

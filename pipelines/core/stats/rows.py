@@ -24,10 +24,10 @@ from pathlib import Path
 from typing import Any
 
 from pipelines.core.record import results
-from pipelines.core.spec import experiments
-from pipelines.core.stats import pairing as compare
-from pipelines.core.stats import intervals as stats
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.config import experiments
+from pipelines.core.stats import pairing
+from pipelines.core.stats import intervals
+from pipelines.core.errors import ConfigError
 
 HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
 HIDDEN = {"table": False}  # Row fields that are not table columns
@@ -130,8 +130,8 @@ class Row:
         return self.experiment.split("-")[0]
 
     @property
-    def interval(self) -> stats.Interval | None:
-        return None if self.ci_low is None else stats.Interval(self.ci_low, self.ci_high)
+    def interval(self) -> intervals.Interval | None:
+        return None if self.ci_low is None else intervals.Interval(self.ci_low, self.ci_high)
 
 
 def samples_seen(record: dict[str, Any]) -> int | None:
@@ -194,7 +194,7 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
     return rows
 
 
-CONCLUSIVE = (stats.REPRODUCED, stats.FASTER, stats.SLOWER)
+CONCLUSIVE = (intervals.REPRODUCED, intervals.FASTER, intervals.SLOWER)
 
 
 def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> None:
@@ -206,7 +206,7 @@ def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> N
     reasons = "; ".join(r for r in {row.noisy_reasons, base.noisy_reasons if base else ""} if r)
     note = f"{count} repeat(s) of this arm and its baseline ran on a noisy machine ({reasons or 'see records'})"
     if strict:
-        row.verdict, row.why = stats.INCONCLUSIVE, f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)"
+        row.verdict, row.why = intervals.INCONCLUSIVE, f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)"
     else:
         row.why = f"{row.why}; {note}" if row.why else note
 
@@ -225,7 +225,7 @@ def _left_out(row: Row) -> None:
 def _measured(row: Row) -> None:
     recs = row.records
     row.n = len(recs)
-    metric = lambda name: stats.stat(r["metrics"].get(name) for r in recs)  # noqa: E731
+    metric = lambda name: intervals.stat(r["metrics"].get(name) for r in recs)  # noqa: E731
     throughput, accuracy = metric("throughput_samples_per_s"), metric("test_accuracy_pct")
     row.throughput_mean, row.throughput_sd = throughput.mean, throughput.sd
     row.accuracy_mean, row.accuracy_sd = accuracy.mean, accuracy.sd
@@ -246,15 +246,15 @@ def _measured(row: Row) -> None:
 
 
 def _published(row: Row, entry: experiments.Experiment) -> None:
-    times = compare.published_times(entry, row.variant)
+    times = pairing.published_times(entry, row.variant)
     row.published_time = ", ".join(text for text, _ in times) or "-"
     row.published_time_s = times[0][1] if times else None
-    row.published_accuracy = compare.published(entry, "test_accuracy_pct", row.variant)
-    accuracy = compare.published_figure(entry, "test_accuracy_pct", row.variant)
+    row.published_accuracy = pairing.published(entry, "test_accuracy_pct", row.variant)
+    accuracy = pairing.published_figure(entry, "test_accuracy_pct", row.variant)
     row.accuracy_context = accuracy.note if accuracy is not None and accuracy.basis == "context" else ""
-    metric = "ratio" if compare.published_figure(entry, "ratio", row.variant) else STATED_SPEED
-    row.published_ratio = compare.published(entry, metric, row.variant)
-    fig = compare.published_figure(entry, metric, row.variant)
+    metric = "ratio" if pairing.published_figure(entry, "ratio", row.variant) else STATED_SPEED
+    row.published_ratio = pairing.published(entry, metric, row.variant)
+    fig = pairing.published_figure(entry, metric, row.variant)
     if fig is not None:
         row.published_basis = "stated rule of thumb" if metric == STATED_SPEED else \
             fig.basis_name if fig.work_ratio == 1.0 else (
@@ -289,7 +289,7 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = (f"error: {row.errors[-1]}" if row.errors else
                    f"planned: {entry.planned_reason}" if entry.status == "planned" else "no records")
         return
-    base = compare.baseline_arm(entry, row.variant, row.records, here)
+    base = pairing.baseline_arm(entry, row.variant, row.records, here)
     if base is None:
         row.verdict, row.why = "baseline", "the reference arm (ratio 1 by definition)"
         return
@@ -300,7 +300,7 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.verdict = "not comparable"
         row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
         return
-    difference = compare.machine_difference(row.records + base_recs)
+    difference = pairing.machine_difference(row.records + base_recs)
     if difference:
         row.verdict, row.why = "not comparable", f"no ratio: {difference}"
         return
@@ -309,52 +309,52 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
     _memory(row, entry, base_recs)
     interval = row.interval
     row.judged = "steady state"
-    figure = compare.published_figure(entry, "ratio", row.variant)
-    if figure is not None and figure.basis_name == "end-to-end" and compare.hardware_class(entry) == \
-            compare.run_class(row.records):
+    figure = pairing.published_figure(entry, "ratio", row.variant)
+    if figure is not None and figure.basis_name == "end-to-end" and pairing.hardware_class(entry) == \
+            pairing.run_class(row.records):
         if row.scale != "book":
             # the source's compilation is spread over its whole run, a bench run's over a few steps: project
             # each process's compilation and steady steps onto the source's work, or say why not
             projected = projected_end_to_end(entry, row.records, base_recs)
             if projected is None:
                 row.verdict = "not comparable"
-                row.why = (f"end-to-end figure: judged at --scale book (here steady {stats.fmt(row.ratio)}, "
-                           f"end-to-end {stats.fmt(row.e2e_ratio)})")
+                row.why = (f"end-to-end figure: judged at --scale book (here steady {intervals.fmt(row.ratio)}, "
+                           f"end-to-end {intervals.fmt(row.e2e_ratio)})")
                 return
-            steady = stats.fmt(row.ratio)
+            steady = intervals.fmt(row.ratio)
             row.judged = "end-to-end, projected"
             row.ratio, interval, row.units, how = projected
             row.ci_low, row.ci_high = interval.low, interval.high
             row.why = f"{how}; steady state {steady}"
         else:
             row.judged = "end-to-end"
-            interval = None if row.e2e_ci_low is None else stats.Interval(row.e2e_ci_low, row.e2e_ci_high)
+            interval = None if row.e2e_ci_low is None else intervals.Interval(row.e2e_ci_low, row.e2e_ci_high)
             row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
-    devices = compare.device_count_difference(entry, row.variant, base[:2], row.records, base_recs)
-    hardware = compare.hardware_class(entry) != compare.run_class(row.records)
+    devices = pairing.device_count_difference(entry, row.variant, base[:2], row.records, base_recs)
+    hardware = pairing.hardware_class(entry) != pairing.run_class(row.records)
     if devices or hardware:
         row.verdict = "not comparable"
         stand_in = next((r["config"]["stand_in"] for r in row.records if r["config"].get("stand_in")), "")
         row.why = "; ".join(part for part in (devices, hardware and (
-            f"different hardware class: published on {compare.hardware_class(entry).upper()} "
-            f"({entry.hardware or 'unstated'}), run on {compare.run_class(row.records).upper()}"),
+            f"different hardware class: published on {pairing.hardware_class(entry).upper()} "
+            f"({entry.hardware or 'unstated'}), run on {pairing.run_class(row.records).upper()}"),
             stand_in.split(": ", 1)[-1].split(";")[0]) if part)
     elif row.published_ratio is None:
         row.verdict = "measured"
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
     elif interval is None:
-        row.verdict, row.why = stats.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
-    elif (fewest := row.units or min(len(row.records), len(base_recs))) < stats.MIN_REPEATS_FOR_VERDICT:
-        row.verdict = stats.INCONCLUSIVE
+        row.verdict, row.why = intervals.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
+    elif (fewest := row.units or min(len(row.records), len(base_recs))) < intervals.MIN_REPEATS_FOR_VERDICT:
+        row.verdict = intervals.INCONCLUSIVE
         what = "paired processes or rounds" if row.units else "repeat(s) on an arm"
         row.why = (f"{fewest} {what}: the interval cannot see process-to-process noise; a verdict needs "
-                   f"{stats.MIN_REPEATS_FOR_VERDICT}+ (--repeats, or accel compare --rounds)")
+                   f"{intervals.MIN_REPEATS_FOR_VERDICT}+ (--repeats, or accel compare --rounds)")
     else:
-        row.verdict = stats.verdict(interval, row.published_ratio, entry.tolerance,
-                                    stats.Interval(row.band_low, row.band_high))
-        if row.verdict == stats.INCONCLUSIVE:
+        row.verdict = intervals.verdict(interval, row.published_ratio, entry.tolerance,
+                                    intervals.Interval(row.band_low, row.band_high))
+        if row.verdict == intervals.INCONCLUSIVE:
             straddles = (f"interval {interval.text()} straddles the band "
-                         f"{stats.Interval(row.band_low, row.band_high).text()}")
+                         f"{intervals.Interval(row.band_low, row.band_high).text()}")
             row.why = f"{straddles}; {row.why}" if row.why else straddles
 
 
@@ -362,19 +362,19 @@ def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
     """The ratio and its interval: paired (same process and block round, or same alternation round) when
     the records say how they were measured, else the unpaired bootstrap from per-step times, else the
     point ratio of mean throughputs."""
-    paired = compare.paired_units(row.records, base_recs)
+    paired = pairing.paired_units(row.records, base_recs)
     row.pairing = paired.text()
     if paired.kind:
-        row.ratio, interval = stats.paired_ratio_interval(paired.units)
+        row.ratio, interval = intervals.paired_ratio_interval(paired.units)
         row.ci_low, row.ci_high, row.units = interval.low, interval.high, len(paired.units)
         return
-    mine = [stats.repeat_of(r) for r in row.records]
-    theirs = [stats.repeat_of(r) for r in base_recs]
+    mine = [intervals.repeat_of(r) for r in row.records]
+    theirs = [intervals.repeat_of(r) for r in base_recs]
     if None not in mine and None not in theirs:
-        row.ratio, interval = stats.ratio_interval(mine, theirs)
+        row.ratio, interval = intervals.ratio_interval(mine, theirs)
         row.ci_low, row.ci_high = interval.low, interval.high
         return
-    base_mean = stats.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
+    base_mean = intervals.stat(r["metrics"]["throughput_samples_per_s"] for r in base_recs).mean
     row.ratio = row.throughput_mean / base_mean
 
 
@@ -383,7 +383,7 @@ def _one_time_and_steady(record: dict[str, Any]) -> tuple[float, float] | None:
     its samples take at the steady pace (compilation, cold caches), plus the same excess of blocks in which
     dynamo compiled again (a last partial batch's new shape, which the source's run paid once too)."""
     metrics, cfg = record["metrics"], record["config"]
-    blocks = compare.blocks_of(record)
+    blocks = pairing.blocks_of(record)
     steady = [b for b in blocks if not b[3] and b[4]]
     if not steady:
         return None
@@ -394,7 +394,7 @@ def _one_time_and_steady(record: dict[str, Any]) -> tuple[float, float] | None:
 
 
 def projected_end_to_end(entry: experiments.Experiment, records: list[dict[str, Any]],
-                         base_recs: list[dict[str, Any]]) -> tuple[float, stats.Interval, int, str] | None:
+                         base_recs: list[dict[str, Any]]) -> tuple[float, intervals.Interval, int, str] | None:
     """An end-to-end ratio on the source's work from bench processes that ran both arms: per process, each
     arm's one-time cost plus the source's samples at the arm's steady pace; (ratio, interval over processes,
     processes, how). None where the catalog does not say the source's work or no process ran both arms."""
@@ -413,7 +413,7 @@ def projected_end_to_end(entry: experiments.Experiment, records: list[dict[str, 
         compile_s.append(arm[0])
     if not totals:
         return None
-    ratio, interval = stats.paired_mean_ratio_interval([b for b, _ in totals], [a for _, a in totals])
+    ratio, interval = intervals.paired_mean_ratio_interval([b for b, _ in totals], [a for _, a in totals])
     how = (f"end-to-end projected to the source's {epochs} x {per_epoch:,} samples: one-time cost "
            f"{statistics.fmean(compile_s):.1f} s (compilation, recompiles) + steady steps, {len(totals)} processes")
     return ratio, interval, len(totals), how
@@ -428,7 +428,7 @@ def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
             {samples_seen(r) for r in base_recs}:
         return
     if len(mine) >= 2 and len(theirs) >= 2:
-        row.e2e_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.e2e_ratio, interval = intervals.mean_ratio_interval(theirs, mine)
         row.e2e_ci_low, row.e2e_ci_high = interval.low, interval.high
     else:
         row.e2e_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
@@ -439,7 +439,7 @@ def _end_to_end(row: Row, base_recs: list[dict[str, Any]]) -> None:
 STATED_SPEED, STATED_MEMORY = "stated_speed_factor_x", "stated_memory_factor_x"
 
 # A saving factor above the band saves more memory than published (not "faster").
-MEMORY_WORDS = {stats.FASTER: "saves more than published", stats.SLOWER: "saves less than published"}
+MEMORY_WORDS = {intervals.FASTER: "saves more than published", intervals.SLOWER: "saves less than published"}
 
 # Which per-repeat memory a memory ratio compares: what autograd keeps for backward where the technique
 # trades exactly that (activation checkpointing), else the training's peak (CUDA allocator, CPU peak RSS).
@@ -458,20 +458,20 @@ def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, A
         return
     row.memory_metric = name
     if len(mine) >= 2 and len(theirs) >= 2:
-        row.memory_ratio, interval = stats.mean_ratio_interval(theirs, mine)
+        row.memory_ratio, interval = intervals.mean_ratio_interval(theirs, mine)
         row.memory_ci_low, row.memory_ci_high = interval.low, interval.high
     else:
         row.memory_ratio = (sum(theirs) / len(theirs)) / (sum(mine) / len(mine))
     figure = next((fig for metric in ("memory_ratio", STATED_MEMORY) if
-                   (fig := compare.published_figure(entry, metric, row.variant)) is not None), None)
+                   (fig := pairing.published_figure(entry, metric, row.variant)) is not None), None)
     row.published_memory_ratio = figure and figure.same_work_value
     if figure is None:
         row.memory_verdict = "measured"
-    elif row.memory_ci_low is None or min(len(mine), len(theirs)) < stats.MIN_REPEATS_FOR_VERDICT:
-        row.memory_verdict = stats.INCONCLUSIVE
+    elif row.memory_ci_low is None or min(len(mine), len(theirs)) < intervals.MIN_REPEATS_FOR_VERDICT:
+        row.memory_verdict = intervals.INCONCLUSIVE
     else:
-        judged = stats.verdict(stats.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
-                               entry.tolerance, stats.Interval(*figure.band(entry.tolerance)))
+        judged = intervals.verdict(intervals.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
+                               entry.tolerance, intervals.Interval(*figure.band(entry.tolerance)))
         row.memory_verdict = MEMORY_WORDS.get(judged, judged)
 
 
@@ -514,13 +514,13 @@ def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, f
         if row.ratio is not None and row.interval is not None:
             out[key] = _relative(row.interval, row.ratio)
             continue
-        repeats = [rep for rep in map(stats.repeat_of, row.records) if rep is not None]
+        repeats = [rep for rep in map(intervals.repeat_of, row.records) if rep is not None]
         if len(repeats) < 2 or len(repeats) != len(row.records):
             out[key] = None
             continue
-        out[key] = _relative(stats.throughput_interval(repeats), stats.throughput(repeats))
+        out[key] = _relative(intervals.throughput_interval(repeats), intervals.throughput(repeats))
     return out
 
 
-def _relative(interval: stats.Interval, value: float) -> float | None:
+def _relative(interval: intervals.Interval, value: float) -> float | None:
     return (interval.high - interval.low) / 2 / value if value > 0 else None

@@ -22,11 +22,11 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
-from pipelines.core.stats import intervals as stats
-from pipelines.core.spec.repeat_rule import (  # noqa: F401  (the rule's settings, read here by many)
+from pipelines.core.stats import intervals
+from pipelines.core.config.repeat_rule import (  # noqa: F401  (the rule's settings, read here by many)
     AUTO, DEFAULT_BUDGET_S, DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth)
 
-MIN_ROUNDS = stats.MIN_REPEATS_FOR_VERDICT
+MIN_ROUNDS = intervals.MIN_REPEATS_FOR_VERDICT
 
 
 def order(items: Sequence[Any], round_index: int) -> list[Any]:

@@ -13,9 +13,9 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
-from pipelines.core.spec import experiments
+from pipelines.core.config import experiments
 from pipelines.core.stats import rows as rows_of
-from pipelines.core.stats import intervals as stats
+from pipelines.core.stats import intervals
 
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
 
@@ -44,8 +44,8 @@ def published_source(entry: experiments.Experiment | None, variant: str,
 def _measured(row: rows_of.Row) -> str:
     if row.ratio is None:
         return "-"
-    interval = f" [{stats.fmt(row.ci_low)}, {stats.fmt(row.ci_high)}]" if row.ci_low is not None else ""
-    return f"{stats.fmt(row.ratio)}{interval}"
+    interval = f" [{intervals.fmt(row.ci_low)}, {intervals.fmt(row.ci_high)}]" if row.ci_low is not None else ""
+    return f"{intervals.fmt(row.ratio)}{interval}"
 
 
 def _published(row: rows_of.Row) -> str:
@@ -54,7 +54,7 @@ def _published(row: rows_of.Row) -> str:
         return "-"
     source = published_source(row.entry, row.variant)
     basis = "" if row.published_basis in ("-", "same-work throughput") else f"; {row.published_basis}"
-    return f"{stats.fmt(row.published_ratio)} ({source}{basis})" if source else stats.fmt(row.published_ratio)
+    return f"{intervals.fmt(row.published_ratio)} ({source}{basis})" if source else intervals.fmt(row.published_ratio)
 
 
 def _accuracy(row: rows_of.Row) -> str:
@@ -143,9 +143,9 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
     if not measured:
         return ""
     table = [[f"{row.experiment} [{row.variant}]", row.memory_metric,
-              f"{stats.fmt(row.memory_ratio)}" + (f" [{stats.fmt(row.memory_ci_low)}, {stats.fmt(row.memory_ci_high)}]"
+              f"{intervals.fmt(row.memory_ratio)}" + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
                                                   if row.memory_ci_low is not None else ""),
-              stats.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
+              intervals.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
     return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
         ["arm", "memory", "measured [95 %]", "published", "verdict"], table)
 

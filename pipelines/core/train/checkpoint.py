@@ -21,7 +21,7 @@ import torch
 
 from pipelines.core.record import atomic
 from pipelines.core.train import loop
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 
 FILENAME = "checkpoint.pt"
 

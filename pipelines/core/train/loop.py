@@ -50,8 +50,8 @@ from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
 from pipelines.core.train import clocks, memory
-from pipelines.core.train.clocks import now, synchronize  # noqa: F401  (re-exported: pipelines time windows with them)
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.train.clocks import now
+from pipelines.core.config.runconfig import RunConfig
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
 LOSS_CURVE_POINTS = 200  # a loss curve's resolution in the record: enough for a plot, small in JSON

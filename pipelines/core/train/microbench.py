@@ -13,7 +13,8 @@ from typing import Callable, Sequence
 import torch
 
 from pipelines.core.train import memory
-from pipelines.core.train.loop import Step, now
+from pipelines.core.train.clocks import now
+from pipelines.core.train.loop import Step
 
 
 @dataclass

@@ -24,7 +24,7 @@ from torch import nn
 from torchvision.models import DenseNet
 from torchvision.models.vision_transformer import VisionTransformer
 
-from pipelines.core.spec.config import ConfigError
+from pipelines.core.errors import ConfigError
 
 
 class BookCNN(nn.Module):

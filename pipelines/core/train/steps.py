@@ -14,7 +14,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from pipelines.core.spec.config import RunConfig
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train.loop import Hooks, Step, Trainable
 
 Observe = Callable[[torch.Tensor, torch.Tensor, torch.Tensor], None]  # (logits, y, loss) after the step

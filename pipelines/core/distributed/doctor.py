@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 from pipelines.core.record import atomic, envinfo
 
 SHM_MIN_MIB = 512  # DataLoader workers and Gloo's shared-memory transport need room in /dev/shm

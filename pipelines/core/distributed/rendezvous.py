@@ -7,7 +7,7 @@ torchrun agent) first proves, with plain sockets, that the host's port answers, 
 when it does not; what is left of the budget then bounds the store and the group's creation. A port that
 answers makes torch's own connection succeed at once, so its retries never start.
 
-Standard library only: the torchrun agent (`core/dist/agent.py`) probes before it pays for importing torch.
+Standard library only: the torchrun agent (`core/distributed/agent.py`) probes before it pays for importing torch.
 """
 
 from __future__ import annotations

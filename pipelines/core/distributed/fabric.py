@@ -1,15 +1,15 @@
 """Lightning Fabric on the launcher's ranks: the processes torchrun, mpirun or srun started, and the
-process group the runner joined (core/dist/ranks.py), told to Fabric so it creates no processes of its own."""
+process group the runner joined (core/distributed/ranks.py), told to Fabric so it creates no processes of its own."""
 
 from __future__ import annotations
 
 from lightning.fabric.plugins.environments import ClusterEnvironment
 
-from pipelines.core.dist import ranks
+from pipelines.core.distributed import ranks
 
 
 class RunnerEnvironment(ClusterEnvironment):
-    """The ranks the launcher started and the runner joined (core/dist/ranks.py), told to Fabric."""
+    """The ranks the launcher started and the runner joined (core/distributed/ranks.py), told to Fabric."""
 
     def __init__(self, place: ranks.Placement):
         self.place = place

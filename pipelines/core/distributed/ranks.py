@@ -11,7 +11,7 @@ Who started the processes, in order of precedence (the first whose variables are
 The rendezvous address comes from MASTER_ADDR/MASTER_PORT, which the launch scripts export.
 
 `Session` is the one distributed path: pin this rank's cores, join the group (one bounded wait, see
-`core/dist/rendezvous.py`), hand the runner a RunContext, and shut down cleanly, or, when the run failed,
+`core/distributed/rendezvous.py`), hand the runner a RunContext, and shut down cleanly, or, when the run failed,
 record why, print one line and leave without the teardown that would wait on a dead peer. torchrun stops
 the surviving ranks with SIGTERM when one fails; a session turns that signal into an error the runner
 records, instead of dying silently. This module reads the environment; it never writes it.
@@ -35,9 +35,9 @@ from typing import Any, Mapping
 import torch
 import torch.distributed as tdist
 
-from pipelines.core.dist import affinity
+from pipelines.core.distributed import affinity
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, first_line
-from pipelines.core.dist.rendezvous import Budget, reach, without_torch_figure
+from pipelines.core.distributed.rendezvous import Budget, reach, without_torch_figure
 from pipelines.core.train.loop import RunContext
 
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")

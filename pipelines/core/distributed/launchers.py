@@ -3,7 +3,7 @@
 Each launch script (local, torchrun, mpirun, srun, and the container wrapper) asks this module for its
 knobs before it builds its command line:
 
-    eval "$(python -m pipelines.core.dist.launchers torchrun ACCEL-ARGS...)"
+    eval "$(python -m pipelines.core.distributed.launchers torchrun ACCEL-ARGS...)"
 
 and gets shell assignments back (`export OMP_NUM_THREADS=2`, `NPROC=2`, ...), or one `launch: error:` line
 and exit 2. So the scripts only assemble a command: every check of a knob (a positive count, a free port,
@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
-from pipelines.core.dist import affinity
+from pipelines.core.distributed import affinity
 
 REPO = Path(__file__).resolve().parents[3]
 KNOB_FILE = REPO / "pipelines" / "core" / "record" / "knobs.txt"
@@ -502,7 +502,7 @@ def resolve_knobs(launcher: str, args: Sequence[str], env: Mapping[str, str] | N
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
     if not args or args[0] not in LAUNCHERS:
-        print(f"launch: error: usage: python -m pipelines.core.dist.launchers {{{','.join(LAUNCHERS)}}} "
+        print(f"launch: error: usage: python -m pipelines.core.distributed.launchers {{{','.join(LAUNCHERS)}}} "
               "ACCEL-ARGS...", file=sys.stderr)
         return 2
     try:

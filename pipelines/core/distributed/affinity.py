@@ -3,14 +3,14 @@
 One policy serves Python and the launchers: `rank_cores` gives each local rank a disjoint slice of the
 usable cores (shared single cores only when ranks outnumber cores), and `threads_per_rank` is the size of
 the smallest slice, so no rank runs more threads than it has cores. The launchers' THREADS default is
-`threads_per_rank` (dist/launchers.py).
+`threads_per_rank` (distributed/launchers.py).
 
 `GOMP_CPU_AFFINITY=0-15` (a fixed list) is physical-cores-only only when the OS numbers hyper-thread
 siblings after all first threads, and it ignores taskset, cgroup cpusets and SLURM bindings. Here the
 list starts from `os.sched_getaffinity(0)` and puts one logical CPU of every physical core (package,
 core id) first, then the remaining siblings, so N threads land on N distinct cores when N <= cores.
 
-launch/local.sh's OMP_BIND=pinned takes its GOMP_CPU_AFFINITY from `gomp_list` (dist/launchers.py); this
+launch/local.sh's OMP_BIND=pinned takes its GOMP_CPU_AFFINITY from `gomp_list` (distributed/launchers.py); this
 module only reads (the caller binds).
 """
 

@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from pipelines.core.dist import ranks as dist
+from pipelines.core.distributed import ranks as dist
 from pipelines.core.train import memory
 from pipelines.core.train.loop import Hooks, RunContext, Trainable
 

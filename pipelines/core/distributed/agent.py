@@ -1,7 +1,7 @@
 """torchrun's agent in this process: waits bounded by the run's timeout, its chatter in a log, a failure in
 one line.
 
-`launch/torchrun.sh` runs `python -m pipelines.core.dist.agent --timeout-s N --log-dir DIR [--probe HOST:PORT]
+`launch/torchrun.sh` runs `python -m pipelines.core.distributed.agent --timeout-s N --log-dir DIR [--probe HOST:PORT]
 -- TORCHRUN-ARGS` where plain torchrun would be `python -m torch.distributed.run TORCHRUN-ARGS`. What differs:
 
 - The rendezvous is bounded by `-o timeout_s`, counted once. A node that is not the rendezvous host first
@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipelines.core.errors import first_line
-from pipelines.core.dist.rendezvous import Budget, reach, without_torch_figure
+from pipelines.core.distributed.rendezvous import Budget, reach, without_torch_figure
 
 EXIT_FAILED = 1
 RANK_PREFIX = "[rank${rank}]: "  # torchrun's template macro: the global rank
@@ -67,7 +67,7 @@ class Console:
 
 
 def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.core.dist.agent", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipelines.core.distributed.agent", description=__doc__.splitlines()[0])
     parser.add_argument("--timeout-s", type=float, required=True, help="the run's rendezvous wait (timeout_s)")
     parser.add_argument("--log-dir", type=Path, required=True, help="torchrun's log folder for this launch")
     parser.add_argument("--probe", help="HOST:PORT of the rendezvous host, for a node that is not it")

@@ -2,7 +2,7 @@
 
 Settings (RunConfig fields) come from three layers, later ones winning: the scale's defaults, the
 catalog's book settings (experiment, then variant), and the user's command-line overrides. The
-pipeline's own knobs are one typed, frozen Options instance (`pipelines/core/spec/options.py`) held in
+pipeline's own knobs are one typed, frozen Options instance (`pipelines/core/config/options.py`) held in
 `options`. Resolution happens once, in `resolve`; nothing downstream re-reads the catalog or the
 command line, so a config has exactly one home.
 """
@@ -24,9 +24,9 @@ DEVICES = ("cpu", "cuda")
 SPLITS = {"dataset": None, "cvpr2023": ("cifar10", "synthetic"), "dlf-imdb": ("imdb", "synthetic")}
 
 
-from pipelines.core.spec import repeat_rule
-from pipelines.core.errors import ConfigError  # noqa: F401  (re-exported: the historical home)
-from pipelines.core.spec.options import NoOptions
+from pipelines.core.config import repeat_rule
+from pipelines.core.errors import ConfigError
+from pipelines.core.config.options import NoOptions
 
 
 @dataclass(frozen=True)

@@ -284,7 +284,7 @@ def get(experiment_id: str) -> Experiment:
 
 
 def main() -> None:
-    """`python -m pipelines.core.spec.experiments ids|ready|gpu`: id lists for the Makefile and the CI scripts,
+    """`python -m pipelines.core.config.experiments ids|ready|gpu`: id lists for the Makefile and the CI scripts,
     without torch. `gpu`: the ready entries whose target image is cuda (ci/gpu-reference.sh runs them)."""
     which = sys.argv[1] if len(sys.argv) > 1 else "ids"
     for entry in all_experiments().values():
