@@ -15,7 +15,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 IDS := $(shell python3 -m pipelines.core.config.experiments ids 2>/dev/null)
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
+.PHONY: help venv demo lint test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
@@ -37,7 +37,11 @@ $(STAMP): pyproject.toml
 demo: venv ## CPU ladder at bench scale on offline (generated) data
 	PYTHON=$(PY) DATA=$(DATA) ci/demo.sh
 
-test: venv ## Install test prerequisites, run the whole suite
+# Real errors (pyflakes F, syntax E9) and pyproject.toml's line length (E501); ruff's other rules are not enforced.
+lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml) in pipelines, tests and ci
+	$(VENV)/bin/ruff check pipelines tests ci --select E501,F,E9
+
+test: venv lint ## Lint, install test prerequisites, run the whole suite
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest $(PYTEST_ARGS)

@@ -94,7 +94,8 @@ def share_summary(runs: list[dict]) -> list[str]:
              f"ratios {min(a['ratio'] for a in aa):.3f} to {max(a['ratio'] for a in aa):.3f}",
              f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
              f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
-             + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}" for k in sorted({r['stopped_by'] for r in runs}))]
+             + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}"
+                         for k in sorted({r['stopped_by'] for r in runs}))]
     for name in SLOWDOWNS:
         arms = [r[name] for r in runs]
         found = sum(a["high"] < 1.0 for a in arms)
@@ -119,7 +120,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 0 or args.ladder < 0:
         parser.error("--runs and --ladder must be 0 or more")
     args.out.mkdir(parents=True, exist_ok=True)
-    found: dict = {"runs": {}, "ladder": {}, "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
+    found: dict = {"runs": {}, "ladder": {},
+                   "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
     shares = ("auto", "none") if args.share == "both" else (args.share,)
     for share in shares:
         found["runs"][share] = []

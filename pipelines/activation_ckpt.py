@@ -6,8 +6,9 @@ the block to rebuild what it needs. Memory for activations falls; time rises by 
 forward pass. The record carries both sides of the trade: `saved_for_backward_mib` (what autograd
 keeps from one forward pass, measured the same way on every device), the step time, and the peak
 memory of this variant's training alone (`variant_peak_mib`: CUDA allocator, or the CPU process's RSS
-high-water mark reset before training, which includes the model, data and loader buffers). The non-reentrant variant is the one PyTorch recommends: it works
-with inputs that do not require grad and with torch.autograd.grad.
+high-water mark reset before training, which includes the model, data and loader buffers).
+The non-reentrant variant is the one PyTorch recommends: it works with inputs that do not require grad
+and with torch.autograd.grad.
 """
 
 from __future__ import annotations

@@ -6,8 +6,9 @@ sharded) and DeepSpeed's ZeRO stages 2 and 3 (stage 2 also with the optimizer of
 Here the step is the talk's Fabric step (`fabric.backward`, from vit_ladder.py) and only the strategy
 given to `Fabric(...)` changes. The talk's steps 06 and 07 are this file too: `Fabric(strategy="fsdp",
 precision="bf16-mixed")` on 4 GPUs, step 07 adding ExponentialLR(0.9) per epoch (`lr_gamma`), both with
-`torch.set_float32_matmul_precision("medium")` (`matmul_precision`). Processes come from the launcher (torchrun, mpirun, srun) and the
-runner has joined the process group, so Fabric is handed the runner's ranks (`RunnerEnvironment`) and
+`torch.set_float32_matmul_precision("medium")` (`matmul_precision`).
+Processes come from the launcher (torchrun, mpirun, srun) and the runner has joined the process group,
+so Fabric is handed the runner's ranks (`RunnerEnvironment`) and
 creates no processes itself. The same code uses Gloo on CPU processes and NCCL on GPUs.
 
 What runs where, and why (Lightning 2.6):

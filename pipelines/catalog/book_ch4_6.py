@@ -177,7 +177,8 @@ EXPERIMENTS = (
         hardware="CPU-only machine, unstated (OMP_NUM_THREADS=16, OMP_PROC_BIND=TRUE)",
         expect="Fewer filters mean fewer FLOPs; on few cores the gain can exceed the book's, the accuracy "
              "cost follows the book's trend (single runs are not monotonic).",
-        decisions=(RESIZE_NOOP, LR_AS_CODED, "NNI 3.0 removed the book's API (L1NormPruner + ModelSpeedup, NNI 2.x) and NNI is "
+        decisions=(RESIZE_NOOP, LR_AS_CODED,
+                   "NNI 3.0 removed the book's API (L1NormPruner + ModelSpeedup, NNI 2.x) and NNI is "
                    "unmaintained: masks come from torch.nn.utils.prune.ln_structured (L1, per output filter) "
                    "and the pipeline slices the channels out itself.",
                    "Pruned runs get the book's untimed warm-up epoch before pruning (smoke/bench: as many "

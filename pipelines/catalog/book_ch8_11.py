@@ -45,7 +45,8 @@ EXPERIMENTS = (
         reproduces="book ch8: DDP code template",
         pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
         settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
-        decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/distributed/ranks.py; the checkpoint helper the "
+        decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/distributed/ranks.py; "
+                   "the checkpoint helper the "
                    "repo defines but never calls is real here (-o checkpoint_dir=DIR, rank 0 writes atomically, "
                    "resume restores model, optimizer, epoch/sampler and RNG)",
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),

@@ -79,7 +79,8 @@ ZERO_ARMS = (Variant("ddp", options={"impl": "torch", "stage": 0}),
 
 
 # dlf-u9-multigpu: the course's strategies (published names), then the labelled extra arm that runs on CPU
-MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single", "ranks": 1}), Variant("ddp", options={"strategy": "ddp"}),
+MULTIGPU_ARMS = (Variant("single-gpu", options={"strategy": "single", "ranks": 1}),
+                 Variant("ddp", options={"strategy": "ddp"}),
                  Variant("fsdp", options={"strategy": "fsdp"}),
                  Variant("deepspeed-2", options={"strategy": "deepspeed", "zero_stage": 2}),
                  Variant("deepspeed-2-offload", options={"strategy": "deepspeed", "zero_stage": 2, "offload": True}),
@@ -224,14 +225,16 @@ EXPERIMENTS = (
                variants=(Variant("batch256", settings={"batch_size": 256}, options={"accum_steps": 1}),
                          Variant("accum-64x4", settings={"batch_size": 64}, options={"accum_steps": 4})),
                published=(P("effective_batch_size", 256, NOTE, "exercise target, not a result"),),
-               expect="Same effective batch: similar samples/s on CPU; the accumulated arm needs less activation memory.",
+               expect="Same effective batch: similar samples/s on CPU; "
+                      "the accumulated arm needs less activation memory.",
                decisions=(NOTE_DECISION.replace("a registered torchvision model", "the book's CIFAR-10 CNN (no "
                                                 "BatchNorm, so micro-batches and the full batch agree exactly)"),
                           "fp32 by default (-o precision=bf16|fp16 adds the note's autocast and GradScaler); a "
                           "test proves the accumulated gradients equal the full batch's.")),
     Experiment(id="s004-ckpt", compares="plain fp32 -> activation checkpointing per block (claim: ~2-3x memory, "
                "~30 % slower); + bf16 autocast (the recipe table's 4x memory, 0.7x speed)",
-               pipeline="activation_ckpt", settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
+               pipeline="activation_ckpt",
+               settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 32},
                variants=(Variant("plain", options={"checkpoint": False}), Variant("checkpointed"),
                          Variant("amp-checkpointed", options={"precision": "bf16"})),
                published=(P("stated_speed_factor_x", 0.7, NOTE, "the prose's '~30 % slower' (checkpointing alone); "
@@ -382,7 +385,8 @@ EXPERIMENTS = (
                           "keeps accumulation 4 and DeepSpeed's train_batch_size follows the batch (4 x 4 x 2 = 32, "
                           "said in the record); bench and book scale run the note's 256.")),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
-               pipeline="ch02_layers", settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
+               pipeline="ch02_layers",
+               settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),
                          Variant("note", settings={"shuffle": True, "num_workers": 8, "pin_memory": True,
                                                "prefetch_factor": 2, "persistent_workers": True})),

@@ -124,7 +124,8 @@ def test_gpu_requested_where_none_exists_is_an_error(tmp_path, sif, env, args, n
     assert run.returncode == 2 and needle in run.stderr, run.stderr
 
 
-@pytest.mark.parametrize("engine,gpu_args", [("docker", ["--gpus", "all"]), ("podman", ["--device", "nvidia.com/gpu=all"])])
+@pytest.mark.parametrize("engine,gpu_args",
+                         [("docker", ["--gpus", "all"]), ("podman", ["--device", "nvidia.com/gpu=all"])])
 def test_oci_engines_get_gpus_only_on_a_gpu_node(tmp_path, engine, gpu_args):
     """No GPU and no Docker engine here: recording stand-ins for the engine and nvidia-smi show the GPU
     arguments each engine gets (the Podman path itself runs for real in test_container_build.py)."""
@@ -198,7 +199,8 @@ def test_torchrun_runs_inside_one_container(tmp_path, sif):
     [call] = [json.loads(line) for line in record.read_text().splitlines()]
     argv = call["argv"]
     at = argv.index(str(sif))
-    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.distributed.agent"]  # torchrun's agent, in accel's hands
+    # torchrun's agent, in accel's hands
+    assert argv[at + 1:at + 4] == ["python3", "-m", "pipelines.core.distributed.agent"]
     assert argv[-len(ACCEL_ARGS) - 2:] == ["-m", "pipelines", *ACCEL_ARGS] and "--nproc-per-node" in argv
 
 
@@ -246,7 +248,8 @@ def test_podman_image_must_exist_and_carry_the_build_info(tmp_path, unlabelled_i
 
 def test_sif_without_the_build_info_label_is_refused(tmp_path, sif):
     bin_dir = tmp_path / "bin"
-    _tool(bin_dir, "apptainer", "#!/bin/sh\n[ \"$1\" = inspect ] && echo 'org.label-schema.build-arch: amd64'\nexit 0\n")
+    _tool(bin_dir, "apptainer",
+          "#!/bin/sh\n[ \"$1\" = inspect ] && echo 'org.label-schema.build-arch: amd64'\nexit 0\n")
     run = _container(tmp_path, "true", env={"IMAGE": str(sif)}, path=f"{bin_dir}:/usr/bin:/bin")
     assert run.returncode == 2 and "has no accel build info" in run.stderr, run.stderr
 
@@ -288,3 +291,38 @@ def test_gpu_batch_script_asks_for_gpus_and_runs_one_container_per_task(tmp_path
     argv = json.loads(record.read_text())["argv"]
     assert argv[:2] == ["--ntasks", "8"] and argv.count(WRAPPER) == 1
     assert "launch: OMP_NUM_THREADS=8" in run.stderr and "MASTER_ADDR=gpu01" in run.stderr
+
+
+# What each engine prints when the host refuses the start (exit 125/126/127, the command inside never ran),
+# and the knob the wrapper's one line names. A stand-in `podman` plays the refusing host: the CI machine can
+# show the rlimit case for real (test_container_build.py), not the others.
+START_FAILURES = [
+    (126, "Error: runc: runc create failed: unable to start container process: error during container init: "
+          "error setting rlimits for ready process: error setting rlimit type 7: operation not permitted",
+     "set CONTAINER_ARGS='--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096'"),
+    (125, "Error: cannot set up namespace using \"/usr/bin/newuidmap\": exit status 1",
+     "add subordinate ids for your user in /etc/subuid and /etc/subgid"),
+    (125, 'Error: default OCI runtime "crun" not found: invalid argument', "CONTAINER_ARGS='--runtime runc'"),
+]
+
+
+@pytest.mark.parametrize("status,message,fix", START_FAILURES)
+def test_a_refused_container_start_ends_in_one_line_naming_the_fix(tmp_path, status, message, fix):
+    _tool(tmp_path / "bin", "podman", "#!/usr/bin/env python3\nimport sys\n" + LABEL_ANSWER
+          + f"print({message!r}, file=sys.stderr)\nsys.exit({status})\n")
+    run = _launch("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--results-dir",
+                  str(tmp_path / "r"), env={"IMAGE": "podman:localhost/accel-cpu:test", "GPUS": "no"},
+                  path=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    last = run.stderr.strip().splitlines()[-1]
+    assert run.returncode == status and message in run.stderr
+    assert last.startswith(f"launch: error: podman could not start the container (exit {status}): ") and fix in last
+
+
+def test_a_command_that_fails_inside_the_container_gets_no_engine_line(tmp_path):
+    """Exit 1 from the command inside is the command's own failure: passed on as it is, nothing added."""
+    _tool(tmp_path / "bin", "podman", "#!/usr/bin/env python3\nimport sys\n" + LABEL_ANSWER
+          + "print('accel: error: something of the run', file=sys.stderr)\nsys.exit(2)\n")
+    run = _launch("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--results-dir",
+                  str(tmp_path / "r"), env={"IMAGE": "podman:localhost/accel-cpu:test", "GPUS": "no"},
+                  path=f"{tmp_path / 'bin'}:/usr/bin:/bin")
+    assert run.returncode == 2 and "launch: error: podman could not start" not in run.stderr

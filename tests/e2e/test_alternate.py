@@ -110,7 +110,8 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     recs = records(tmp_path)
     by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"], r["experiment"]) for r in recs)
     assert [(mark.split(":")[1:], e) for mark, e in by_round] == [
-        (["0", "0"], "ch2-baseline"), (["0", "0"], "ch2-nobias"), (["1", "0"], "ch2-baseline"), (["1", "0"], "ch2-nobias")]
+        (["0", "0"], "ch2-baseline"), (["0", "0"], "ch2-nobias"),
+        (["1", "0"], "ch2-baseline"), (["1", "0"], "ch2-nobias")]
     assert all(r["status"] == "ok" for r in recs)
     # the terminal gets one line per round; each process's own output (launcher lines, plans) goes to a log
     rounds = [line for line in out.stderr.splitlines() if line.startswith("round ")]

@@ -21,7 +21,8 @@ def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_wri
     plan = out.stdout
     assert plan.startswith("plan: ch2-nobias with its baseline ch2-baseline, in rounds of processes")
     assert "bench scale: 5 warm-up steps, then 12 blocks of about 0.5 s per arm" in plan  # the default scale
-    assert "ch2-baseline [baseline]  baseline of ch2-nobias" in plan and "ch2-nobias [nobias]      vs ch2-baseline" in plan
+    assert "ch2-baseline [baseline]  baseline of ch2-nobias" in plan
+    assert "ch2-nobias [nobias]      vs ch2-baseline" in plan
     assert "estimate:" in plan and "repeats:   auto" in plan and "usable core" in plan
     assert "sharing:   ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in plan
     assert "allocator: pinned (glibc: mmap_threshold 32 MiB" in plan
@@ -42,7 +43,8 @@ def test_a_baseline_another_launcher_runs_comes_along_in_the_same_rounds():
                 timeout=120)
     assert out.returncode == 0, out.stderr
     assert "plan: ch9-cpu-gloo with its baseline ch9-cpu-threads, in rounds of processes" in out.stdout
-    assert "ch9-cpu-threads [threads=4]  baseline of ch9-cpu-gloo" in out.stdout and "4 ranks x 1 thread on" in out.stdout
+    assert "ch9-cpu-threads [threads=4]  baseline of ch9-cpu-gloo" in out.stdout
+    assert "4 ranks x 1 thread on" in out.stdout
     assert "ch9-cpu-gloo [ranks=4]: its launcher's ranks (its ranks are processes of launch/torchrun.sh)" \
         in " ".join(out.stdout.split())
     if len(os.sched_getaffinity(0)) < 4:

@@ -25,7 +25,8 @@ def harness():
 
 
 def test_the_book_loops_indices_are_the_loaders(harness):
-    """The book arm's split, written as the book's build_data_loader, is the one pipelines/core/data/datasets.py trains on."""
+    """The book arm's split, written as the book's build_data_loader, is the one pipelines/core/data/datasets.py
+    trains on."""
     for n in (300, 6000, 60000):
         assert harness.book_train_indices(n) == datasets.book_fmnist_train_indices(n)
 

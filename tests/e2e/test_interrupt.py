@@ -33,7 +33,8 @@ def training_in(results: Path, after: int, timeout: float = 120) -> None:
                 continue
             if b"run" in words and str(results).encode() in words and threads >= 2 and \
                     any(f":{after}:".encode() in value for value in
-                        (status.parent / "environ").read_bytes().split(b"\0") if value.startswith(b"ACCEL_ALTERNATION=")):
+                        (status.parent / "environ").read_bytes().split(b"\0")
+                        if value.startswith(b"ACCEL_ALTERNATION=")):
                 time.sleep(2)
                 return
         time.sleep(0.1)
@@ -100,7 +101,8 @@ def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_
                      f"interrupted repeat's record kept in {results}"], err
     assert "Traceback" not in err
     done, stopped = sorted(records(results), key=lambda r: r["repeat"])
-    assert (done["status"], done["repeat"]) == ("ok", 0) and (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
+    assert (done["status"], done["repeat"]) == ("ok", 0)
+    assert (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
     assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
     summary = json.loads(next(results.glob("alternation--*.json")).read_text())
     assert summary["stopped_by"] == "interrupted"

@@ -368,7 +368,8 @@ def test_an_open_arm_takes_any_whole_count_and_names_the_fix_for_a_bad_one():
         assert gloo.arm(bad) is None
     assert gloo.unknown_arm("ranks=0") == ("ranks=0 is not an arm of ch9-cpu-gloo: ranks must be a whole number "
                                            "of at least 1 (e.g. ranks=2)")
-    assert "unknown variant threads=2 of ch9-cpu-gloo; it has: ranks=2, ranks=4, ranks=8" == gloo.unknown_arm("threads=2")
+    assert ("unknown variant threads=2 of ch9-cpu-gloo; it has: ranks=2, ranks=4, ranks=8"
+            == gloo.unknown_arm("threads=2"))
     assert experiments.get("ch2-baseline").arm("ranks=3") is None  # closed entries stay closed
     made = plans.plan(gloo, "smoke", {}, {}, only=("ranks=3",))
     assert [c.variant for c in made.configs] == ["ranks=3"] and made.configs[0].options.ranks == 3

@@ -112,7 +112,8 @@ def test_a_a_intervals_hold_one_in_at_least_90_percent(shape, processes):
                                  drift=0.002)
         else:
             arm = [interleaved("x-arm", "b", f"q{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(processes)]
-            base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(processes)]
+            base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4)
+                    for p in range(processes)]
         _, interval = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
         held += interval.low <= 1.0 <= interval.high
     assert held >= 0.90 * 200

@@ -218,7 +218,9 @@ def test_the_course_entries_take_2917_steps_an_epoch_at_book_scale(imdb_sized, t
 def test_the_plan_names_a_source_split():
     from pipelines.core.run import plan as planning, preview
 
-    cfg = planning.plan(experiments.get("vit-scratch"), "bench", {"device": "cpu", "dataset": "synthetic"}, {}).configs[0]
+    cfg = planning.plan(experiments.get("vit-scratch"), "bench",
+                        {"device": "cpu", "dataset": "synthetic"}, {}).configs[0]
     assert preview.data_text(cfg) == "synthetic tensors (throughput only)"
     cfg = planning.plan(experiments.get("vit-scratch"), "bench", {"device": "cpu"}, {}).configs[0]
-    assert "the talk's split: the first 90 % of the train images train, the last 10 % validate" in preview.data_text(cfg)
+    assert ("the talk's split: the first 90 % of the train images train, the last 10 % validate"
+            in preview.data_text(cfg))

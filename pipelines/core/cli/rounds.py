@@ -78,11 +78,13 @@ def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
                          "switch dropped), paired by block")
             continue
         kind = group.key[0]
-        why = ((why_not or "--share none") if kind == "alone" and not share and not sharing.why_apart(group.arms[0], env)
+        why = ((why_not or "--share none")
+               if kind == "alone" and not share and not sharing.why_apart(group.arms[0], env)
                else sharing.differences(group, groups, env))
         alone = "its launcher's ranks" if kind == "launch" else "a process of its own" if len(groups) > 1 else \
             "one process a round"
-        lines.append(f"{labels}: {alone}{f' ({why})' if why else ''}" + (", paired by round" if len(groups) > 1 else ""))
+        lines.append(f"{labels}: {alone}{f' ({why})' if why else ''}"
+                     + (", paired by round" if len(groups) > 1 else ""))
     return lines
 
 

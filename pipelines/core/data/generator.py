@@ -10,7 +10,8 @@ from pathlib import Path
 import numpy as np
 
 from pipelines.core.data.files import spec, verify
-from pipelines.core.data.formats import IMDB_LABELS, IMDB_RATINGS, DatasetFiles, write_cifar10, write_fashion_mnist, write_imdb
+from pipelines.core.data.formats import (IMDB_LABELS, IMDB_RATINGS, DatasetFiles, write_cifar10, write_fashion_mnist,
+                                         write_imdb)
 from pipelines.core.data.writing import exclusive, out_of_space, staged, write_manifest
 from pipelines.core.errors import ConfigError
 

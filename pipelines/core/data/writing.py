@@ -161,7 +161,8 @@ def _fetch_torchvision(name: str, stage: Path) -> str:
 def _fetch_imdb(stage: Path, root: Path) -> str:
     """The real archive into the stage, checked before anything is extracted; then a checked extraction."""
     download = stage / files.IMDB_ARCHIVE
-    with urllib.request.urlopen(files.IMDB_URL, timeout=files.DOWNLOAD_TIMEOUT_S) as response, open(download, "wb") as out:
+    with (urllib.request.urlopen(files.IMDB_URL, timeout=files.DOWNLOAD_TIMEOUT_S) as response,
+          open(download, "wb") as out):
         shutil.copyfileobj(response, out, 1 << 20)
     if archive_digests(download) != (files.IMDB_SHA256, files.IMDB_MD5):
         raise DataError(f"the archive downloaded from {files.IMDB_URL} does not match the SHA-256/MD5 of "

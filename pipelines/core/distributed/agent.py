@@ -67,7 +67,8 @@ class Console:
 
 
 def _arguments(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
-    parser = argparse.ArgumentParser(prog="python -m pipelines.core.distributed.agent", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m pipelines.core.distributed.agent",
+                                     description=__doc__.splitlines()[0])
     parser.add_argument("--timeout-s", type=float, required=True, help="the run's rendezvous wait (timeout_s)")
     parser.add_argument("--log-dir", type=Path, required=True, help="torchrun's log folder for this launch")
     parser.add_argument("--probe", help="HOST:PORT of the rendezvous host, for a node that is not it")

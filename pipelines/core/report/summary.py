@@ -29,8 +29,8 @@ def published_ratio_text(entry: experiments.Experiment) -> str:
 
 
 def map_markdown() -> str:
-    """The experiment map (docs/experiments.md): id -> what it compares -> what it reproduces -> pipeline -> target -> launcher -> make
-    -> published."""
+    """The experiment map (docs/experiments.md): id -> what it compares -> what it reproduces -> pipeline -> target
+    -> launcher -> make -> published."""
     lines = ["| id | compares | reproduces | pipeline | container | launcher | make target | published ratio "
              "| status |",
              "|---|---|---|---|---|---|---|---|---|"]

@@ -108,7 +108,8 @@ def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
     lines = [{"experiment": row.experiment, "variant": row.variant, "n": row.n,
               "acc % (mean ± sd)": intervals.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
               "published acc %": intervals.fmt(row.published_accuracy),
-              "Δ vs published (pp)": "-" if row.accuracy_context else f"{row.accuracy_mean - row.published_accuracy:+.2f}",
+              "Δ vs published (pp)": ("-" if row.accuracy_context
+                                      else f"{row.accuracy_mean - row.published_accuracy:+.2f}"),
               "note": f"context only: {row.accuracy_context}" if row.accuracy_context else ""}
              for row in rows if report_rows.book_accuracy(row) and row.accuracy_mean is not None
              and row.published_accuracy is not None]

@@ -93,7 +93,8 @@ def repeat_seconds(cfg: RunConfig, step: StepTime, ranks: int = 1) -> float | No
     return cfg.epochs * math.ceil(step.train_samples / (cfg.batch_size * ranks)) * per_step
 
 
-STARTUP_S = 3.0  # one `accel launch` process to its first step on a 2-core machine (python, torch, data): measured 2.5-3 s
+# one `accel launch` process to its first step on a 2-core machine (python, torch, data): measured 2.5-3 s
+STARTUP_S = 3.0
 
 
 def estimate(configs: Sequence[RunConfig], results_dir: Path, rounds: int | None, budget_s: float | None,

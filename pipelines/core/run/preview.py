@@ -99,7 +99,8 @@ class Layout:
     def text(self) -> str:
         nodes = f" per node on {self.nodes} nodes" if self.nodes > 1 else ""
         line = (f"{self.ranks} rank{'s' if self.ranks > 1 else ''} x {self.threads} thread"
-                f"{'s' if self.threads > 1 else ''}{nodes} on {self.usable} usable core{'s' if self.usable > 1 else ''}")
+                f"{'s' if self.threads > 1 else ''}{nodes} on {self.usable} usable "
+                f"core{'s' if self.usable > 1 else ''}")
         if self.oversubscribed:
             line += (f"  WARNING: oversubscribed ({self.ranks * self.threads} threads > {self.usable} cores): "
                      "ranks wait for each other's cores and the times measure the contention")
@@ -186,7 +187,8 @@ def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
         return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up steps, then {size} per arm and "
                 f"process, batch {cfg.batch_size}")
     if cfg.steps:
-        return f"{cfg.scale} scale: {cfg.warmup_steps} warm-up + {cfg.steps} timed steps a repeat, batch {cfg.batch_size}"
+        return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up + {cfg.steps} timed steps a repeat, "
+                f"batch {cfg.batch_size}")
     return f"{cfg.scale} scale: {cfg.epochs} epoch(s) a repeat, batch {cfg.batch_size}, full test pass"
 
 

@@ -75,7 +75,8 @@ def runtime_knobs(entry: experiments.Experiment, env: Mapping[str, str] = {}) ->
     launcher's default (KMP_* only count under Intel OpenMP)."""
     knobs = {name: env.get(name) or entry.knobs.get(name) or default for name, default in RUNTIME_DEFAULTS.items()}
     if knobs["OMP_RUNTIME"] == "intel":
-        knobs.update({name: env.get(name) or entry.knobs.get(name) or default for name, default in INTEL_DEFAULTS.items()})
+        knobs.update({name: env.get(name) or entry.knobs.get(name) or default
+                      for name, default in INTEL_DEFAULTS.items()})
     return knobs
 
 

@@ -206,7 +206,8 @@ def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> N
     reasons = "; ".join(r for r in {row.noisy_reasons, base.noisy_reasons if base else ""} if r)
     note = f"{count} repeat(s) of this arm and its baseline ran on a noisy machine ({reasons or 'see records'})"
     if strict:
-        row.verdict, row.why = intervals.INCONCLUSIVE, f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)"
+        row.verdict, row.why = (intervals.INCONCLUSIVE,
+                                f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)")
     else:
         row.why = f"{row.why}; {note}" if row.why else note
 
@@ -470,8 +471,9 @@ def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, A
     elif row.memory_ci_low is None or min(len(mine), len(theirs)) < intervals.MIN_REPEATS_FOR_VERDICT:
         row.memory_verdict = intervals.INCONCLUSIVE
     else:
-        judged = intervals.verdict(intervals.Interval(row.memory_ci_low, row.memory_ci_high), row.published_memory_ratio,
-                               entry.tolerance, intervals.Interval(*figure.band(entry.tolerance)))
+        judged = intervals.verdict(intervals.Interval(row.memory_ci_low, row.memory_ci_high),
+                                   row.published_memory_ratio, entry.tolerance,
+                                   intervals.Interval(*figure.band(entry.tolerance)))
         row.memory_verdict = MEMORY_WORDS.get(judged, judged)
 
 

@@ -130,7 +130,10 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
 
 def _checks_table(lines: list[dict[str, Any]]) -> str:
     """Published counts and settings (parameters, steps per epoch, batch sizes) against the records: exact."""
-    table = [[f"{line['experiment']} [{line['variant']}]", metric, f"{measured:,.6g}", f"{published:,.6g}", verdict]
+    def shown(value: float) -> str:  # 1,630,090 as printed, 3.4e+38 and 1.079 as they are
+        return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+
+    table = [[f"{line['experiment']} [{line['variant']}]", metric, shown(measured), shown(published), verdict]
              for line in lines for metric, published, measured, verdict in line["_row"].checks]
     if not table:
         return ""
@@ -143,8 +146,9 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
     if not measured:
         return ""
     table = [[f"{row.experiment} [{row.variant}]", row.memory_metric,
-              f"{intervals.fmt(row.memory_ratio)}" + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
-                                                  if row.memory_ci_low is not None else ""),
+              f"{intervals.fmt(row.memory_ratio)}"
+              + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
+                 if row.memory_ci_low is not None else ""),
               intervals.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
     return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
         ["arm", "memory", "measured [95 %]", "published", "verdict"], table)
