@@ -61,35 +61,20 @@ fi
 echo "+ $(printf '%q ' "${cmd[@]}")" >&2
 if [[ "$IMAGE" == *.sif ]]; then exec "${cmd[@]}"; fi
 # Docker/Podman: the engine runs as a child, so that a start it refuses (exit 125-127, before the command
-# inside ran) ends in one `launch: error:` line naming the knob that fixes it, not runc's raw message alone.
-# The engine's first 64 KiB of stderr are kept for that (they still reach the terminal); TERM/INT/HUP are
-# passed on to the engine, which stops the container (`run --rm` cleans up).
+# inside ran) ends in one `launch: error:` line naming the knob that fixes it (launchers.py start_failure
+# reads the engine's first 64 KiB of stderr, which still reach the terminal). TERM/INT/HUP are passed on.
 start_log="$(mktemp "${TMPDIR:-/tmp}/accel-container.XXXXXX")"
 trap 'rm -f "$start_log"' EXIT
 "${cmd[@]}" 2> >(tee >(head -c 65536 >"$start_log") >&2) &
-engine_pid=$!
+engine_pid=$! status=0
 # shellcheck disable=SC2064  # expanded now on purpose: this engine's pid and the signal's name
 for signal in TERM INT HUP; do trap "kill -$signal $engine_pid 2>/dev/null" "$signal"; done
-status=0
-while :; do
+while :; do  # a trapped signal interrupts `wait`: wait again until the engine has ended
   wait "$engine_pid" && status=0 || status=$?
-  kill -0 "$engine_pid" 2>/dev/null || break  # a trapped signal interrupted `wait`: wait for the engine again
+  kill -0 "$engine_pid" 2>/dev/null || break
 done
 if ((status >= 125 && status <= 127)); then
-  sleep 0.2  # the tee above may still be writing the engine's last line
-  case "$(cat "$start_log")" in
-    *"error setting rlimit"*|*"setrlimit"*|*"RLIMIT"*)
-      fix="the host does not let the container runtime raise its rlimits (no CAP_SYS_RESOURCE); set CONTAINER_ARGS='--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096' (docs/containers.md)" ;;
-    *"newuidmap"*|*"subuid"*|*"user namespace"*|*"cannot clone"*|*"unshare"*)
-      fix="this host gives $engine no user namespaces for a rootless container; add subordinate ids for your user in /etc/subuid and /etc/subgid (then '$engine system migrate'), run $engine as root, or use an Apptainer image (IMAGE=path/to/x.sif)" ;;
-    *"OCI runtime"*"not found"*|*"runtime"*"executable file not found"*|*"unknown runtime"*)
-      fix="$engine's configured OCI runtime is not installed here; install it, or name one that is with CONTAINER_ARGS='--runtime runc'" ;;
-    *"image not known"*|*"No such image"*|*"manifest unknown"*|*"Unable to find image"*)
-      fix="$IMAGE is not in $engine's local store; build it with 'make image TARGET=cpu' (or cpu-intel, cuda, mpi) or load it, and name it in IMAGE" ;;
-    *) fix="" ;;
-  esac
-  if [[ -n "$fix" ]]; then
-    echo "launch: error: $engine could not start the container (exit $status): $fix" >&2
-  fi
+  sleep 0.2  # the tee may still be writing the engine's last line
+  "$(python_bin)" -m pipelines.core.distributed.launchers start-failure "$engine" "$status" "$start_log" || true
 fi
 exit "$status"

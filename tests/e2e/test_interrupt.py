@@ -59,11 +59,11 @@ def first_record(results: Path, process: subprocess.Popen, timeout: float = 600)
 def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, code, tmp_path):
     """In this process (smoke scale): the finished repeat is kept, the one in flight is recorded as such."""
     results = tmp_path / "results"
-    # 3 equal repeats: the signal, sent as soon as repeat 0's record is on disk, lands inside repeat 1 (as
-    # long as a repeat takes, whatever the machine's load).
+    # 3 equal repeats: the signal, sent as soon as repeat 0's record is on disk, lands inside repeat 1 (300
+    # steps, a few seconds even on an idle machine: longer than this test takes to see the record and signal).
     process = subprocess.Popen(
         [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic",
-         "--repeats", "3", "--steps", "60", "--warmup-steps", "1", "--results-dir", str(results)],
+         "--repeats", "3", "--steps", "300", "--warmup-steps", "1", "--results-dir", str(results)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     path = first_record(results, process)
     assert [r["status"] for r in records(results)] == ["ok"]  # written before the run ended
@@ -76,7 +76,7 @@ def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, cod
     done, stopped = records(results)
     assert (done["status"], done["repeat"]) == ("ok", 0) and done["metrics"]["throughput_samples_per_s"] > 0
     assert (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
-    assert 0 <= stopped["metrics"]["steps_done"] < stopped["metrics"]["steps_planned"] == 61
+    assert 0 <= stopped["metrics"]["steps_done"] < stopped["metrics"]["steps_planned"] == 301
     assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
     assert stopped["run_id"] == done["run_id"] and not list(results.glob(".*.tmp"))
 
@@ -161,3 +161,59 @@ def test_interrupted_record_is_a_valid_result(tmp_path):
     rec.update(status="interrupted", metrics={"steps_done": 1, "steps_planned": 2})
     results.validate(rec)
     assert json.loads(json.dumps(rec))["status"] in results.STATUSES
+
+
+def children_of(pid: int) -> list[int]:
+    """The processes `pid` started (DataLoader workers), from /proc."""
+    found = []
+    for status in Path("/proc").glob("[0-9]*/status"):
+        try:
+            ppid = next(int(line.split()[1]) for line in status.read_text().splitlines() if line.startswith("PPid:"))
+        except (OSError, StopIteration, ValueError):
+            continue
+        if ppid == pid:
+            found.append(int(status.parent.name))
+    return found
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("signum,code,moment", [
+    (signal.SIGTERM, 143, "worker start-up"), (signal.SIGTERM, 143, "mid-step"),
+    (signal.SIGTERM, 143, "between repeats"),
+    (signal.SIGINT, 130, "mid-step")], ids=["SIGTERM-start-up", "SIGTERM-mid-step", "SIGTERM-between-repeats",
+                                           "SIGINT-mid-step"])
+def test_a_signal_to_the_whole_group_with_loader_workers_ends_as_interrupted(signum, code, moment, tmp_path):
+    """SLURM (time limit, scancel, preemption) and a terminal's Ctrl-C signal every process of the run, the
+    DataLoader workers too. Wherever the signal lands, the run notes it and stops at the next safe point
+    (a step, a repeat, an evaluation batch): exit 130/143, one line, the finished records kept and the one
+    in flight `interrupted`; workers that died of the same signal are part of that, not an error."""
+    import os
+
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic",
+         "--num-workers", "2", "--repeats", "3", "--steps", "150", "--warmup-steps", "1",
+         "--results-dir", str(results)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    if moment == "worker start-up":  # as soon as the first worker process exists
+        deadline = time.monotonic() + 120
+        while not children_of(process.pid) and time.monotonic() < deadline:
+            assert process.poll() is None, process.communicate()
+            time.sleep(0.005)
+    else:
+        first_record(results, process)
+        if moment == "mid-step":
+            time.sleep(1.0)
+    os.killpg(process.pid, signum)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == code, err[-3000:]
+    assert "Traceback" not in err and "Exception ignored" not in err, err[-3000:]
+    lines = [line for line in err.strip().splitlines() if line.startswith("accel:")]
+    assert len(lines) == 1 and lines[0].startswith(f"accel: interrupted by {signal.Signals(signum).name}"), err
+    statuses = [r["status"] for r in records(results)] if results.exists() else []
+    assert "error" not in statuses, statuses  # a worker killed by the signal is the interruption, not an error
+    if moment != "worker start-up":  # the finished repeat is kept; one in flight (if any) is `interrupted`
+        assert statuses[0] == "ok" and set(statuses[1:]) <= {"interrupted"}, statuses
+    time.sleep(0.5)
+    alive = subprocess.run(["pgrep", "-f", str(results)], capture_output=True, text=True).stdout.split()
+    assert not alive, alive

@@ -499,8 +499,40 @@ def resolve_knobs(launcher: str, args: Sequence[str], env: Mapping[str, str] | N
     return knobs
 
 
+# What an engine prints (a regular expression) when the host refuses a container's start (exit 125-127: the
+# command inside never ran), and the fix; launch/_container.sh asks start_failure for the line. First match wins.
+START_FAILURES = (
+    (r"error setting rlimit|setrlimit",
+     "the host does not let the container runtime raise its rlimits (no CAP_SYS_RESOURCE); set "
+     "CONTAINER_ARGS='--runtime runc --ulimit nofile=4096:4096 --ulimit nproc=4096:4096' (docs/containers.md)"),
+    (r"newuidmap|subuid|user namespace|cannot clone|unshare",
+     "this host gives {engine} no user namespaces for a rootless container; add subordinate ids for your user "
+     "in /etc/subuid and /etc/subgid (then '{engine} system migrate'), run {engine} as root, or use an "
+     "Apptainer image (IMAGE=path/to/x.sif)"),
+    (r"OCI runtime \S* ?not found|unknown runtime|runtime .*executable file not found",
+     "{engine}'s configured OCI runtime is not installed here; install it, or name one that is with "
+     "CONTAINER_ARGS='--runtime runc'"),
+    (r"image not known|No such image|manifest unknown|Unable to find image",
+     "the image is not in {engine}'s local store; build it with 'make image TARGET=cpu' (or cpu-intel, cuda, "
+     "mpi) or load it, and name it in IMAGE"),
+)
+
+
+def start_failure(engine: str, status: int, stderr: str) -> str:
+    """The one line for a container start the engine refused, or '' for a failure this table does not know
+    (the engine's own message then stands alone)."""
+    found = next((fix for pattern, fix in START_FAILURES if re.search(pattern, stderr)), "")
+    return f"launch: error: {engine} could not start the container (exit {status}): {found.format(engine=engine)}" \
+        if found else ""
+
+
 def main(argv: list[str] | None = None) -> int:
     args = sys.argv[1:] if argv is None else argv
+    if args[:1] == ["start-failure"] and len(args) == 4:  # launch/_container.sh, after the engine refused
+        line = start_failure(args[1], int(args[2]), Path(args[3]).read_text(errors="replace"))
+        if line:
+            print(line, file=sys.stderr)
+        return 0
     if not args or args[0] not in LAUNCHERS:
         print(f"launch: error: usage: python -m pipelines.core.distributed.launchers {{{','.join(LAUNCHERS)}}} "
               "ACCEL-ARGS...", file=sys.stderr)

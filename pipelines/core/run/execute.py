@@ -35,6 +35,7 @@ from pipelines.core.config import options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import rows, stopping
 from pipelines.core.train import checkpoint, loop, memory, models, progress
+from pipelines.core.train import interrupt
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 
 
@@ -122,25 +123,31 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
                                 rule=rule)
     cfg, repeat, in_flight = configs[0], 0, None
     try:
-        for repeat, cfg in work:
-            if cfg.variant in skips:
-                record = record_of("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]])
-            else:
-                budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
-                in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
-                record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
-                record["pairing"] = {**mark, "round": mark["round"] + repeat}  # repeats pair by round
-            records.append(record)
-            in_flight = None
-            if ctx.is_main:
-                keep(path, records)  # each finished repeat is on disk before the next starts
-            bars.finished(record)
-        if ctx.is_main and rule is not None:
-            keep(path, _with_stopping(records, rule))
+        with interrupt.deferred():  # a signal is acted on at the next safe point (train/interrupt.py)
+            for repeat, cfg in work:
+                interrupt.check()  # a safe point: between repeats
+                if cfg.variant in skips:
+                    record = record_of("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]])
+                else:
+                    budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
+                    in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
+                    record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
+                    record["pairing"] = {**mark, "round": mark["round"] + repeat}  # repeats pair by round
+                records.append(record)
+                in_flight = None
+                if ctx.is_main:
+                    keep(path, records)  # each finished repeat is on disk before the next starts
+                bars.finished(record)
+            if ctx.is_main and rule is not None:
+                keep(path, _with_stopping(records, rule))
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
-    except (Interrupted, KeyboardInterrupt) as exc:
+    except (Exception, Interrupted, KeyboardInterrupt) as exc:
+        if not interrupt.caused_by_signal(exc):
+            _failed(exc, cfg, run_id, records, dist_info, ctx, path, session)
+            raise
         stop, finished = as_interrupted(exc), len(records)
+        interrupt.workers_are_part_of_it()
         if in_flight is not None:
             in_flight.close()
             records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
@@ -149,20 +156,23 @@ def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any]
         kept = keep(path, _with_stopping(records, rule)) if ctx.is_main and records else None
         raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
                           session is not None) from None
-    except Exception as exc:
-        error = record_of("error", cfg, run_id, len(records), dist_info, error={
-            "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
-        if ctx.is_main:
-            keep(path, [*records, error])
-        if session is not None:
-            session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
-        raise
     finally:
         bars.close()
     launched = session is not None
     if not ctx.is_main:
         return Outcome(None, records, launched)
     return Outcome(path if records else None, records, launched)
+
+
+def _failed(exc: BaseException, cfg: RunConfig, run_id: str, records: list[dict[str, Any]], dist_info,
+            ctx: loop.RunContext, path: Path, session) -> None:
+    """An error (no signal behind it): its record beside the finished ones, then the group is left."""
+    error = record_of("error", cfg, run_id, len(records), dist_info, error={
+        "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
+    if ctx.is_main:
+        keep(path, [*records, error])
+    if session is not None:
+        session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
 
 
 def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Interrupted,

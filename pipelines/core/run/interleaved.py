@@ -26,6 +26,7 @@ from pipelines.core.run.plan import Plan
 from pipelines.core.run.refusals import skip_reasons
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import interleave, loop, memory, models, progress
+from pipelines.core.train import interrupt
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 @dataclass
 class _Built:
@@ -37,6 +38,18 @@ class _Built:
     loaders: Any
     arm: interleave.Arm
     counter: progress.RepeatProgress
+
+
+def _failed(exc: BaseException, plans, built, current, run_id: str, mark, dist_info, pairing, records, paths,
+            ctx) -> None:
+    """An error (no signal behind it): an error record for every arm it stopped, beside the others."""
+    error = {"type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]}
+    for plan in plans:
+        failed = [one.cfg for one in built if one.plan is plan] or [current]
+        records[plan.experiment.id] += [record_of("error", cfg, run_id, mark["round"], dist_info, error=error,
+                                                  pairing=pairing) for cfg in failed]
+    if ctx.is_main:
+        _keep_all(paths, records)
 
 
 def run_interleaved(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any],
@@ -55,28 +68,33 @@ def run_interleaved(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str
     meter.start()
     current: RunConfig = plans[0].configs[0]
     try:
-        for plan in plans:
-            skips = skip_reasons(plan, ctx)
-            for cfg in plan.configs:
-                current = cfg
-                if cfg.variant in skips:
-                    records[plan.experiment.id].append(record_of("skipped", cfg, run_id, mark["round"], dist_info,
-                                                                 notes=[skips[cfg.variant]], pairing=pairing))
-                    continue
-                built.append(_build(plan, cfg, ctx, mark["round"]))
-        arms = [b.arm for b in built]
-        first = built[0].cfg if built else current
-        interleave.run(arms, first.blocks or 1, first.block_s, first.steps)
-        state = machine.judge(state_before, machine.snapshot(ctx.device.type))
-        spent = meter.stop(None)
-        for one in built:
-            current = one.cfg
-            records[one.plan.experiment.id].append(
-                _interleaved_record(one, ctx, run_id, mark["round"], dist_info, pairing, state, spent, built))
+        with interrupt.deferred():  # a signal is acted on at the next safe point (train/interrupt.py)
+            for plan in plans:
+                skips = skip_reasons(plan, ctx)
+                for cfg in plan.configs:
+                    current = cfg
+                    if cfg.variant in skips:
+                        records[plan.experiment.id].append(record_of("skipped", cfg, run_id, mark["round"], dist_info,
+                                                                     notes=[skips[cfg.variant]], pairing=pairing))
+                        continue
+                    built.append(_build(plan, cfg, ctx, mark["round"]))
+            arms = [b.arm for b in built]
+            first = built[0].cfg if built else current
+            interleave.run(arms, first.blocks or 1, first.block_s, first.steps)
+            state = machine.judge(state_before, machine.snapshot(ctx.device.type))
+            spent = meter.stop(None)
+            for one in built:
+                current = one.cfg
+                records[one.plan.experiment.id].append(
+                    _interleaved_record(one, ctx, run_id, mark["round"], dist_info, pairing, state, spent, built))
     except ConfigError:
         raise
-    except (Interrupted, KeyboardInterrupt) as exc:
+    except (Exception, Interrupted, KeyboardInterrupt) as exc:
+        if not interrupt.caused_by_signal(exc):
+            _failed(exc, plans, built, current, run_id, mark, dist_info, pairing, records, paths, ctx)
+            raise
         stop = as_interrupted(exc)
+        interrupt.workers_are_part_of_it()
         for one in built:
             far = one.counter.how_far()
             note = f"interrupted by {stop.name} after {far['steps_done']} steps (interleaved blocks)"
@@ -85,16 +103,6 @@ def run_interleaved(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str
                 metrics=far, dist=dist_info, env=envinfo.fingerprint(), notes=[note], pairing=pairing))
         kept = _keep_all(paths, records) if ctx.is_main else None
         raise Interrupted(stop.signum, kept, 0, bool(built), ctx.is_main, False) from None
-    except Exception as exc:
-        error = {"type": exc.__class__.__name__, "message": str(exc)[:2000],
-                 "traceback": traceback.format_exc()[-4000:]}
-        for plan in plans:
-            failed = [one.cfg for one in built if one.plan is plan] or [current]
-            records[plan.experiment.id] += [record_of("error", cfg, run_id, mark["round"], dist_info, error=error,
-                                                      pairing=pairing) for cfg in failed]
-        if ctx.is_main:
-            _keep_all(paths, records)
-        raise
     if ctx.is_main:
         _keep_all(paths, records)
     return [Outcome(paths[p.experiment.id] if records[p.experiment.id] else None, records[p.experiment.id])

@@ -49,7 +49,7 @@ import torch
 from torch import nn
 from torch.utils.flop_counter import FlopCounterMode
 
-from pipelines.core.train import clocks, memory
+from pipelines.core.train import clocks, interrupt, memory
 from pipelines.core.train.clocks import now
 from pipelines.core.config.runconfig import RunConfig
 
@@ -228,6 +228,7 @@ class Training:
     def step(self, kind: str = "timed") -> None:
         """One step. Per-step work is kept to what the record needs (three clock marks, one detached loss,
         the hooks): no synchronization, no host copy."""
+        interrupt.check()  # a safe point: a noted signal ends the run here, between steps
         mark, device, non_blocking = self.clock.mark, self.device, self.cfg.pin_memory
         t0 = mark()
         epoch, last_in_epoch, (x, y) = next(self.stream)
@@ -398,6 +399,7 @@ def evaluate(trainable: Trainable, loader, cfg: RunConfig, ctx: RunContext) -> d
     started = time.perf_counter()
     with torch.no_grad():
         for index, (x, y) in enumerate(loader):
+            interrupt.check()
             if cfg.eval_batches is not None and index >= cfg.eval_batches:
                 break
             logits = predict(x.to(ctx.device))
