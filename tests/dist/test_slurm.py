@@ -139,3 +139,23 @@ def test_sbatch_runs_the_batch_script(cluster, tmp_path):
     assert len(rec) == 1, log[-3000:]
     assert rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
     assert f"MASTER_ADDR={socket.gethostname()}" in log  # from the allocation's node list
+
+
+def test_a_signal_slurm_sends_every_process_of_the_step_ends_as_interrupted(cluster, tmp_path):
+    """A time limit, `scancel` or a preemption: SLURM signals every process of the step, DataLoader workers
+    too. The task notes it, stops at its next step and keeps its records: one line, an `interrupted` record,
+    no traceback, no error record, nothing left running (train/interrupt.py)."""
+    env = {**cluster, "NTASKS": "1", "MASTER_PORT": str(free_port())}
+    run = subprocess.Popen(["launch/srun.sh", "run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic",
+                            "--num-workers", "2", "--repeats", "3", "--steps", "300", "--results-dir", str(tmp_path)],
+                           cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert wait_for(lambda: any(r["status"] == "ok" for r in records(tmp_path)) or run.poll() is not None, 300, 0.1)
+    assert run.poll() is None, run.communicate()
+    jobs = subprocess.run(["squeue", "-h", "-o", "%i"], env=env, capture_output=True, text=True,
+                          timeout=30).stdout.split()
+    subprocess.run(["scancel", "--signal=TERM", *jobs], env=env, check=True, timeout=30)  # every step's processes
+    out, err = run.communicate(timeout=120)
+    assert "accel: interrupted by SIGTERM" in err and "Traceback" not in err, err[-3000:]
+    statuses = [r["status"] for r in records(tmp_path)]
+    assert statuses[0] == "ok" and "error" not in statuses and set(statuses[1:]) <= {"interrupted"}, statuses
+    assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()

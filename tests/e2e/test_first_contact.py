@@ -122,7 +122,8 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
         {r["pairing"]["process"] for r in recs if r["experiment"] == "ch2-baseline"}
     for rec in recs:
         metrics = rec["metrics"]
-        assert len(metrics["blocks"]) == 12 and metrics["discarded_steps"] == 12 and metrics["gc_paused_in_timed_steps"]
+        # --steps 3: 3 blocks of 1 step (not 12 blocks of 1), the first step after each switch dropped
+        assert len(metrics["blocks"]) == 3 and metrics["discarded_steps"] == 3 and metrics["gc_paused_in_timed_steps"]
         assert metrics["page_faults_minor_per_step"] >= 0 and metrics["page_faults_major_per_step"] >= 0
         assert rec["env"]["allocator_settings"]["text"].startswith("pinned (glibc: mmap_threshold 32 MiB")
         assert rec["env"]["vars"]["GLIBC_TUNABLES"].endswith("glibc.malloc.top_pad=67108864")
