@@ -20,6 +20,7 @@
 #   CONTAINER_USER  uid:gid in Docker/Podman (default: the caller's, so results belong to the caller)
 #   SHM_SIZE        e.g. 16g: use --shm-size instead of --ipc=host
 #   NETWORK         Docker/Podman network (default host: rendezvous ports and hostnames as on the host)
+#   TMPDIR          where the engine's first stderr lines wait to be explained if it refuses the start (/tmp)
 # Passed in: every variable named by a prefix in pipelines/core/record/knobs.txt (what the fingerprint records).
 set -euo pipefail
 # shellcheck source=launch/_common.sh

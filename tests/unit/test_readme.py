@@ -26,7 +26,7 @@ README_MAX_LINES = 250
 PLANNED_FLAGS: dict[str, set[str]] = {}  # flags the docs may name before the CLI has them (none now)
 # Commands whose unknown options pass through to `accel run` (click's ignore_unknown_options).
 PASSES_TO_RUN = {"launch", "compare"}
-# Flags such a command takes out of the pass-through arguments itself (cli/main.py's launch: --print).
+# Flags such a command takes out of the pass-through arguments itself (cli/launch_commands.py's launch: --print).
 OWN_PASSTHROUGH_FLAGS = {"launch": {"--print"}}
 # Ids that exist only in docs/design.md's "adding a technique" example (the example test creates it).
 EXAMPLE_IDS = {"x-smoothing"}

@@ -1,13 +1,17 @@
 """What every `accel` command shares: exit codes, the one-line failure, a path argument that refuses
-an empty value and the repeats argument (a count or `auto`)."""
+an empty value, the repeats argument (a count or `auto`) and the experiment-id argument, whose ids (and
+--variant's arms) complete in the shell from the catalog, which imports without torch."""
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
 import click
+from click.shell_completion import CompletionItem
 
+from pipelines.core.config import experiments
 from pipelines.core.record.version import REPO  # noqa: F401  (re-exported to the commands)
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
@@ -45,3 +49,24 @@ def fail(message: str, code: int = EXIT_USAGE) -> None:
     """`accel: error: MESSAGE` on stderr, then exit CODE (2: a user mistake)."""
     click.echo(f"accel: error: {message}", err=True)
     sys.exit(code)
+
+
+def _complete_id(_ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of experiment ids (the catalog imports without torch: instant)."""
+    return [CompletionItem(e.id, help=e.compares) for e in experiments.all_experiments().values()
+            if e.id.startswith(incomplete)]
+
+
+def complete_variant(ctx: click.Context, _param: click.Parameter, incomplete: str) -> list[CompletionItem]:
+    """Shell completion of --variant: the arms of the experiment id already typed. While an option waits for
+    its value click parses nothing (ctx.params is empty), so the words every shell script of click passes
+    (COMP_WORDS) are searched for the id too."""
+    entries = experiments.all_experiments()
+    typed = [ctx.params.get("experiment_id"), *os.environ.get("COMP_WORDS", "").split()]
+    entry = next((entries[word] for word in typed if word in entries), None)
+    return [CompletionItem(v.name) for v in entry.variants if v.name.startswith(incomplete)] if entry else []
+
+
+def experiment_argument(command):
+    """The EXPERIMENT_ID argument every command that takes one shares, completed from the catalog."""
+    return click.argument("experiment_id", metavar="ID", shell_complete=_complete_id)(command)

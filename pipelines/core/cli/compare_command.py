@@ -1,0 +1,71 @@
+"""`accel compare ID[@ARM]...`: experiments measured together in rounds of processes (cli/rounds.py), each
+process's plan made from the run options by run_command.py."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import click
+
+from pipelines.core.cli.args import PathArg
+from pipelines.core.cli.run_command import plan_from_args
+from pipelines.core.config import experiments
+from pipelines.core.errors import ConfigError
+
+
+@click.command(context_settings={"ignore_unknown_options": True})
+@click.argument("items", nargs=-1, required=True, type=click.UNPROCESSED, metavar="ID[@ARM]... [RUN OPTIONS]")
+@click.option("--rounds", default="auto", show_default=True,
+              help="Rounds of one process per slot, or auto: until every arm's 95 % interval is within "
+                   "--halfwidth, or the budget runs out.")
+@click.option("--budget-s", type=float, default=300, show_default=True,
+              help="Time budget in seconds; no round starts that would overrun it.")
+@click.option("--halfwidth", type=float, default=0.05, show_default=True,
+              help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto", show_default=True,
+              help="pinned glibc thresholds for every arm (auto at bench scale, unless an arm compares "
+                   "allocators), or glibc's default, as the sources ran.")
+@click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+              help="Arms with one process environment share a process, interleaved in blocks (auto), or "
+                   "every arm gets its own process each round (none).")
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Folder for every round's records; the verdict counts this comparison's records only.")
+@click.option("--dry-run", is_flag=True, help="Print the plan and exit 0; nothing runs, nothing is written.")
+@click.option("--json", "as_json", is_flag=True, help="End with the verdict as one JSON object on stdout.")
+def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: float, allocator: str, share: str,
+            results_dir: Path, dry_run: bool, as_json: bool) -> None:
+    """Experiments measured together in rounds of processes: arms that can share a process run in one,
+    interleaved in blocks; the others in processes of their own, in ABBA order. Ends with the verdict.
+
+    ID@ARM measures one arm of an entry. Options after the ids (--scale, --steps, --data-root ...) go to
+    every process."""
+    from pipelines.core.config.runconfig import check_environment
+
+    check_environment()  # before torch loads (alternate imports it): libgomp would warn first
+    from pipelines.core.cli import rounds as in_rounds
+    from pipelines.core.stats import alternate
+
+    named = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
+    passthrough = list(items[len(named):])
+    if len(named) < 2:
+        raise ConfigError("compare needs two or more experiment ids (e.g. accel compare BASELINE-ID "
+                          "VARIANT-ID --results-dir results/ladder; `accel list` shows the ids)")
+    requests: dict[str, list[str]] = {}
+    for item in named:
+        experiment_id, _, arm = item.partition("@")
+        entry = experiments.get(experiment_id)
+        if arm and entry.arm(arm) is None:
+            raise ConfigError(entry.unknown_arm(arm))
+        requests.setdefault(experiment_id, []).append(arm)
+    if twice := sorted(i for i in named if named.count(i) > 1):
+        raise ConfigError(f"compare names {', '.join(dict.fromkeys(twice))} more than once; an experiment compared "
+                          "with itself measures nothing (accel compare BASELINE-ID VARIANT-ID)")
+    if any(a in ("--repeats", "--results-dir", "--no-baseline", "--variant") or
+           a.startswith(("--repeats=", "--results-dir=", "--variant=")) for a in passthrough):
+        raise ConfigError("compare sets --repeats 1 per round, --results-dir and the arms itself; use --rounds, "
+                          "and ID@ARM for one arm of an entry")
+    asked = [(experiment_id, () if "" in arms else tuple(arms)) for experiment_id, arms in requests.items()]
+    in_rounds.measure(asked, plan_from_args, passthrough, results_dir, alternate.parse_rounds(rounds),
+                      budget_s, halfwidth, allocator_choice=allocator, share=share, dry_run=dry_run,
+                      as_json=as_json, title=" vs ".join(named))

@@ -1,0 +1,74 @@
+"""`accel report`: published vs reproduced, from result files only (a table, or report.md, .csv and .html
+with --out; --against a reference folder adds the drift check)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import click
+
+from pipelines.core.cli.args import PathArg, fail as _fail
+from pipelines.core.config import experiments
+from pipelines.core.errors import ConfigError
+
+
+@click.command()
+@click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
+              help="Result files to read (sub-folders too, except reference/ ones).")
+@click.option("--out", "out_dir", type=PathArg(),
+              help="Write report.md (+ PNG plots), report.csv and report.html here (else: print a table).")
+@click.option("--format", "formats", type=click.Choice(["md", "csv", "html"]), multiple=True,
+              help="With --out: only these outputs (repeatable; default all three).")
+@click.option("--against", type=PathArg(),
+              help="A reference results folder (e.g. results/reference/...) shown beside these numbers.")
+@click.option("--experiments", "experiment_ids", default="", help="Comma-separated ids to list even when not run.")
+@click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
+@click.option("--fail-on-reversal", is_flag=True,
+              help="With --against: exit 1 when a conclusive verdict reversed (faster <-> slower than "
+                   "published).")
+@click.option("--strict", is_flag=True,
+              help="No conclusive verdict from an arm (or its baseline) with a repeat flagged noisy: "
+                   "others' CPU, throttling or swap during the repeat (the record's machine field).")
+def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], against: Path | None,
+           experiment_ids: str, note: str, fail_on_reversal: bool, strict: bool) -> None:
+    """Published vs reproduced, from result files only."""
+    from pipelines.core.report.summary import FORMATS, summary_table, write_report
+
+    if against is not None and not against.is_dir():
+        raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
+                          "results/reference/<run>")
+    if fail_on_reversal and against is None:
+        raise ConfigError("--fail-on-reversal needs --against REF (the reference whose verdicts must hold)")
+    if out_dir is None and (formats or against or experiment_ids or note):
+        raise ConfigError("--format, --against, --experiments and --note need --out DIR "
+                          "(where report.md goes)")
+    _refuse_empty(results_dir, experiment_ids)
+    if out_dir is None:
+        click.echo(summary_table(results_dir, strict))
+        return
+    from pipelines.core.record.atomic import check_folder
+
+    check_folder(out_dir, "--out", "pass --out with a writable folder")
+    only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
+    for experiment_id in only:
+        experiments.get(experiment_id)
+    written = write_report(results_dir, out_dir, formats or FORMATS, only, against, note, strict)
+    for line in written.loaded.skipped:
+        click.echo(f"accel report: skipped {line}", err=True)
+    click.echo(f"{len(written.loaded.records)} record(s) from {written.loaded.files} file(s); wrote " +
+               ", ".join(str(p) for p in written.paths))
+    if written.drift is not None:  # the drift table belongs in a CI log, not only in report.md
+        from pipelines.core.report.drift import terminal_table
+
+        click.echo(terminal_table(written.drift))
+    if written.drift_skipped:  # another machine class: the full report, no drift table, and why
+        click.echo(f"accel report: drift check skipped: {written.drift_skipped}")
+    if fail_on_reversal and written.drift is not None and written.drift.reversals:
+        _fail(f"conclusive verdict reversed against {against}: " + "; ".join(written.drift.reversals), 1)
+
+
+def _refuse_empty(results_dir: Path, experiment_ids: str) -> None:
+    """A folder with no result file at all is a wrong path or a run not made yet, not an empty report."""
+    if results_dir.is_dir() and not experiment_ids.strip() and not any(results_dir.glob("**/*.jsonl")):
+        raise ConfigError(f"no result records (*.jsonl) under {results_dir}; run an experiment first "
+                          "(accel run ID) or pass --results-dir with a folder that has them")
