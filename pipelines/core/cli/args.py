@@ -70,3 +70,17 @@ def complete_variant(ctx: click.Context, _param: click.Parameter, incomplete: st
 def experiment_argument(command):
     """The EXPERIMENT_ID argument every command that takes one shares, completed from the catalog."""
     return click.argument("experiment_id", metavar="ID", shell_complete=_complete_id)(command)
+
+
+def allocator_option(prefix: str):
+    """--allocator, as run and compare take it (`prefix`: where it applies, e.g. "Bench scale: ")."""
+    return click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto",
+                        show_default=True, help=f"{prefix}pinned glibc thresholds for every arm (auto, unless an "
+                        "arm compares allocators) or glibc's default, as the sources ran.")
+
+
+def share_option(prefix: str):
+    """--share, as run and compare take it."""
+    return click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
+                        help=f"{prefix}arms with one process environment share a process, interleaved in blocks "
+                        "(auto), or every arm gets its own process each round (none).")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.core.cli.args import PathArg
+from pipelines.core.cli.args import PathArg, allocator_option, share_option
 from pipelines.core.cli.run_command import plan_from_args
 from pipelines.core.config import experiments
 from pipelines.core.errors import ConfigError
@@ -23,12 +23,8 @@ from pipelines.core.errors import ConfigError
               help="Time budget in seconds; no round starts that would overrun it.")
 @click.option("--halfwidth", type=float, default=0.05, show_default=True,
               help="With --rounds auto: the relative interval half-width that is precise enough.")
-@click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto", show_default=True,
-              help="pinned glibc thresholds for every arm (auto at bench scale, unless an arm compares "
-                   "allocators), or glibc's default, as the sources ran.")
-@click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
-              help="Arms with one process environment share a process, interleaved in blocks (auto), or "
-                   "every arm gets its own process each round (none).")
+@allocator_option("")
+@share_option("")
 @click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,
               help="Folder for every round's records; the verdict counts this comparison's records only.")
 @click.option("--dry-run", is_flag=True, help="Print the plan and exit 0; nothing runs, nothing is written.")

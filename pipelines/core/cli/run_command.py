@@ -9,7 +9,8 @@ import os
 
 import click
 
-from pipelines.core.cli.args import PathArg, RepeatsArg, complete_variant, experiment_argument
+from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
+                                     share_option)
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
@@ -44,12 +45,8 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.option("--blocks", type=int, help="Bench scale: block rounds per arm in each process (default 12).")
 @click.option("--block-s", type=float, help="Bench scale: seconds a block aims at, its steps sized from the "
                                             "arm's warm-up (default 0.5; --steps fixes the steps instead).")
-@click.option("--allocator", type=click.Choice(["auto", "pinned", "default"]), default="auto", show_default=True,
-              help="Bench scale: pinned glibc thresholds for every arm (auto, unless an arm compares allocators) "
-                   "or glibc's default, as the sources ran.")
-@click.option("--share", type=click.Choice(["auto", "none"]), default="auto", show_default=True,
-              help="Bench scale: arms with one process environment share a process, interleaved in blocks "
-                   "(auto), or every arm gets its own process each round (none).")
+@allocator_option("Bench scale: ")
+@share_option("Bench scale: ")
 @click.option("--with", "with_arms", multiple=True, hidden=True, metavar="ID@ARM",
               help="A round's process: also measure this arm of another entry, interleaved with this one's.")
 @click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
