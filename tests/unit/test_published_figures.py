@@ -127,3 +127,23 @@ def test_counts_and_settings_have_bases_of_their_own_and_are_checked_exactly(tmp
     rows = rows_for(tmp_path)
     assert rows[("ch2-baseline", "baseline")].checks == [("parameters", 1630090, 1630090, "matches")]
     assert rows[("ch2-nobias", "nobias")].checks == [("parameters", 1629472, 1630091, "differs")]
+
+
+def test_the_note_s_rules_of_thumb_are_for_no_hardware_and_judged_on_cpu_and_gpu_alike(tmp_path):
+    """A GPU run of s004-ckpt said "published on CPU (unstated)": the note states no machine at all."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from recordutil import record, rows_for, steps, write
+    from pipelines.core.stats import pairing
+
+    assert {pairing.hardware_class(e) for e in experiments.all_experiments().values() if e.id.startswith("s004-")} \
+        == {"any"}
+    for device in ("cpu", "cuda"):
+        recs = [record("s004-ckpt", arm, repeat=i, step_times=steps(ratio)) for i in range(3)
+                for arm, ratio in (("plain", 1.0), ("checkpointed", 0.7))]
+        for rec in recs:
+            rec["config"]["device"] = device
+        write(tmp_path / device, "r", recs)
+        row = rows_for(tmp_path / device)[("s004-ckpt", "checkpointed")]
+        assert row.verdict == "reproduced" and "hardware" not in row.why, (device, row.why)

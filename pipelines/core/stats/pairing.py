@@ -126,6 +126,9 @@ def machine_difference(records: Records) -> str:
 
 
 def hardware_class(entry: experiments.Experiment) -> str:
+    """"gpu" or "cpu", where the source ran; "any" for a rule of thumb stated for no hardware (the notes)."""
+    if entry.hardware.startswith("generic"):
+        return "any"
     return "gpu" if entry.target == "cuda" or "gpu" in entry.requires else "cpu"
 
 

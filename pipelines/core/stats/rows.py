@@ -332,7 +332,7 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
             interval = None if row.e2e_ci_low is None else intervals.Interval(row.e2e_ci_low, row.e2e_ci_high)
             row.ratio, row.ci_low, row.ci_high = row.e2e_ratio, row.e2e_ci_low, row.e2e_ci_high
     devices = pairing.device_count_difference(entry, row.variant, base[:2], row.records, base_recs)
-    hardware = pairing.hardware_class(entry) != pairing.run_class(row.records)
+    hardware = pairing.hardware_class(entry) not in ("any", pairing.run_class(row.records))
     if devices or hardware:
         row.verdict = "not comparable"
         stand_in = next((r["config"]["stand_in"] for r in row.records if r["config"].get("stand_in")), "")
