@@ -62,10 +62,10 @@ from torchvision import transforms  # noqa: E402
 
 from pipelines.core.data import datasets, files
 from pipelines.core.record import envinfo, results
-from pipelines.core.run import execute, runner
+from pipelines.core.run import execute, plan as planning, refusals
 from pipelines.core.config import experiments
-from pipelines.core.train import loop, memory, models, progress
-from pipelines.core.stats import intervals as stats
+from pipelines.core.train import clocks, loop, memory, models, progress
+from pipelines.core.stats import intervals
 from pipelines.core.report import tables as tables
 from pipelines.core.config.runconfig import resolve  # noqa: E402
 from pipelines.core.config.options import NoOptions  # noqa: E402
@@ -86,12 +86,12 @@ def hand_loop(step, loader, warmup: int, steps: int, batch_size: int, device: to
     for _ in range(warmup):
         x, y = next(batches)
         loss = step(x.to(device), y.to(device))
-    loop.synchronize(device)
+    clocks.synchronize(device)
     started = time.perf_counter()
     for _ in range(steps):
         x, y = next(batches)
         loss = step(x.to(device), y.to(device))
-    loop.synchronize(device)
+    clocks.synchronize(device)
     elapsed = time.perf_counter() - started
     return {"train_s": elapsed, "measured_steps": steps, "warmup_steps": warmup,
             "throughput_samples_per_s": steps * batch_size / elapsed, "final_loss": float(loss.detach())}
@@ -110,7 +110,8 @@ def summary(shared_runs: list[float], hand_runs: list[float], steps: int) -> str
     """The printed line: both loops' mean throughput, the ratio with its 95 % interval over the repeats (the
     report's own, so the two never disagree), and the overhead read against the goal by that interval."""
     shared, hand = statistics.fmean(shared_runs), statistics.fmean(hand_runs)
-    ratio, interval = stats.ratio_interval(stats.whole_repeats(shared_runs), stats.whole_repeats(hand_runs))
+    ratio, interval = intervals.ratio_interval(intervals.whole_repeats(shared_runs),
+                                               intervals.whole_repeats(hand_runs))
     cost = tables.overhead(ratio, interval, min(len(shared_runs), len(hand_runs)))
     return (f"harness overhead: shared loop {shared:.1f} samples/s, hand-written loop {hand:.1f} samples/s, "
             f"ratio {ratio:.3f} {interval.text(3)}; overhead {cost.text}; "
@@ -221,8 +222,8 @@ def book_configs(args) -> tuple[object, dict]:
     overrides = {"epochs": args.epochs, "data_root": args.data_root, "device": args.device,
                  "results_dir": args.results_dir, "dataset": args.dataset, "model": args.model,
                  "batch_size": args.batch_size}
-    the_plan = runner.plan(entry, "book", overrides, {})
-    runner.preflight(the_plan, world_size=1, rank=0)  # accel run's refusals: data, runtime, results folder
+    the_plan = planning.plan(entry, "book", overrides, {})
+    refusals.preflight(the_plan, world_size=1, rank=0)  # accel run's refusals: data, runtime, results folder
     cfg = the_plan.configs[0]
     if cfg.dataset not in BOOK_DATASETS:
         raise ConfigError(f"--scale book runs the book's Fashion-MNIST loop; {args.experiment} trains on "
