@@ -231,7 +231,8 @@ def test_fabric_strategies_on_two_cpu_processes(tmp_path):
     assert "DDPStrategy" in ddp["notes"][0] and "ModelParallelStrategy" in fsdp2["notes"][0]
     reasons = {arm: run[arm]["notes"][0] for arm in ("single-gpu", "fsdp", "deepspeed-2", "deepspeed-3")}
     assert all(run[arm]["status"] == "skipped" for arm in reasons)
-    assert "accel run dlf-u9-multigpu --variant single-gpu" in reasons["single-gpu"]
+    # the one-device arm is sized to 1 process (ranks=1): the rounds start it alone; a 2-rank launch skips it
+    assert "NPROC=1 accel launch dlf-u9-multigpu --variant single-gpu" in reasons["single-gpu"]
     assert "FSDP1" in reasons["fsdp"] and "CUDA GPUs only" in reasons["deepspeed-2"]
 
 
