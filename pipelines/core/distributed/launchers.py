@@ -37,10 +37,10 @@ from pipelines.core.distributed import affinity
 REPO = Path(__file__).resolve().parents[3]
 KNOB_FILE = REPO / "pipelines" / "core" / "record" / "knobs.txt"
 USAGE = {
-    "local": "usage: launch/local.sh ACCEL-ARGS... (e.g. run ch2-baseline --scale bench)",
-    "torchrun": "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)",
-    "mpirun": "usage: launch/mpirun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)",
-    "srun": "usage: launch/srun.sh ACCEL-ARGS... (e.g. run ch8-ddp-template --scale smoke)",
+    "local": "usage: launch/local.sh ACCEL-ARGS... (e.g. run ID --scale bench)",
+    "torchrun": "usage: launch/torchrun.sh ACCEL-ARGS... (e.g. run ID --scale smoke)",
+    "mpirun": "usage: launch/mpirun.sh ACCEL-ARGS... (e.g. run ID --scale smoke)",
+    "srun": "usage: launch/srun.sh ACCEL-ARGS... (e.g. run ID --scale smoke)",
     "container": "usage: IMAGE=x.sif|podman:TAG|docker:TAG launch/_container.sh COMMAND [ARGS...] | --check",
 }
 HOSTS_PATTERN = re.compile(r"^[A-Za-z0-9._-]+(:[1-9][0-9]*)?(,[A-Za-z0-9._-]+(:[1-9][0-9]*)?)*$")

@@ -1,33 +1,31 @@
-"""Profile shares: the book's printed op table against a profile recorded here, op by op.
+"""Profile shares: a source's printed op table against a profile recorded here, op by op.
 
-The book printed torch.profiler tables of PyTorch 2.0.0 (ch1: one forward pass of the FMNIST CNN; ch3: the
-same pass eager and compiled; ch4: DenseNet121 training). The catalog carries every printed share as a
-`share_<op>_pct` figure (`share_metric`); a profiling pipeline (pipelines/ch01_profile.py) records every op
-of its profile by the name today's profiler gives it (`op_share_pct`).
+A source printed torch.profiler tables of an older PyTorch. The catalog carries every printed share as a
+`share_<op>_pct` figure (`share_metric`); a profiling pipeline records every op of its profile by the name
+today's profiler gives it (`op_share_pct`).
 
 Names. A printed name is looked up under the names torch 2.14's profiler emits for the same work
 (`PRINTED_AS`, checked against a live profile by tests/unit/test_profile_shares.py):
 
 - `aten::_reshape_alias` is gone (torch 2.1 made reshape of a viewable tensor dispatch to `aten::view`), so
   it is measured as `aten::view`;
-- `aten::reshape` is measured as `aten::reshape` plus `aten::flatten`: the book's CNN flattened with
-  `out.reshape(n, -1)`, the project's with `torch.flatten` (one composite call, then the same view);
-- `CompiledFunction`'s self time in 2.0 was the fused graph's; newer torch records the graph's call as
+- `aten::reshape` is measured as `aten::reshape` plus `aten::flatten` (a model that flattens with
+  `torch.flatten` makes one composite call, then the same view, where `x.reshape(n, -1)` made one);
+- `CompiledFunction`'s self time in torch 2.0 was the fused graph's; newer torch records the graph's call as
   `## Call CompiledFxGraph <hash> ##` inside it, so both count.
 
 A printed op with no counterpart in a profile (`detach`, `aten::empty_strided` of a compiled forward pass,
 which torch 2.14 no longer dispatches) has a measured share of 0 %: the profile holds every op it saw.
 
 Tolerance (`tolerance_pp`): max(SHARE_FLOOR_PP, SHARE_RELATIVE x the published share), in percentage
-points. A relative band alone would fail every small share by construction: the printed shares come from
-one call of a few milliseconds, where a wrapper op is a few microseconds, and the book's own two profiles of
-the same eager forward pass (ch1 and ch3, same machine and torch) differ 3.5-fold on `aten::conv2d` (0.24 vs
-0.83 %). An absolute floor of 1 point judges such an op by what can be checked, that it stays a small
-share, and it cannot pass by construction: a wrapper that takes over a kernel's time (2 % or more) differs.
-For the large shares the same two book profiles differ by up to 31 % of the share (`aten::addmm` 13.68 vs
-17.89 %, `aten::mkldnn_convolution` 44.01 vs 38.87 %), so the band is 35 % of the share: the book's two
-profiles judge each other "matches" on every op both print (tested), and a real shift of the time between
-the big ops (a convolution at 20 % where 44 % was printed) "differs".
+points. A relative band alone would fail every small share by construction: a printed share comes from one
+call of a few milliseconds, where a wrapper op is a few microseconds, and two printed profiles of the same
+pass can differ several-fold on such an op. An absolute floor of 1 point judges it by what can be checked,
+that it stays a small share, and it cannot pass by construction: a wrapper that takes over a kernel's time
+(2 % or more) differs. For large shares, two printed profiles of the same pass differed by up to 31 % of
+the share, so the band is 35 %: a real shift of time between the big ops still differs. The profiles the
+band is calibrated on, and the test that they judge each other "matches", are the catalog's
+(pipelines/catalog/book_tables.py).
 """
 
 from __future__ import annotations
@@ -39,7 +37,7 @@ from typing import Any, Iterable, Mapping
 
 SHARE_BASIS = "profile share"
 SHARE_FLOOR_PP = 1.0  # percentage points: the least difference a one-call profile can resolve
-SHARE_RELATIVE = 0.35  # of the published share: the book's own run-to-run spread (31 %), rounded up
+SHARE_RELATIVE = 0.35  # of the published share: two printed profiles' spread (31 %), rounded up
 MATCHES, DIFFERS = "matches", "differs"
 
 # torch 2.14's name (or the start of it, ending in "*") -> the name PyTorch 2.0.0 printed for that work
@@ -103,7 +101,7 @@ class ShareRow:
     variant: str
     scale: str
     metric: str
-    op: str  # the name the book printed
+    op: str  # the name the source printed
     published: float
     measured: float
     measured_as: str  # today's op names summed, or why none
