@@ -41,6 +41,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import bookkeeping, models
 from pipelines.core.errors import ConfigError
+from pipelines.core.distributed import ranks
 from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import StepLrEachEpoch
@@ -98,11 +99,8 @@ class DataParallel(TrainingPipeline):
         one launch runs the arm that fits it; a launch where no arm fits is refused with this reason."""
         if opts.strategy == "dp":
             return dataparallel_skip(cfg, opts, ctx)
-        if opts.ranks and opts.ranks != ctx.world_size:
-            return (f"variant {cfg.variant} needs {opts.ranks} processes but this run has {ctx.world_size}; "
-                    f"start it with NPROC={opts.ranks} accel launch {cfg.experiment} --variant {cfg.variant}"
-                    + (" (one GPU per process)" if cfg.device == "cuda" else ""))
-        return None
+        return ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size,
+                                           " (one GPU per process)" if cfg.device == "cuda" else "")
 
     def check(self, cfg, opts: Options, ctx) -> None:
         if opts.strategy == "fsdp" and opts.checkpoint_dir:

@@ -98,9 +98,8 @@ class FabricStrategies(TrainingPipeline):
     process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
     def skip(self, cfg, opts: Options, ctx) -> str | None:
-        if opts.ranks and opts.ranks != ctx.world_size:
-            return (f"variant {cfg.variant} needs {opts.ranks} process(es) but this run has {ctx.world_size}; "
-                    f"start it with NPROC={opts.ranks} accel launch {cfg.experiment} --variant {cfg.variant}")
+        if wrong_world := ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size):
+            return wrong_world
         if opts.strategy == "single" and ctx.world_size > 1:
             return (f"the single-device arm is one process; run it alone: accel run {cfg.experiment} "
                     f"--variant {cfg.variant}")
