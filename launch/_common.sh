@@ -3,14 +3,18 @@
 # (launch/) and `repo` (the checkout). Each helper is small and has one job.
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-repo="$(dirname "$here")"
+repo="$(dirname "$here")" checked=""
 
 # The launcher's knobs, checked and completed in Python (pipelines/core/distributed/launchers.py, the one place
 # where launch refusals live): shell assignments on success; a bad knob ends the script with its one
 # `launch: error:` line and exit 2. resolve_knobs LAUNCHER ACCEL-ARGS...
+# Under `accel launch` that Python already ran: it resolved the knobs and preflighted the run in its own
+# process (pipelines/core/run/launch.py prepare) and hands the assignments over in ACCEL_CHECKED_KNOBS, with
+# TIMEOUT_S and RUN_RESULTS; they are used as they are, and `preflight` below has nothing left to do.
+# (Unset after use: the processes this script starts, such as the container wrapper, check their own.)
 resolve_knobs() {
-  local out
-  out="$(cd "$repo" && "$(python_bin)" -m pipelines.core.distributed.launchers "$@")" || exit $?
+  [[ -z "${ACCEL_CHECKED_KNOBS:-}" ]] || { eval "$ACCEL_CHECKED_KNOBS"; unset ACCEL_CHECKED_KNOBS; checked=1; return; }
+  local out; out="$(cd "$repo" && "$(python_bin)" -m pipelines.core.distributed.launchers "$@")" || exit $?
   eval "$out"
 }
 
@@ -55,6 +59,7 @@ image_command() {
 preflight() {
   local world="$1" rank="$2" where="$3" out
   shift 3
+  [[ -z "$checked" ]] || return 0  # `accel launch` preflighted the run (resolve_knobs)
   local -a check=("${wrap[@]}" "$py")
   [[ -n "${IMAGE:-}" && -x "$repo/.venv/bin/python" ]] && check=("$repo/.venv/bin/python") where=elsewhere
   local capabilities=--capabilities

@@ -119,7 +119,8 @@ def test_the_card_s_command_names_nproc_when_it_is_not_a_rank_count(nproc):
 
 
 def test_more_ranks_than_the_launcher_allows_are_refused_before_any_round(tmp_path):
-    run = subprocess.run(["make", "-s", "cpu-ddp", "NPROC=999", f"ARGS=--results-dir {tmp_path}"], cwd=REPO,
+    run = subprocess.run(["make", "-s", "cpu-ddp", "NPROC=999",  # the knob is refused whether or not data is there
+                          f"ARGS=--results-dir {tmp_path} --data-root {tmp_path}/no-data"], cwd=REPO,
                          capture_output=True, text=True, timeout=120)
     assert run.returncode == 2 and "accel: error: NPROC=999 is more than 4 processes per usable core" in run.stderr
     assert "Traceback" not in run.stderr and (not tmp_path.exists() or not list(tmp_path.iterdir()))

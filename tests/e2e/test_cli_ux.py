@@ -95,7 +95,7 @@ def test_every_option_of_every_command_has_help():
 
 def _launcher_knobs() -> set[str]:
     """Every environment variable the launch scripts read as a user knob (`${NAME:-...}`, `for name in` lists,
-    echo_knobs), minus what the scripts set themselves or read from SLURM."""
+    echo_knobs), minus what the scripts set themselves, read from SLURM or get from `accel launch`."""
     text = "\n".join(path.read_text() for path in (REPO / "launch").iterdir() if path.is_file())
     names = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)(?::-|:\?|:\+|})", text))
     # the knobs the scripts hand to pipelines/core/distributed/launchers.py, which reads them with knobs.get("NAME")
@@ -104,7 +104,7 @@ def _launcher_knobs() -> set[str]:
     for listing in re.findall(r"(?:for name in|echo_knobs) ([A-Z0-9_ \\\n]+?)(?:;|\n[^ ])", text):
         names |= set(re.findall(r"[A-Z][A-Z0-9_]+", listing))
     own = {"OMP_NUM_THREADS", "LD_PRELOAD", "OMP_PROC_BIND", "OMP_SCHEDULE", "GOMP_CPU_AFFINITY", "PYTHONPATH",
-           "PATH", "ACCEL_REPO", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"}
+           "PATH", "ACCEL_REPO", "ACCEL_CHECKED_KNOBS", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"}
     return {name for name in names if not name.startswith("SLURM_")} - own
 
 

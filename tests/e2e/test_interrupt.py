@@ -59,14 +59,16 @@ def first_record(results: Path, process: subprocess.Popen, timeout: float = 600)
 def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, code, tmp_path):
     """In this process (smoke scale): the finished repeat is kept, the one in flight is recorded as such."""
     results = tmp_path / "results"
-    # 3 equal repeats: the signal, sent as soon as repeat 0's record is on disk, lands inside repeat 1 (300
-    # steps, a few seconds even on an idle machine: longer than this test takes to see the record and signal).
+    # 3 equal repeats: the signal is sent 1 s after repeat 0's record is on disk, inside repeat 1 (300 steps,
+    # about 6 s on an idle 2-core machine). Sent at once, it could arrive before repeat 1 began: the run then
+    # acts on it at the safe point between repeats, with no repeat in flight to record (correct, not this test).
     process = subprocess.Popen(
         [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic",
          "--repeats", "3", "--steps", "300", "--warmup-steps", "1", "--results-dir", str(results)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     path = first_record(results, process)
     assert [r["status"] for r in records(results)] == ["ok"]  # written before the run ended
+    time.sleep(1.0)
     process.send_signal(signum)
     out, err = process.communicate(timeout=120)
     assert process.returncode == code, err

@@ -8,6 +8,7 @@ and no training is needed; they must equal the figures the catalog carries (2,81
 
 from __future__ import annotations
 
+import dataclasses
 import os
 
 import numpy as np
@@ -215,12 +216,15 @@ def test_the_course_entries_take_2917_steps_an_epoch_at_book_scale(imdb_sized, t
     assert len(loaders.valid) == 417  # ceil(5,000 / 12): the whole validation part, no batch dropped
 
 
-def test_the_plan_names_a_source_split():
+def test_the_plan_names_a_source_split_whether_or_not_the_data_is_there(tmp_path, data_root):
     from pipelines.core.run import plan as planning, preview
 
     cfg = planning.plan(experiments.get("vit-scratch"), "bench",
                         {"device": "cpu", "dataset": "synthetic"}, {}).configs[0]
     assert preview.data_text(cfg) == "synthetic tensors (throughput only)"
-    cfg = planning.plan(experiments.get("vit-scratch"), "bench", {"device": "cpu"}, {}).configs[0]
-    assert ("the talk's split: the first 90 % of the train images train, the last 10 % validate"
-            in preview.data_text(cfg))
+    talk = "the talk's split: the first 90 % of the train images train, the last 10 % validate"
+    cfg = planning.plan(experiments.get("vit-scratch"), "bench", {"device": "cpu", "data_root": tmp_path},
+                        {}).configs[0]
+    assert "NOT THERE" in preview.data_text(cfg) and talk in preview.data_text(cfg)
+    cfg = dataclasses.replace(cfg, data_root=data_root)
+    assert preview.data_text(cfg) == f"cifar10 under {data_root}; {talk} after every epoch, inside the timed region"

@@ -11,7 +11,7 @@ import sys
 import click
 
 from pipelines.core.cli.args import REPO, experiment_argument
-from pipelines.core.cli.run_command import (NOT_PASSED_ON, PLAN_ENV, bench_rounds, build_plan, plan_from_args, run,
+from pipelines.core.cli.run_command import (PLAN_SHOWN_ENV, bench_rounds, plan_from_params, run,
                                             single_plan_text)
 from pipelines.core.config import experiments
 
@@ -52,8 +52,10 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     the exact command line the launcher would run (torchrun, mpirun or srun; inside IMAGE's container
     when IMAGE is set) is printed after the same checks, and nothing starts.
     """
-    from pipelines.core.run.launch import refuse
     from pipelines.core.config.runconfig import check_environment
+    from pipelines.core.data import files
+    from pipelines.core.distributed.launchers import KnobError
+    from pipelines.core.run import launch as launching, preview
 
     entry = experiments.get(experiment_id)
     printing = "--print" in args  # the command line the launcher would run, printed; nothing started
@@ -64,35 +66,37 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
         os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
     ctx = run.make_context("run", [experiment_id, *args])  # parsed once; the checks read the parsed values
     options = ctx.params
-    script = refuse(entry, options, os.environ)
-    knobs = {k: v for k, v in entry.knobs.items() if k not in os.environ}
-    if printing:
-        argv = [str(script), "run", experiment_id, *args, "--no-baseline"]
-        sys.stdout.flush()
-        os.execve(str(script), argv, {**os.environ, **knobs, "ACCEL_PRINT": "1"})
-    if not os.environ.get("ACCEL_PLAN_SHOWN"):  # a round's process: the comparison showed the plan
-        from pipelines.core.run import preview
-
-        plan = plan_from_args(experiment_id, list(args))
-        first = plan.configs[0]
-        if first.scale == "bench":  # rounds of processes, each started through its entry's launcher
-            bench_rounds(plan, ctx, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
-            return
-        choice = preview.baseline_choice(entry, plan.configs, first.scale, first.results_dir,
-                                         refused=options["no_baseline"])
-        text = single_plan_text(plan, choice, entry.launcher, {**os.environ, **knobs})
-        if options["dry_run"]:
-            click.echo(text)
-            return
-        knobs[PLAN_ENV] = text
+    the_plan = plan_from_params(options)
+    first = the_plan.configs[0]
+    env = {**os.environ, **{k: v for k, v in entry.knobs.items() if k not in os.environ}}
+    plan_shown = bool(os.environ.get(PLAN_SHOWN_ENV))  # a round's process: the comparison showed the plan
+    if first.scale == "bench" and not printing and not plan_shown:  # rounds, each process through the launcher
+        bench_rounds(the_plan, ctx, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
+        return
+    choice = preview.baseline_choice(entry, the_plan.configs, first.scale, first.results_dir,
+                                     refused=options["no_baseline"])
+    if options["dry_run"] and not printing:
+        click.echo(single_plan_text(the_plan, choice, entry.launcher, env))
+        return
     # the launched `accel run` never brings a baseline itself, and does not show the plan again
-    run_args = [*args, *([] if options["no_baseline"] else ["--no-baseline"])]
-    argv = [str(script), "run", experiment_id, *run_args]
-    shown = " ".join([*(f"{k}={v}" for k, v in knobs.items() if k != PLAN_ENV), *argv])
-    click.echo(f"+ {shown}", err=True)
+    run_args = ["run", experiment_id, *args, *([] if options["no_baseline"] else ["--no-baseline"])]
+    try:
+        ready = launching.prepare(entry, the_plan, options, run_args, env, printing)
+    except KnobError as error:  # the launcher's own refusal, worded as the scripts word it
+        click.echo(f"launch: error: {error}", err=True)
+        sys.exit(2)
+    argv = [str(ready.script), *run_args]
     sys.stdout.flush()
+    if printing:
+        if first.dataset != "synthetic" and not files.present(first.dataset, first.data_root):
+            click.echo(f"note: {preview.data_text(first)}", err=True)
+        os.execve(str(ready.script), argv, ready.env)
+    if not plan_shown:
+        click.echo(single_plan_text(the_plan, choice, entry.launcher, env), err=True)
+    shown = " ".join([*(f"{k}={v}" for k, v in env.items() if k in entry.knobs and k not in os.environ), *argv])
+    click.echo(f"+ {shown}", err=True)
     sys.stderr.flush()
-    os.execve(str(script), argv, {**os.environ, **knobs})
+    os.execve(str(ready.script), argv, {**ready.env, PLAN_SHOWN_ENV: "1"})
 
 
 @click.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -121,10 +125,7 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     from pipelines.core.data import files
     from pipelines.core.run import preview, refusals
 
-    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
-        params.pop(shown)
-    plan = build_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
-                      params.pop("option_items"), params)
+    plan = plan_from_params(params)
     printing = bool(os.environ.get("ACCEL_PRINT"))  # `accel launch --print`: shows, starts nothing
     timeout_s = refusals.preflight(plan, world_size, rank, capabilities, data=not printing)
     first = plan.configs[0]

@@ -23,6 +23,7 @@ from typing import Callable, Sequence
 import click
 
 from pipelines.core.cli.args import fail
+from pipelines.core.cli.run_command import PLAN_SHOWN_ENV
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.interrupt import Interrupted
 
@@ -54,7 +55,7 @@ def _slot(group, passthrough: Sequence[str], allocator, env) -> "object":
     first = group.arms[0].entry.id
     args = [first, *variant_args([a.cfg.variant for a in group.arms if a.entry.id == first])]
     args += [word for a in group.arms if a.entry.id != first for word in ("--with", f"{a.entry.id}@{a.cfg.variant}")]
-    slot_env = {}
+    slot_env = {PLAN_SHOWN_ENV: "1"}  # the comparison shows the plan; its processes do not again
     if allocator.knob and not any(a.entry.knobs.get("ALLOCATOR") for a in group.arms):
         slot_env["ALLOCATOR"] = allocator.knob
     ranks = getattr(group.arms[0].cfg.options, "ranks", None)
@@ -152,11 +153,11 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
         click.echo(text)
         return
     here = not env.get("IMAGE")  # the processes run on this host's software: what it cannot do is refused too
+    if here:  # a knob's limit first: it holds whatever the data or the options say
+        _ranks_fit(slots)
     for p in plans:  # user mistakes (missing data, bad options) and missing capabilities before round 1
         refusals.preflight(p, 1, 0, capabilities=here and p.experiment.launcher == "local",  # ranks: their launcher
                          runtime=False)  # the launcher sets the rounds' OpenMP runtime and allocator
-    if here:
-        _ranks_fit(slots)
     if refusal:
         raise ConfigError(refusal)
     results.check_writable(results_dir)

@@ -104,14 +104,13 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
         return
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
                                      refused=no_baseline or launched or in_round)
-    given = os.environ.get(PLAN_ENV)  # the plan `accel launch` made, with its launcher's ranks and threads
     if dry_run:
-        click.echo(given or single_plan_text(plan, choice, launcher=None))
+        click.echo(single_plan_text(plan, choice, launcher=None))
         return
-    show_plan = not os.environ.get("ACCEL_PLAN_SHOWN") and bool(given or not launched)
+    # `accel launch` and a comparison show the plan before they start this process; a rank shows none
+    show_plan = not os.environ.get(PLAN_SHOWN_ENV) and not launched
     quiet_foreign_warnings(first.device)
-    announce = (lambda: click.echo(given or single_plan_text(plan, choice, launcher=None), err=True)) \
-        if show_plan else None  # a round's process: its comparison showed the plan
+    announce = (lambda: click.echo(single_plan_text(plan, choice, launcher=None), err=True)) if show_plan else None
     plans = [plan, *(plan_from_args(arm.partition("@")[0], _with_args(arm)) for arm in with_arms)]
     if in_round and not launched and first.scale == "bench" and all(
             isinstance(p.pipeline, TrainingPipeline) for p in plans):
@@ -165,9 +164,8 @@ def bench_rounds(plan, ctx: click.Context, no_baseline: bool, dry_run: bool, as_
                    notes=[choice.note], serving=serving)
 
 
-# `accel launch` hands its plan to the run it starts, which prints it (rank 0) once every refusal has passed:
-# a mistake the launcher script or a rank's checks refuse stays one line, with no plan above it.
-PLAN_ENV = "ACCEL_PLAN_TEXT"
+# Set by `accel launch` and by a comparison's rounds for the processes they start: the plan is shown already.
+PLAN_SHOWN_ENV = "ACCEL_PLAN_SHOWN"
 NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
                  "quiet", "verbose", "halfwidth", "allocator", "share", "with_arms"}
 PER_SLOT = {"variants"}  # a round's processes each get their own arms
@@ -233,8 +231,13 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
 
 def plan_from_args(experiment_id: str, args: list[str]):
     """A runner plan from `accel run` arguments (what an alternation's processes will receive)."""
-    ctx = run.make_context("run", [experiment_id, *args])
-    params = dict(ctx.params)
+    return plan_from_params(run.make_context("run", [experiment_id, *args]).params)
+
+
+def plan_from_params(parsed: dict):
+    """A runner plan from `accel run`'s parsed parameters (the options that only shape the command's output
+    or the comparison's rounds are not the plan's)."""
+    params = dict(parsed)
     for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
         params.pop(shown)
     return build_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),

@@ -30,7 +30,6 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, history, machine, results
 from pipelines.core.run.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 from pipelines.core.run.plan import Plan
-from pipelines.core.run.refusals import skip_reasons
 from pipelines.core.config import options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import rows, stopping
@@ -105,13 +104,13 @@ def _with_stopping(records: list[dict[str, Any]], rule: stopping.AutoStop | None
     return records
 
 
-def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], session=None,
-                  shown: progress.Settings = progress.OFF) -> Outcome:
+def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], skips: dict[str, str],
+                 session=None, shown: progress.Settings = progress.OFF) -> Outcome:
     """Every variant x repeat, interleaved (ABAB..., or ABBA rounds with --repeats auto), the result file
     rewritten after each; an error writes an error record, a signal an interrupted record for the repeat
-    in flight, then each re-raises."""
+    in flight, then each re-raises. `skips`: the arms this device cannot run (refusals.skip_reasons, asked
+    once by the runner before any work), recorded as skipped."""
     configs = the_plan.configs
-    skips = skip_reasons(the_plan, ctx)
     run_id = results.new_run_id()
     mark = pairing_mark(run_id)
     path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)

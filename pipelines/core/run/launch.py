@@ -1,18 +1,22 @@
 """`accel launch`'s own refusals, from the parsed `accel run` options (never from the raw words), before it
 hands the run to launch/<launcher>.sh.
 
-The launch path is one direction: `make ID` -> `accel launch` (parses and checks the accel arguments here,
-once) -> launch/<launcher>.sh (builds the command line; its knobs are checked by distributed/launchers.py, the
-accel arguments by `accel preflight` as every rank will) -> torchrun / mpirun / srun / python -> each rank's
-`accel run`. What is refused here is what only the entry and this host can say before a launcher starts:
-a GPU entry on a machine without one, a backend library this environment lacks, a missing launcher, and
-a PYTHON that cannot run.
+The launch path is one direction: `make ID` -> `accel launch` (one Python process: parses the accel arguments,
+resolves the launcher's knobs with distributed/launchers.py and preflights the run as every rank will, in
+`prepare`; then shows the plan) -> launch/<launcher>.sh (only assembles the command line from the checked
+knobs; started by hand, it asks launchers.py and `accel preflight` itself) -> torchrun / mpirun / srun /
+python -> each rank's `accel run`. What `refuse` refuses is what only the entry and this host can say before a
+launcher starts: a GPU entry on a machine without one, a backend library this environment lacks, a missing
+launcher, and a PYTHON that cannot run.
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import shlex
+import sys
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -56,3 +60,65 @@ def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mappi
         raise ConfigError(f"PYTHON={python} is not an executable file; unset PYTHON (the launchers then use "
                           ".venv/bin/python) or point it at a Python with this package installed")
     return script
+
+
+@dataclass(frozen=True)
+class Ready:
+    """A launcher script about to start, everything checked: `env` is the script's environment (the catalog's
+    knobs, the user's, and CHECKED_ENV with the knob assignments the script would have asked Python for)."""
+    script: Path
+    env: dict[str, str]
+    timeout_s: float
+
+
+CHECKED_ENV = "ACCEL_CHECKED_KNOBS"  # launch/_common.sh: evaluated instead of resolve_knobs and preflight
+
+
+def world_of(launcher: str, knobs) -> tuple[int, int, bool]:
+    """(processes in the whole run, this node's first rank, whether they start on this host) from a
+    launcher's resolved knobs: what launch/<launcher>.sh passes its `preflight`."""
+    values = knobs.values
+    if launcher == "torchrun":
+        nproc = int(values["NPROC"])
+        return nproc * int(values["NNODES"]), int(values["NODE_RANK"]) * nproc, True
+    if launcher == "mpirun":
+        return int(values["NP"]), 0, values["RANKS_AT"] == "here"
+    if launcher == "srun":
+        return int(values["NTASKS"]), 0, False
+    return 1, 0, True
+
+
+def checks_here(env: Mapping[str, str]) -> bool:
+    """Whether the script would run its checks with this very Python (PYTHON unset or this environment's): a
+    knob such as OMP_RUNTIME=intel looks for libiomp5 in the checking interpreter's prefix, so a launcher
+    that runs another Python (PYTHON=.venv-ipex/bin/python) checks there itself."""
+    python = env.get("PYTHON") or (str(REPO / ".venv" / "bin" / "python")
+                                   if (REPO / ".venv" / "bin" / "python").exists() and not env.get("IMAGE") else "")
+    if not python:
+        return False
+    return Path(os.path.abspath(python)).parent.parent == Path(sys.prefix)
+
+
+def prepare(entry: experiments.Experiment, the_plan, options: Mapping[str, Any], accel_args: list[str],
+            env: Mapping[str, str], printing: bool = False) -> Ready:
+    """`accel launch`'s one Python start before its launcher: the script's knobs resolved and the run's
+    arguments preflighted here, in this process, so launch/<launcher>.sh only assembles its command line.
+    KnobError is the launcher's own refusal (`launch: error:`); ConfigError / NotRunnable as everywhere.
+
+    `options`: the parsed `accel run` parameters of `accel_args` (`run ID ...`); `printing`: `--print`
+    (missing data is a line of the plan, not a refusal)."""
+    from pipelines.core.distributed import launchers
+    from pipelines.core.run import refusals
+
+    script = refuse(entry, options, env)
+    script_env = {**env, **({"ACCEL_PRINT": "1"} if printing else {})}
+    if not checks_here(script_env):  # the script asks its own interpreter, as when started by hand
+        return Ready(script, script_env, float("nan"))
+    knobs = launchers.resolve_knobs(entry.launcher, accel_args, script_env)
+    world, first_rank, ranks_here = world_of(entry.launcher, knobs)
+    # the ranks' own runtime (OMP_RUNTIME, ALLOCATOR) is loaded by the launcher: each rank checks it itself
+    timeout_s = refusals.preflight(the_plan, world, first_rank, capabilities=ranks_here and not env.get("IMAGE"),
+                                   runtime=False, data=not printing)
+    checked = "\n".join([knobs.shell(), f"TIMEOUT_S={timeout_s:g}",
+                         f"RUN_RESULTS={shlex.quote(str(the_plan.configs[0].results_dir))}"])
+    return Ready(script, {**script_env, CHECKED_ENV: checked}, timeout_s)

@@ -173,7 +173,7 @@ def data_text(cfg: RunConfig) -> str:
     if files.present(cfg.dataset, cfg.data_root):
         return f"{cfg.dataset} under {cfg.data_root}{split}"
     return (f"{cfg.dataset} under {cfg.data_root}: NOT THERE, a real run is refused until it is; "
-            f"{files.fix_hint(cfg.dataset, cfg.data_root)}")
+            f"{files.fix_hint(cfg.dataset, cfg.data_root)}{split}")
 
 
 def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:

@@ -35,11 +35,11 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Calla
     device = torch.device(first.device)
     for cfg in the_plan.configs:
         refuse_before_work(the_plan, cfg, loop.RunContext(device, place.rank, place.world_size))
-    skip_reasons(the_plan, loop.RunContext(device, place.rank, place.world_size))  # nothing runnable: refused now
+    skips = skip_reasons(the_plan, loop.RunContext(device, place.rank, place.world_size))  # none runnable: refused
     if announce is not None and place.rank == 0:
         announce()
     if not place.launched:
-        return run_variants(the_plan, loop.RunContext(device), ranks.SINGLE_PROCESS, shown=shown)
+        return run_variants(the_plan, loop.RunContext(device), ranks.SINGLE_PROCESS, skips, shown=shown)
     settings = dist_options(first)
     session = ranks.Session(place, settings.backend, first.device, settings.timeout_s)
     try:
@@ -50,7 +50,7 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Calla
             raise DistError(f"{exc}; error record {path}") from exc
         raise
     with session:
-        return run_variants(the_plan, session.ctx, session.describe(), session, shown)
+        return run_variants(the_plan, session.ctx, session.describe(), skips, session, shown)
 
 
 def run_interleaved(plans: list[Plan], announce: Callable[[], None] | None = None) -> list[Outcome]:

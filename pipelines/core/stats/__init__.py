@@ -2,5 +2,5 @@
 (pairing), the per-arm rows with their ratios and intervals, verdicts, and the alternation of arms
 across processes. The runner, `accel compare`, `accel diff` and the report all read these.
 
-Layer 3: may import `errors`, `spec` and `record`.
+Layer 3: may import `errors`, `config` and `record`.
 """

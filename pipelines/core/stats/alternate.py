@@ -156,8 +156,7 @@ def _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, 
                 break
             round_began, took = clock(), []
             for index, slot in order(list(enumerate(slots)), summary.rounds):
-                env = {**slot.env, "ACCEL_ALTERNATION": f"{summary.group}:{summary.rounds}:{index}",
-                       "ACCEL_PLAN_SHOWN": "1"}
+                env = {**slot.env, "ACCEL_ALTERNATION": f"{summary.group}:{summary.rounds}:{index}"}
                 began_one = clock()
                 code = start(launch_command(slot, results_dir), env)
                 took.append(f"{slot.label} {clock() - began_one:.0f} s")
