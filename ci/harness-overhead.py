@@ -54,7 +54,7 @@ if __name__ == "__main__":  # before torch loads: libgomp would print its own wa
         print(f"harness-overhead: error: {exc}", file=sys.stderr)
         sys.exit(2)  # a user mistake, as argparse's own refusals
 
-import torch  # noqa: E402, I001  (before numpy, as pipelines/core/run/execute.py: libgomp binds threads first)
+import torch  # noqa: E402, I001  (before numpy, as pipelines/core/harness/execute.py: libgomp binds threads first)
 import numpy as np  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, SubsetRandomSampler  # noqa: E402
@@ -62,14 +62,14 @@ from torchvision import transforms  # noqa: E402
 
 from pipelines.core.data import datasets, files
 from pipelines.core.record import envinfo, results
-from pipelines.core.run import execute, plan as planning, refusals
+from pipelines.core.harness import execute, plan as planning, refusals
 from pipelines.core.config import experiments
 from pipelines.core.train import clocks, loop, memory, models, progress
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables as tables
 from pipelines.core.config.runconfig import resolve  # noqa: E402
 from pipelines.core.config.options import NoOptions  # noqa: E402
-from pipelines.core.run.pipeline import Preparation, warmup_config  # noqa: E402
+from pipelines.core.harness.pipeline import Preparation, warmup_config  # noqa: E402
 from pipelines.core.train.steps import book_optimizer, plain_step  # noqa: E402
 
 EXPERIMENT = "harness-overhead"

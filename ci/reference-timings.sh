@@ -9,7 +9,7 @@
 #   REF_OUT   output folder (records + report.md/csv/html + PNGs; its old ones are replaced);
 #             default results/reference/cpu-<cores>core-bench
 #   REPEATS   rounds of every comparison (default 3: the fewest a verdict needs; each round is one process
-#             per group of arms that share a process environment, core/run/sharing.py)
+#             per group of arms that share a process environment, core/harness/sharing.py)
 #   BLOCKS    interleaved blocks per arm and process (default 6, about 0.5 s each)
 #   STEPS     timed steps per arm and process instead of time-matched blocks (default: unset)
 #   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default 60 / 6)

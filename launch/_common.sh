@@ -9,7 +9,7 @@ repo="$(dirname "$here")" checked=""
 # where launch refusals live): shell assignments on success; a bad knob ends the script with its one
 # `launch: error:` line and exit 2. resolve_knobs LAUNCHER ACCEL-ARGS...
 # Under `accel launch` that Python already ran: it resolved the knobs and preflighted the run in its own
-# process (pipelines/core/run/launch.py prepare) and hands the assignments over in ACCEL_CHECKED_KNOBS, with
+# process (pipelines/core/harness/launch.py prepare) and hands the assignments over in ACCEL_CHECKED_KNOBS, with
 # TIMEOUT_S and RUN_RESULTS; they are used as they are, and `preflight` below has nothing left to do.
 # (Unset after use: the processes this script starts, such as the container wrapper, check their own.)
 resolve_knobs() {

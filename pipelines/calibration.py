@@ -19,7 +19,7 @@ from typing import Annotated
 
 import click
 
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.train import models
 from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import book_optimizer, plain_step

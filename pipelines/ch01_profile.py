@@ -27,7 +27,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from pipelines.core.train import models
-from pipelines.core.run.pipeline import Measured, Measurement
+from pipelines.core.harness.pipeline import Measured, Measurement
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 BOOK_OPS = ("aten::mkldnn_convolution", "aten::max_pool2d_with_indices", "aten::addmm", "aten::clamp_min")

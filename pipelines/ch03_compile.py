@@ -21,7 +21,7 @@ import torch
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 

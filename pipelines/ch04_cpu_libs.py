@@ -24,7 +24,7 @@ import torch
 from pipelines.core.train import models
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.train.loop import Trainable
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.train.steps import DTYPES, autocast_forward, book_optimizer, plain_step
 
 IPEX_HINT = ("IPEX exists only for torch 2.7/2.8: run `make ipex-venv` and start it with "

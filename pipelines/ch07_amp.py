@@ -29,7 +29,7 @@ import torch.nn.functional as F
 
 from pipelines.core.train import models
 from pipelines.core.train.loop import Trainable
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.train.steps import DTYPES, book_optimizer
 
 Switch = Literal["default", "on", "off"]

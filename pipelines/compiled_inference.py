@@ -19,7 +19,7 @@ import click
 import torch
 
 from pipelines.core.train import models, microbench
-from pipelines.core.run.pipeline import Measured, Measurement
+from pipelines.core.harness.pipeline import Measured, Measurement
 
 
 @dataclass(frozen=True)

@@ -46,7 +46,7 @@ from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import StepLrEachEpoch
 from pipelines.core.config.options import BookkeepingOptions, CheckpointOptions, DistOptions
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 
 
 @dataclass(frozen=True)

@@ -45,7 +45,7 @@ from pipelines.core.train import bookkeeping, models
 from pipelines.core.distributed.fabric import RunnerEnvironment
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import BookkeepingOptions, DistOptions
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed

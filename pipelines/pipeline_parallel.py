@@ -39,7 +39,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 

@@ -40,7 +40,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.train.steps import plain_step
 
 

@@ -34,7 +34,7 @@ from lightning.fabric import Fabric  # before any torch.compile: Fabric records 
 from pipelines.core.train import bookkeeping, models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.config.options import BookkeepingOptions
 from pipelines.core.train.steps import book_optimizer, fabric_step, plain_step
 

@@ -48,7 +48,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.run.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import TrainingPipeline
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed

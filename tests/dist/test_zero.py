@@ -120,7 +120,7 @@ def test_without_deepspeed_its_arms_are_skipped_with_the_reason(zero_run):
 def note_config(scale: str, device: str, world_size: int = 2) -> dict:
     """The DeepSpeed config deepspeed-note builds for `world_size` ranks on `device`, at `scale`."""
     from pipelines import zero
-    from pipelines.core.run import plan as planning
+    from pipelines.core.harness import plan as planning
 
     cfg, = planning.plan(experiments.get("s004-deepspeed"), scale, {"dataset": "synthetic"}, {},
                        ("deepspeed-note",)).configs

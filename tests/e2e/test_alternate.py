@@ -39,7 +39,7 @@ def _run(tmp_path, monkeypatch, rule, widths_by_round, per_process=10.0):
     clock.started = []
     widths = iter(widths_by_round)
     monkeypatch.setattr(alternate, "halfwidths", lambda results_dir, ids, group: next(widths))
-    summary = alternate.run(SLOTS, tmp_path, rule, start=clock.start, clock=clock, echo=lambda m: None)
+    summary = alternate.measure_rounds(SLOTS, tmp_path, rule, start=clock.start, clock=clock, echo=lambda m: None)
     return summary, clock.started
 
 
@@ -69,7 +69,7 @@ def test_a_missing_interval_never_counts_as_precise(tmp_path, monkeypatch):
 def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
     rule = alternate.StopRule(None, 100)
     with pytest.raises(alternate.RoundFailed, match="b exited with code 1 in round 1"):
-        alternate.run(SLOTS, tmp_path, rule, start=lambda argv, env: int("b" in argv), echo=lambda m: None)
+        alternate.measure_rounds(SLOTS, tmp_path, rule, start=lambda argv, env: int("b" in argv), echo=lambda m: None)
     assert json.loads(next(tmp_path.glob("alternation--*.json")).read_text())["stopped_by"] == "failure"
 
 

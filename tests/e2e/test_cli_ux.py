@@ -104,7 +104,8 @@ def _launcher_knobs() -> set[str]:
     for listing in re.findall(r"(?:for name in|echo_knobs) ([A-Z0-9_ \\\n]+?)(?:;|\n[^ ])", text):
         names |= set(re.findall(r"[A-Z][A-Z0-9_]+", listing))
     own = {"OMP_NUM_THREADS", "LD_PRELOAD", "OMP_PROC_BIND", "OMP_SCHEDULE", "GOMP_CPU_AFFINITY", "PYTHONPATH",
-           "PATH", "ACCEL_REPO", "ACCEL_CHECKED_KNOBS", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST", "SLURM_JOB_ID"}
+           "PATH", "ACCEL_REPO", "ACCEL_CHECKED_KNOBS", "SLURM_NTASKS", "SLURM_JOB_NUM_NODES", "SLURM_JOB_NODELIST",
+           "SLURM_JOB_ID"}
     return {name for name in names if not name.startswith("SLURM_")} - own
 
 

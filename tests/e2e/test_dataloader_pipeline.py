@@ -9,7 +9,7 @@ import torch
 
 from conftest import accel
 from pipelines import ch05_dataloader
-from pipelines.core.run import plan as planning, runner
+from pipelines.core.harness import plan as planning, runner
 from pipelines.core.config import experiments
 
 # One arm per knob: none, pinning alone, workers, persistent workers, prefetch_factor.
@@ -43,7 +43,7 @@ def test_transform_is_the_books_seven_steps_at_224():
 def test_loader_variants_record_data_wait_and_leave_no_workers(tmp_path, data_root):
     entry = experiments.get("ch5-pipeline")
     plan = planning.plan(entry, "smoke", {"device": "cpu", "data_root": data_root, "results_dir": tmp_path}, {}, ARMS)
-    outcome = runner.run(plan)
+    outcome = runner.execute_plan(plan)
     assert not multiprocessing.active_children() and not _children()
     recs = {r["variant"]: r for r in outcome.records}
     assert set(recs) == set(ARMS)

@@ -10,7 +10,7 @@ import pytest
 
 from conftest import accel, records
 from pipelines.core.distributed import launchers
-from pipelines.core.run import preview
+from pipelines.core.harness import preview
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import SCALE_DEFAULTS, RunConfig
 

@@ -115,7 +115,7 @@ def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_
 def test_runner_writes_the_result_file_after_each_repeat(tmp_path, monkeypatch):
     """In process: at each results.write the file on disk holds every record finished so far."""
     from pipelines.core.record import results
-    from pipelines.core.run import plan as planning, runner
+    from pipelines.core.harness import plan as planning, runner
     from pipelines.core.config import experiments
 
     seen = []
@@ -129,7 +129,7 @@ def test_runner_writes_the_result_file_after_each_repeat(tmp_path, monkeypatch):
     monkeypatch.setattr(results, "write", spy)
     the_plan = planning.plan(experiments.get("ch3-compile-cnn-cpu"), "smoke",
                            {"dataset": "synthetic", "results_dir": tmp_path, "repeats": 2}, {}, ("eager",))
-    outcome = runner.run(the_plan)
+    outcome = runner.execute_plan(the_plan)
     assert seen == [1, 2] and [r["repeat"] for r in results.read(outcome.path)] == [0, 1]
 
 

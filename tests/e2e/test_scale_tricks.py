@@ -135,7 +135,7 @@ def test_bad_scale_input(args, code, needle, tmp_path, data_root):
 def _config(entry_id, variant, **changes):
     import dataclasses
 
-    from pipelines.core.run import plan as planning
+    from pipelines.core.harness import plan as planning
     from pipelines.core.config import experiments
 
     (cfg,) = planning.plan(experiments.get(entry_id), "smoke", {}, {}, (variant,)).configs

@@ -146,7 +146,7 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
 
     script = (
         "import torch\n"
-        "from pipelines.core.config import experiments\nfrom pipelines.core.run import plan as planning\n"
+        "from pipelines.core.config import experiments\nfrom pipelines.core.harness import plan as planning\n"
         "from pipelines.core.train.loop import RunContext\n"
         "from pipelines import vit_ladder\n"
         "(cfg,) = planning.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"

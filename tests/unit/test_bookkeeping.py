@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from pipelines.core.data import datasets
-from pipelines.core.run import execute
+from pipelines.core.harness import execute
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import bookkeeping, loop, steps

@@ -29,9 +29,9 @@ import pytest
 
 from conftest import REPO
 from pipelines.core.config import experiments
-from pipelines.core.run import plan as planning
+from pipelines.core.harness import plan as planning
 from pipelines.core.config import options
-from pipelines.core.run.pipeline import Measurement, TrainingPipeline
+from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.catalog.book_tables import share_metric
 from pipelines.catalog.not_carried import NOT_CARRIED, explain
 from pipelines.core.stats.pairing import TIME_METRICS, applies, declared_baseline, published_times
@@ -360,7 +360,7 @@ def test_entry_names_what_it_reproduces(entry):
 def test_an_open_arm_takes_any_whole_count_and_names_the_fix_for_a_bad_one():
     """ch9's rank and thread arms are open: `make cpu-ddp NPROC=3` runs ranks=3 though Table 9.2 has no row for
     it; a count that is not a whole number of at least 1 gets one line naming the option."""
-    from pipelines.core.run import plan as plans
+    from pipelines.core.harness import plan as plans
     gloo = experiments.get("ch9-cpu-gloo")
     assert gloo.arm("ranks=4") is gloo.variants[1]  # a declared arm keeps its published figures
     assert gloo.arm("ranks=3").options == {"ranks": 3} and experiments.get("ch9-cpu-threads").arm("threads=3")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 
 from conftest import accel
-from pipelines.core.run import plan as planning
+from pipelines.core.harness import plan as planning
 from pipelines.core.config import experiments
 
 

@@ -4,7 +4,7 @@ another, the library names no technique file, and nothing imports in a circle.
 Imports are read with `ast` from every module under pipelines/, those inside functions too (the CLI
 imports lazily on purpose). The only way up is a dynamic load by name, and there are exactly two: the
 catalog's modules (config/experiments.py loads pipelines.catalog.*, which import the catalog types) and
-the technique file an entry names (run/plan.py loads pipelines.<name>).
+the technique file an entry names (harness/plan.py loads pipelines.<name>).
 """
 
 from __future__ import annotations
@@ -15,7 +15,7 @@ from pathlib import Path
 
 from conftest import REPO
 
-ROOMS = ["errors", "config", "record", "stats", "train", "data", "distributed", "run", "report", "cli"]
+ROOMS = ["errors", "config", "record", "stats", "train", "data", "distributed", "harness", "report", "cli"]
 CORE = REPO / "pipelines" / "core"
 MAX_TOP_LEVEL_MODULES = 8
 
@@ -106,7 +106,7 @@ def test_core_has_its_rooms_and_few_top_level_modules():
 
 def test_the_two_dynamic_loads_are_the_ones_this_file_names():
     loads = sorted(module_name(p) for p in CORE.rglob("*.py") if "import_module(" in p.read_text())
-    assert loads == ["pipelines.core.config.experiments", "pipelines.core.run.plan"]
+    assert loads == ["pipelines.core.config.experiments", "pipelines.core.harness.plan"]
 
 
 def test_a_library_module_over_300_lines_says_why_in_its_docstring():

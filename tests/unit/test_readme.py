@@ -338,7 +338,7 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
     import sys
     import types
 
-    from pipelines.core.run import plan as planning, runner
+    from pipelines.core.harness import plan as planning, runner
     from pipelines.core.errors import ConfigError
 
     pattern = re.compile(r"```python\n(# pipelines/label_smoothing\.py\n.*?)```", re.S)
@@ -353,7 +353,7 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
         entry = experiments.Experiment(
             id="x-smoothing", compares="hard labels -> smoothed", pipeline="label_smoothing", settings=fmnist,
             variants=(experiments.Variant("hard", options={"smoothing": 0.0}), experiments.Variant("smoothed")))
-        outcome = runner.run(planning.plan(entry, "smoke", {"results_dir": tmp_path}, {}))
+        outcome = runner.execute_plan(planning.plan(entry, "smoke", {"results_dir": tmp_path}, {}))
         assert [r["variant"] for r in outcome.records] == ["hard", "smoothed"]
         assert all(r["status"] == "ok" and r["config"]["options"]["smoothing"] in (0.0, 0.1) for r in outcome.records)
         try:

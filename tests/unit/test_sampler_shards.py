@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from pipelines.core.data import datasets
-from pipelines.core.run import plan as planning
+from pipelines.core.harness import plan as planning
 from pipelines.core.config import experiments
 from pipelines.core.train import loop
 

@@ -1,11 +1,11 @@
-"""Which arms share a process (core/run/sharing.py), the allocator a comparison runs under, and the plan's
+"""Which arms share a process (core/harness/sharing.py), the allocator a comparison runs under, and the plan's
 words for both: decided from the catalog and the pipelines' declarations, before any process starts."""
 
 from __future__ import annotations
 
 import pytest
 
-from pipelines.core.run import plan as planning, sharing
+from pipelines.core.harness import plan as planning, sharing
 from pipelines.core.config import experiments
 
 

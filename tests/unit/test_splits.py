@@ -18,7 +18,7 @@ import torch
 from pipelines.core.data import datasets, files, splits, text
 from pipelines.core.data.formats import TextSplit
 from pipelines.core.errors import ConfigError
-from pipelines.core.run import plan as planning
+from pipelines.core.harness import plan as planning
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import RunConfig
 
@@ -217,7 +217,7 @@ def test_the_course_entries_take_2917_steps_an_epoch_at_book_scale(imdb_sized, t
 
 
 def test_the_plan_names_a_source_split_whether_or_not_the_data_is_there(tmp_path, data_root):
-    from pipelines.core.run import plan as planning, preview
+    from pipelines.core.harness import plan as planning, preview
 
     cfg = planning.plan(experiments.get("vit-scratch"), "bench",
                         {"device": "cpu", "dataset": "synthetic"}, {}).configs[0]

@@ -1,5 +1,5 @@
-"""`--repeats auto` (core/stats/stopping.py, core/run/execute.py): the stop rule, the ABBA schedule inside one process,
-rank 0's decision on every rank, and a real run whose records say which rule stopped it."""
+"""`--repeats auto` (core/stats/stopping.py, core/harness/execute.py): the stop rule, the ABBA schedule inside one
+process, rank 0's decision on every rank, and a real run whose records say which rule stopped it."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import json
 import pytest
 
 from conftest import accel, records
-from pipelines.core.run import execute
+from pipelines.core.harness import execute
 from pipelines.core.errors import ConfigError
 from pipelines.core.stats import stopping
 from pipelines.core.config.runconfig import resolve

@@ -55,7 +55,7 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     from pipelines.core.config.runconfig import check_environment
     from pipelines.core.data import files
     from pipelines.core.distributed.launchers import KnobError
-    from pipelines.core.run import launch as launching, preview
+    from pipelines.core.harness import launch as launching, preview
 
     entry = experiments.get(experiment_id)
     printing = "--print" in args  # the command line the launcher would run, printed; nothing started
@@ -123,7 +123,7 @@ def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, .
     experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
     runconfig.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
     from pipelines.core.data import files
-    from pipelines.core.run import preview, refusals
+    from pipelines.core.harness import preview, refusals
 
     plan = plan_from_params(params)
     printing = bool(os.environ.get("ACCEL_PRINT"))  # `accel launch --print`: shows, starts nothing

@@ -2,7 +2,7 @@
 `accel launch` of an entry at bench scale, do.
 
 1. The arms: every requested entry's variants (an entry's baseline entry comes along as a request).
-2. Which arms share a process (core/run/sharing.py): those with one process environment run in one
+2. Which arms share a process (core/harness/sharing.py): those with one process environment run in one
    process per round, interleaved in blocks; each other arm gets a process of its own. One process per
    group is a *slot* of every round (core/stats/alternate.py), started through its entry's launcher.
 3. The allocator: pinned glibc thresholds at bench scale, unless the comparison studies the allocator or
@@ -69,7 +69,7 @@ def _slot(group, passthrough: Sequence[str], allocator, env) -> "object":
 def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
     """The plan's `sharing:` lines: which arms share a process each round, which do not, and why
     (`why_not`: the reason no arm shares one, when the comparison allows none)."""
-    from pipelines.core.run import sharing
+    from pipelines.core.harness import sharing
 
     lines = []
     for group in groups:
@@ -91,7 +91,7 @@ def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
 
 def memory_lines(arms) -> list[str]:
     """How the arms with a memory figure are measured (a shared process has one peak for all its arms)."""
-    from pipelines.core.run import sharing
+    from pipelines.core.harness import sharing
 
     out = []
     for arm in arms:
@@ -111,7 +111,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     the verdict shows them as that baseline instead of judging them against their own entry's)."""
     serving = serving or {}
     from pipelines.core.record import results
-    from pipelines.core.run import preview, refusals, sharing
+    from pipelines.core.harness import preview, refusals, sharing
     from pipelines.core.stats import alternate, stopping, verdict
 
     env = dict(os.environ)
@@ -163,7 +163,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     results.check_writable(results_dir)
     click.echo(text, err=True)
     try:
-        summary = alternate.run(slots, results_dir, rule, echo=lambda m: click.echo(m, err=True))
+        summary = alternate.measure_rounds(slots, results_dir, rule, echo=lambda m: click.echo(m, err=True))
     except alternate.RoundFailed as failed:  # a refusal keeps its code (2: a mistake, 3: cannot run here)
         fail(str(failed), alternate.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else
              failed.code if failed.code in (2, 3) else 1)

@@ -89,9 +89,9 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
     from pipelines.core.distributed import ranks
-    from pipelines.core.run import preview, runner
-    from pipelines.core.run.execute import ALTERNATION_ENV
-    from pipelines.core.run.pipeline import TrainingPipeline
+    from pipelines.core.harness import preview, runner
+    from pipelines.core.harness.execute import ALTERNATION_ENV
+    from pipelines.core.harness.pipeline import TrainingPipeline
     from pipelines.core.train import progress
     from pipelines.core.report.summary import print_run_summary
 
@@ -117,7 +117,7 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
         outcomes = runner.run_interleaved(plans, announce)
     else:  # one plan after the other (a rank runs its own plan only: --with is a round's single process)
         shown = progress.settings(quiet or as_json, verbose)
-        outcomes = [runner.run(p, shown, announce=announce if i == 0 else None)
+        outcomes = [runner.execute_plan(p, shown, announce=announce if i == 0 else None)
                     for i, p in enumerate(plans if not launched else plans[:1])]
     ids = [p.experiment.id for p in plans]
     records = [r for outcome in outcomes for r in outcome.records]
@@ -145,8 +145,8 @@ def bench_rounds(plan, ctx: click.Context, no_baseline: bool, dry_run: bool, as_
     """`accel run` / `accel launch` of an entry at bench scale: its arms (and its baseline entry's) measured in
     rounds of processes (cli/rounds.py), ending with the verdict."""
     from pipelines.core.cli import rounds
-    from pipelines.core.run import preview
-    from pipelines.core.run.launch import refuse
+    from pipelines.core.harness import preview
+    from pipelines.core.harness.launch import refuse
 
     entry, first = plan.experiment, plan.configs[0]
     refuse(entry, ctx.params, os.environ, command)  # what its launcher cannot start here (a GPU, oneCCL, MPI)
@@ -215,7 +215,7 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
     """The plan of one entry run by one command (this process, or the launcher it is about to start)."""
     import torch
 
-    from pipelines.core.run import preview
+    from pipelines.core.harness import preview
 
     entry, first = plan.experiment, plan.configs[0]
     layouts = [preview.layout(entry, cfg, launcher, env, in_process_threads=torch.get_num_threads())
@@ -245,6 +245,6 @@ def plan_from_params(parsed: dict):
 
 
 def build_plan(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...], overrides):
-    from pipelines.core.run import plan as planning
+    from pipelines.core.harness import plan as planning
 
     return planning.plan(experiments.get(experiment_id), scale, overrides, _key_values(option_items), variants)

@@ -9,7 +9,7 @@ and gets shell assignments back (`export OMP_NUM_THREADS=2`, `NPROC=2`, ...), or
 and exit 2. So the scripts only assemble a command: every check of a knob (a positive count, a free port,
 an OpenMP runtime or allocator that is installed, an image that exists, a GPU that is there) lives here,
 where it can be tested in-process. The accel arguments themselves are checked afterwards by
-`accel preflight` (pipelines/core/run/refusals.py), as every rank will check them.
+`accel preflight` (pipelines/core/harness/refusals.py), as every rank will check them.
 
 Standard library only: with IMAGE the host may have a bare python3 (the image holds torch).
 
@@ -52,7 +52,7 @@ ALLOCATORS = {"tcmalloc": ("libtcmalloc-minimal4", "libtcmalloc_minimal.so.4"),
 # Setting any of them turns that dynamic adjustment off; all three are set, since a fixed mmap threshold with
 # the default 128 KiB trim threshold can be worse than none. 32 MiB is the largest mmap threshold glibc
 # accepts on 64-bit (HEAP_MAX_SIZE / 2): a larger value is ignored without a word, and the threshold stays
-# dynamic. The harness uses this at bench scale (core/run/sharing.py allocator_setting; docs/timing.md).
+# dynamic. The harness uses this at bench scale (core/harness/sharing.py allocator_setting; docs/timing.md).
 PINNED_GLIBC = (("glibc.malloc.mmap_threshold", 32 << 20), ("glibc.malloc.trim_threshold", 256 << 20),
                 ("glibc.malloc.top_pad", 64 << 20))
 ALLOCATOR_CHOICES = ("default", "pinned", *ALLOCATORS)

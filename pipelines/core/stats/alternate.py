@@ -1,6 +1,6 @@
 """A comparison measured in rounds of processes, until its intervals are narrow or a budget runs out.
 
-Every round starts one process per *slot*: a slot is the arms that share a process (core/run/sharing.py
+Every round starts one process per *slot*: a slot is the arms that share a process (core/harness/sharing.py
 decides; its process measures them in interleaved blocks, core/train/interleave.py), or one arm whose
 process environment is its own (another OpenMP runtime, thread count, launcher). Slots run in ABBA order
 (reversed every round, so a linear drift costs every slot the same), each through `accel launch` with
@@ -114,7 +114,7 @@ def group_records(results_dir: Path, group: str) -> tuple[list[dict], list[Path]
     return records, sorted(paths)
 
 
-def run(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
+def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
         start: Callable[[list[str], dict], int] | None = None, clock: Callable[[], float] = time.monotonic,
         echo: Callable[[str], None] = print) -> Summary:
     """Rounds of one process per slot until the rule stops; returns (and writes) the summary.

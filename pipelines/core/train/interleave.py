@@ -2,7 +2,7 @@
 
 Process-to-process noise (where threads landed, memory layout, the host's load that minute) is most of the
 spread of a step time on a shared VM, and more steps inside one process cannot average it away (Kalibera &
-Jones). Arms that can share a process (core/run/sharing.py) are therefore built side by side, each with its
+Jones). Arms that can share a process (core/harness/sharing.py) are therefore built side by side, each with its
 own model, optimizer, data iterator and RNG state, and run in short blocks in turn:
 
 1. every arm warms up (compilation, allocator growth, cache fills: timed apart, `warmup_s`);
@@ -100,7 +100,7 @@ def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> 
     return min(blocks, fixed_steps) if block_s is None and fixed_steps else blocks
 
 
-def run(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
+def measure_blocks(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
         after_block: Callable[[Arm, int], None] | None = None) -> None:
     """Warm every arm up, size its blocks, then run `blocks` rounds of one block per arm. A lone arm runs
     its blocks back to back with nothing dropped (there is no switch)."""

@@ -300,7 +300,7 @@ class Training:
             seconds, minor, major = self.close_window(), *self._last_window[1:]
         self.blocks.append([index, steps, round(seconds, 7), minor, major, 0, self.samples - before])
 
-    def run(self, pause_collector: bool = False) -> dict[str, Any]:
+    def train(self, pause_collector: bool = False) -> dict[str, Any]:
         """The whole run: warm-up, then timed steps until the step budget or the epochs are done."""
         cfg = self.cfg
         total = cfg.warmup_steps + cfg.steps if cfg.steps else None
@@ -368,8 +368,8 @@ class Training:
 
 def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Sequence[Hooks] = (),
           start_epoch: int = 0, pause_collector: bool = False) -> dict[str, Any]:
-    """The whole run of one arm (warm-up, then the timed steps or epochs): `Training(...).run()`."""
-    return Training(trainable, loaders, cfg, ctx, hooks, start_epoch).run(pause_collector)
+    """The whole run of one arm (warm-up, then the timed steps or epochs): `Training(...).train()`."""
+    return Training(trainable, loaders, cfg, ctx, hooks, start_epoch).train(pause_collector)
 
 
 def _to_host(losses: list[torch.Tensor]) -> torch.Tensor:

@@ -17,7 +17,7 @@ from pipelines.core.data import datasets, files
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import NotRunnable
 from pipelines.core.record import atomic, envinfo, results
-from pipelines.core.run.plan import Plan, dist_options
+from pipelines.core.harness.plan import Plan, dist_options
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import loop, models

@@ -30,7 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pipelines.core.run.pipeline import Measurement, Pipeline
+from pipelines.core.harness.pipeline import Measurement, Pipeline
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import RunConfig
 

@@ -1,9 +1,9 @@
 """Runs one catalog experiment in this process: the entry point, and the distributed hand-off.
 
-`plan` (run/plan.py) resolves one RunConfig per variant. `run` refuses what cannot run (run/refusals.py),
+`plan` (harness/plan.py) resolves one RunConfig per variant. `run` refuses what cannot run (harness/refusals.py),
 then decides from the launcher's variables whether this process is one rank of a distributed run: if so,
 `ranks.Session` joins the group first (a failed join is an error record, rank 0's), and the variants and
-repeats run (run/execute.py) inside that session; alone, they run directly. Progress bars are
+repeats run (harness/execute.py) inside that session; alone, they run directly. Progress bars are
 core/train/progress.py's.
 """
 
@@ -18,14 +18,15 @@ import torch
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import DistError
 from pipelines.core.record import results
-from pipelines.core.run import interleaved
-from pipelines.core.run.execute import Outcome, record_of, run_variants
-from pipelines.core.run.plan import Plan, dist_options
-from pipelines.core.run.refusals import refuse_before_work, skip_reasons
+from pipelines.core.harness import interleaved
+from pipelines.core.harness.execute import Outcome, record_of, run_variants
+from pipelines.core.harness.plan import Plan, dist_options
+from pipelines.core.harness.refusals import refuse_before_work, skip_reasons
 from pipelines.core.train import loop, progress
 
 
-def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Callable[[], None] | None = None) -> Outcome:
+def execute_plan(the_plan: Plan, shown: progress.Settings = progress.OFF,
+                 announce: Callable[[], None] | None = None) -> Outcome:
     """Run the plan in this process: alone, or as the rank the launcher started (then rank 0 writes).
     `shown`: progress bars and per-epoch lines (rank 0 only; the CLI's --quiet / --verbose). `announce`:
     called on rank 0 once every refusal has passed and before any work (the CLI prints its plan there, so
@@ -54,7 +55,7 @@ def run(the_plan: Plan, shown: progress.Settings = progress.OFF, announce: Calla
 
 
 def run_interleaved(plans: list[Plan], announce: Callable[[], None] | None = None) -> list[Outcome]:
-    """One process of a bench-scale round: every arm of `plans` in interleaved blocks (run/execute.py),
+    """One process of a bench-scale round: every arm of `plans` in interleaved blocks (harness/execute.py),
     after the same refusals as `run`."""
     device = torch.device(plans[0].configs[0].device)
     ctx = loop.RunContext(device)

@@ -12,7 +12,7 @@ ABBA). Where it cannot (another launcher, image or device, or an arm of another 
 why and names the commands that give the verdict. Smoke scale proves a code path, never a ratio, so it
 never brings a baseline.
 
-The estimate (run/estimate.py) multiplies steps by a recorded step time and says where it came from.
+The estimate (harness/estimate.py) multiplies steps by a recorded step time and says where it came from.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from pipelines.core.record import machine
 from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.run.estimate import (  # noqa: F401  (the plan's estimate, read through preview)
+from pipelines.core.harness.estimate import (  # noqa: F401  (the plan's estimate, read through preview)
     REFERENCE_DIR, STARTUP_S, duration, estimate, recorded_step_time, repeat_seconds, rounds_estimate)
 
 BUSY_WINDOW_S = 0.3  # how long the plan watches the machine for other load before work

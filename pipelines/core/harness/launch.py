@@ -108,7 +108,7 @@ def prepare(entry: experiments.Experiment, the_plan, options: Mapping[str, Any],
     `options`: the parsed `accel run` parameters of `accel_args` (`run ID ...`); `printing`: `--print`
     (missing data is a line of the plan, not a refusal)."""
     from pipelines.core.distributed import launchers
-    from pipelines.core.run import refusals
+    from pipelines.core.harness import refusals
 
     script = refuse(entry, options, env)
     script_env = {**env, **({"ACCEL_PRINT": "1"} if printing else {})}

@@ -58,7 +58,7 @@ class Pipeline:
     Options: ClassVar[type] = NoOptions
     smoke_settings: ClassVar[Mapping[str, Any]] = {}  # RunConfig settings at smoke scale (e.g. a tiny model)
     # Options whose value holds for the whole process once one arm sets it (torch.set_num_threads, matmul
-    # precision, cuDNN flags): arms that differ in one never share a process (core/run/sharing.py).
+    # precision, cuDNN flags): arms that differ in one never share a process (core/harness/sharing.py).
     process_options: ClassVar[tuple[str, ...]] = ()
     # True when the pipeline measures its arm's memory apart from the process (autograd's saved tensors),
     # so arms of an entry with a memory figure may still share a process.
@@ -72,7 +72,7 @@ class Pipeline:
         return None
 
     def process_values(self, cfg: RunConfig, opts) -> tuple[tuple[str, Any], ...]:
-        """The process-wide options' values for this arm (core/run/sharing.py): arms that differ in one never
+        """The process-wide options' values for this arm (core/harness/sharing.py): arms that differ in one never
         share a process. A pipeline whose settings only matter on some devices narrows it."""
         return tuple((name, getattr(opts, name, None)) for name in self.process_options)
 

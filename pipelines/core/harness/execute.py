@@ -1,6 +1,6 @@
 """Execution: every variant x repeat of a plan in the order the repeat rule gives, each repeat's record
 written before the next starts. (Bench scale's processes of a round measure their arms in interleaved blocks
-instead: run/interleaved.py.)
+instead: harness/interleaved.py.)
 
 Fixed repeats run ABAB...; `--repeats auto` runs ABBA rounds until core/stats/stopping.py's rule stops
 them (rank 0 decides for every rank). A repeat builds its loaders, then trains (the pipeline's `setup`,
@@ -28,8 +28,8 @@ from pipelines.core.data import datasets
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, history, machine, results
-from pipelines.core.run.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
-from pipelines.core.run.plan import Plan
+from pipelines.core.harness.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
+from pipelines.core.harness.plan import Plan
 from pipelines.core.config import options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import rows, stopping

@@ -19,11 +19,11 @@ import torch
 from pipelines.core.data import datasets
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, machine, results
-from pipelines.core.run.execute import (Outcome, data_facts, keep, pairing_mark, record_of, runner_hooks,
+from pipelines.core.harness.execute import (Outcome, data_facts, keep, pairing_mark, record_of, runner_hooks,
                                         seed_everything, unvalidated)
-from pipelines.core.run.pipeline import Preparation, TrainingPipeline, warmup_config
-from pipelines.core.run.plan import Plan
-from pipelines.core.run.refusals import skip_reasons
+from pipelines.core.harness.pipeline import Preparation, TrainingPipeline, warmup_config
+from pipelines.core.harness.plan import Plan
+from pipelines.core.harness.refusals import skip_reasons
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import interleave, loop, memory, models, progress
 from pipelines.core.train import interrupt
@@ -80,7 +80,7 @@ def run_interleaved(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str
                     built.append(_build(plan, cfg, ctx, mark["round"]))
             arms = [b.arm for b in built]
             first = built[0].cfg if built else current
-            interleave.run(arms, first.blocks or 1, first.block_s, first.steps)
+            interleave.measure_blocks(arms, first.blocks or 1, first.block_s, first.steps)
             state = machine.judge(state_before, machine.snapshot(ctx.device.type))
             spent = meter.stop(None)
             for one in built:

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any, Mapping
 
 from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.run.pipeline import Pipeline
+from pipelines.core.harness.pipeline import Pipeline
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig, resolve
 from pipelines.core.train import models
