@@ -165,9 +165,9 @@ def book_shared(pipeline, cfg, ctx, label: str) -> dict:
     """What `accel run <entry> --scale book` runs for one repeat, up to the test pass (timed by neither arm):
     the loaders, the pipeline's setup and before_training, the loop with the runner's progress hook."""
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg))
-    trainable = pipeline.setup(cfg, cfg.options, ctx)
+    trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
-    trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
+    trainable = pipeline.before_training(trainable, prep, cfg, ctx)
     memory.reset_peak(ctx.device)
     counter = progress.RepeatProgress(label, cfg.epochs, None, progress.OFF)
     metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[counter])

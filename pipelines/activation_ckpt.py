@@ -67,25 +67,28 @@ def checkpoint_blocks(model: nn.Module) -> nn.Module:
     return model
 
 
-class ActivationCheckpointing(TrainingPipeline):
+class ActivationCheckpointing(TrainingPipeline[Options]):
     Options = Options
     separable_memory = True  # saved_for_backward_mib is this arm's own, whatever else the process holds
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if opts.checkpoint and block_list(models.build(cfg.model, classes=cfg.head_classes)) is None:
             raise ConfigError(f"model {cfg.model} has no block list ({' or '.join(BLOCK_LISTS)}) to "
                               "checkpoint; "
                               "use a vit_*, efficientnet_* or densenet121 model")
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         if opts.checkpoint:
             checkpoint_blocks(model)
         return Trainable(model, plain_step(model, book_optimizer(model, cfg), autocast_dtype(opts)))
 
-    def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
+    def before_training(self, trainable: Trainable, prep, cfg, ctx) -> Trainable:
         """What autograd keeps from one forward pass: the memory the technique trades for recompute."""
+        opts: Options = cfg.options
         saved = memory.saved_for_backward_mib(trainable.model, *prep.batch(), dtype=autocast_dtype(opts))
         trainable.metrics["saved_for_backward_mib"] = saved
         return trainable

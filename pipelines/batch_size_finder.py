@@ -57,11 +57,12 @@ def trial_batches(dataset, size: int, count: int, seed: int, device: torch.devic
     return [(x.to(device), y.to(device)) for x, y in DataLoader(dataset, batch_size=size, sampler=sampler)]
 
 
-class BatchSizeFinder(Measurement):
+class BatchSizeFinder(Measurement[Options]):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "num_workers": 0}
 
-    def measure(self, cfg, opts: Options, ctx, loaders) -> Measured:
+    def measure(self, cfg, ctx, loaders) -> Measured:
+        opts: Options = cfg.options
         metrics, artifacts = search(cfg, opts, ctx.device, loaders.train.dataset)
         if opts.train_after:
             metrics.update(train_at(dataclasses.replace(cfg, batch_size=metrics["chosen_batch_size"]), ctx))

@@ -37,10 +37,11 @@ def spin(seconds: float) -> None:
         pass
 
 
-class Calibration(TrainingPipeline):
+class Calibration(TrainingPipeline[Options]):
     Options = Options
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         step = plain_step(model, book_optimizer(model, cfg))
         if not opts.slowdown:

@@ -94,15 +94,17 @@ class ExportAtEnd(Hooks):
             trainable.notes.append("onnxruntime is not installed: the export was checked with onnx's checker alone")
 
 
-class OnnxExport(TrainingPipeline):
+class OnnxExport(TrainingPipeline[Options]):
     Options = Options
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         hook = ExportAtEnd(Path(cfg.results_dir) / "artifacts", f"{cfg.experiment}--{cfg.variant}", opts)
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)), hooks=[hook])
 
-    def before_training(self, trainable, prep, cfg, opts: Options, ctx) -> Trainable:
+    def before_training(self, trainable, prep, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         (hook,) = [h for h in trainable.hooks if isinstance(h, ExportAtEnd)]
         hook.sample = prep.batch()[0][: opts.check_batch]
         return trainable

@@ -13,7 +13,7 @@ from pipelines.core.train.steps import book_optimizer, plain_step
 
 
 class ExtraLayer(TrainingPipeline):
-    def setup(self, cfg, opts, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights, extra_fc=True)
         model = model.to(ctx.device)
         baseline = models.parameter_count(models.build(cfg.model, classes=cfg.head_classes))

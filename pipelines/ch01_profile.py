@@ -60,10 +60,11 @@ def profile_call(call: Callable[[], object], top: int, cuda: bool) -> tuple[dict
     return metrics, events.table(sort_by="self_cpu_time_total", row_limit=top)
 
 
-class Profile(Measurement):
+class Profile(Measurement[Options]):
     Options = Options
 
-    def measure(self, cfg, opts: Options, ctx, loaders) -> Measured:
+    def measure(self, cfg, ctx, loaders) -> Measured:
+        opts: Options = cfg.options
         x, y = next(iter(loaders.train))
         x, y = x.to(ctx.device), y.to(ctx.device)
         torch._dynamo.reset()

@@ -21,10 +21,11 @@ class Options:
     bias: bool = True  # False removes the bias of all four layers (ch2-nobias)
 
 
-class Layers(TrainingPipeline):
+class Layers(TrainingPipeline[Options]):
     Options = Options
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights, bias=opts.bias)
         model = model.to(ctx.device)
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)))

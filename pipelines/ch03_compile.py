@@ -34,11 +34,12 @@ class Options:
     cache: bool = False  # inductor's on-disk caches (false: compile cold, as torch 2.0.0, the book's, always did)
 
 
-class Compile(TrainingPipeline):
+class Compile(TrainingPipeline[Options]):
     Options = Options
     process_options = ("cache",)  # torch._inductor.config holds for every compile of the process
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if not opts.compile:
             return
         backends = torch._dynamo.list_backends(exclude_tags=())
@@ -49,7 +50,8 @@ class Compile(TrainingPipeline):
             raise ConfigError("option mode applies to the inductor backend only; drop mode= or use "
                               "backend=inductor")
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = book_optimizer(model, cfg)

@@ -66,24 +66,27 @@ def ipex_has_bf16_kernels() -> bool:
     return bool(ipex_core.onednn_has_bf16_support())
 
 
-class CpuLibraries(TrainingPipeline):
+class CpuLibraries(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"model": "densenet_tiny", "batch_size": 16}  # DenseNet's structure, seconds not minutes
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if opts.optimize == "ipex" and cfg.device != "cpu":
             raise ConfigError("optimize=ipex is the CPU extension; use --device cpu (IPEX for GPUs is "
                               "XPU-only)")
         if opts.optimize == "ipex" and (problem := ipex_problem()):
             raise NotRunnable(f"{cfg.experiment} variant {cfg.variant}: {problem}; {IPEX_HINT}")
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if opts.optimize == "ipex" and opts.dtype == "bf16" and not ipex_has_bf16_kernels():
             return ("IPEX's bf16 path needs a CPU with avx512bw/vl/dq or avx_ne_convert (IPEX asserts "
                     "otherwise); this CPU has neither")
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         model.train()
         optimizer = book_optimizer(model, cfg)

@@ -37,12 +37,12 @@ def heavy_transform(size: int = 224) -> T.Compose:
 class DataLoaderSettings(TrainingPipeline):
     smoke_settings = {"model": "densenet_tiny", "batch_size": 4}  # the input pipeline stays the 224 one
 
-    def transforms(self, cfg, opts):
+    def transforms(self, cfg):
         """The same heavy, random transform for train and test (as the book)."""
         transform = heavy_transform(cfg.image_size or 224)
         return transform, transform
 
-    def setup(self, cfg, opts, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         notes = []
         if cfg.num_workers == 0 and (cfg.persistent_workers or cfg.prefetch_factor):

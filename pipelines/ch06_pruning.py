@@ -88,21 +88,22 @@ def shape_metrics(model: nn.Module, before: int) -> dict:
             "conv_filters": [m.out_channels for m in model.modules() if isinstance(m, nn.Conv2d)]}
 
 
-class Pruning(TrainingPipeline):
+class Pruning(TrainingPipeline[Options]):
     Options = Options
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
         if cfg.model not in ("cnn_cifar10", "cnn_fmnist"):
             raise ConfigError(f"pruning is written for the book's CNNs (cnn_cifar10, cnn_fmnist), not "
                               f"{cfg.model}")
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         metrics = shape_metrics(model, models.parameter_count(model))
         return Trainable(model, plain_step(model, book_optimizer(model, cfg)), metrics=metrics)
 
-    def before_training(self, trainable: Trainable, prep, cfg, opts: Options, ctx) -> Trainable:
+    def before_training(self, trainable: Trainable, prep, cfg, ctx) -> Trainable:
         """The book's procedure: an untimed warm-up of the dense model, prune + compress, a new Adam."""
+        opts: Options = cfg.options
         if not opts.prune:
             return trainable  # the unpruned reference trains without the warm-up, as in the book
         trainable.count_flops = False  # the warm-up is not the measured model

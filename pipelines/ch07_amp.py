@@ -91,16 +91,17 @@ def make_step(model, optimizer, device: torch.device, precision: str, use_scaler
     return step, predict
 
 
-class MixedPrecision(TrainingPipeline):
+class MixedPrecision(TrainingPipeline[Options]):
     Options = Options
     process_options = ("cudnn_benchmark", "tf32", "reduced_precision_reduction")  # torch.backends flags
 
-    def process_values(self, cfg, opts: Options):
+    def process_values(self, cfg):
         """The backend flags are CUDA settings: on a CPU they change nothing, so arms differing in them share."""
-        return super().process_values(cfg, opts) if cfg.device == "cuda" else ()
+        return super().process_values(cfg) if cfg.device == "cuda" else ()
     smoke_settings = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if opts.precision == "fp16" and ctx.device.type != "cuda":
             return ("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU "
                     "(run it with --device cuda)")
@@ -108,7 +109,8 @@ class MixedPrecision(TrainingPipeline):
             return "this GPU has no bf16 support (needs Ampere or newer)"
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         set_backend_flags(opts)
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = book_optimizer(model, cfg) if opts.optimizer == "adam" else \

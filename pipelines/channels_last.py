@@ -22,11 +22,12 @@ class Options:
     channels_last: bool = False
 
 
-class ChannelsLast(TrainingPipeline):
+class ChannelsLast(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"batch_size": 16}
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         layout = torch.channels_last if opts.channels_last else torch.contiguous_format
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)
         model = model.to(ctx.device, memory_format=layout)

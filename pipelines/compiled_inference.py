@@ -29,11 +29,12 @@ class Options:
     warmup: Annotated[int, click.IntRange(min=1)] = 2  # untimed-apart calls: compilation lands here
 
 
-class CompiledInference(Measurement):
+class CompiledInference(Measurement[Options]):
     Options = Options
     smoke_settings = {"batch_size": 8}
 
-    def measure(self, cfg, opts: Options, ctx, loaders) -> Measured:
+    def measure(self, cfg, ctx, loaders) -> Measured:
+        opts: Options = cfg.options
         torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device).eval()
         predict = torch.compile(model, mode=opts.mode) if opts.compile else model

@@ -46,7 +46,7 @@ from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import StepLrEachEpoch
 from pipelines.core.config.options import BookkeepingOptions, CheckpointOptions, DistOptions
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 
 
 @dataclass(frozen=True)
@@ -89,25 +89,29 @@ def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:
     return None
 
 
-class DataParallel(TrainingPipeline):
+class DataParallel(TrainingPipeline[Options]):
     Options = Options
+    supports = Supports(backends=BACKENDS, checkpoints=True)  # DDP/FSDP over any Session backend; resumable
     process_options = ("threads", "matmul_precision")  # set for the whole process in setup
     smoke_settings = {"batch_size": 8}
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
         """An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is recorded as skipped, so
         one launch runs the arm that fits it; a launch where no arm fits is refused with this reason."""
+        opts: Options = cfg.options
         if opts.strategy == "dp":
             return dataparallel_skip(cfg, opts, ctx)
         return ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size,
                                            " (one GPU per process)" if cfg.device == "cuda" else "")
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if opts.strategy == "fsdp" and opts.checkpoint_dir:
             raise ConfigError("checkpoints are written for strategy=ddp only (FSDP state is sharded); "
                               "drop -o checkpoint_dir=... or use -o strategy=ddp")
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         if opts.threads:  # Table 9.1: intra-op threads of this one process
             torch.set_num_threads(opts.threads)
         torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant

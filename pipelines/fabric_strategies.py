@@ -45,7 +45,7 @@ from pipelines.core.train import bookkeeping, models
 from pipelines.core.distributed.fabric import RunnerEnvironment
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import BookkeepingOptions, DistOptions
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
@@ -92,12 +92,14 @@ def strategy_for(opts: Options, ctx):
     return opts.strategy
 
 
-class FabricStrategies(TrainingPipeline):
+class FabricStrategies(TrainingPipeline[Options]):
     Options = Options
+    supports = Supports(backends=BACKENDS)  # Fabric joins the launcher's process group
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
     process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if wrong_world := ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size):
             return wrong_world
         if opts.strategy == "single" and ctx.world_size > 1:
@@ -119,7 +121,8 @@ class FabricStrategies(TrainingPipeline):
                     "bf16-mixed instead, so it is not run here")
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
         place = ranks.placement()
         precision = resolved_precision(opts, ctx.device)

@@ -49,16 +49,18 @@ def make_step(model, optimizer, device: torch.device, accum_steps: int, precisio
     return step
 
 
-class GradientAccumulation(TrainingPipeline):
+class GradientAccumulation(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"batch_size": 16}
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if opts.precision == "fp16" and ctx.device.type != "cuda":
             return "fp16 autocast + GradScaler is measured on CUDA only (run it with --device cuda)"
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         notes = [f"effective batch {cfg.batch_size * opts.accum_steps} = micro-batch {cfg.batch_size} x "

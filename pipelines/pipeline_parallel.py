@@ -39,7 +39,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -140,11 +140,13 @@ class BubbleReport(Hooks):
         trainable.model = full.to(self.ctx.device)
 
 
-class PipelineParallel(TrainingPipeline):
+class PipelineParallel(TrainingPipeline[Options]):
     Options = Options
+    supports = Supports(backends=BACKENDS)  # send/recv between stages over the Session's group
     smoke_settings = {"model": "transformer_tiny", "batch_size": 8, "num_workers": 0}
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         model = models.splittable(cfg.model, cfg.head_classes)
         if ctx.world_size > model.depth:
             raise ConfigError(f"{ctx.world_size} pipeline stages (one per rank) but model {cfg.model} has "
@@ -156,7 +158,8 @@ class PipelineParallel(TrainingPipeline):
                               f"ranks) does not split into microbatches={opts.microbatches}; pick a divisor "
                               f"of {global_batch}")
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if ctx.world_size < 2:
             return "pipeline parallelism needs 2+ ranks (one stage each); start it with NPROC=2 (make s004-pp)"
         if opts.schedule == "1f1b" and opts.microbatches < ctx.world_size:
@@ -164,7 +167,8 @@ class PipelineParallel(TrainingPipeline):
                     f"{ctx.world_size}); use -o schedule=gpipe for this arm")
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         rank, stages = ctx.rank, ctx.world_size
         first, last = rank == 0, rank == stages - 1
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights)  # same seed: same weights

@@ -40,7 +40,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.loop import Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 from pipelines.core.train.steps import plain_step
 
 
@@ -76,11 +76,13 @@ def param_metrics(model: nn.Module, full: dict[str, int], degree: int) -> dict[s
             "block_param_bytes_full": full["blocks"], "block_param_bytes_fraction": round(blocks / full["blocks"], 4)}
 
 
-class TensorParallel(TrainingPipeline):
+class TensorParallel(TrainingPipeline[Options]):
     Options = Options
+    supports = Supports(backends=BACKENDS)  # DTensor collectives over the Session's group
     smoke_settings = {"model": "transformer_tiny", "batch_size": 8, "num_workers": 0}
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         model = models.splittable(cfg.model, cfg.head_classes)
         degree = ctx.world_size
         if opts.parallel == "tensor" and degree > 1:
@@ -90,12 +92,14 @@ class TensorParallel(TrainingPipeline):
                                   f"{cfg.model}'s {model.heads} attention heads and MLP width {hidden}; start a "
                                   f"number of ranks that divides both (e.g. NPROC=2)")
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if opts.parallel == "tensor" and ctx.world_size < 2:
             return "tensor parallelism splits layers across 2+ ranks; start it with NPROC=2 (make s004-tp NPROC=2)"
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         full = {"model": local_bytes(model.parameters()), "blocks": local_bytes(model.blocks.parameters())}
         if opts.parallel == "replicate":

@@ -48,16 +48,18 @@ class Options(BookkeepingOptions):
     pretrained: bool = False
 
 
-class VitLadder(TrainingPipeline):
+class VitLadder(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
     process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if opts.precision != "32-true" and not opts.fabric:
             raise ConfigError(f"option precision={opts.precision} needs fabric=true (the plain loop is fp32)")
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
+        opts: Options = cfg.options
         if opts.precision == "16-mixed" and ctx.device.type != "cuda":
             return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
                     "bf16-mixed instead, so it is not run here")
@@ -65,7 +67,8 @@ class VitLadder(TrainingPipeline):
             return "this GPU has no bf16 support (the talk's fallback is 16-mixed)"
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         torch._dynamo.reset()
         torch.set_float32_matmul_precision(opts.matmul_precision)  # set for every variant: it is global
         notes = []

@@ -48,7 +48,7 @@ from pipelines.core.train import models
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.train.loop import Hooks, Trainable
 from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
@@ -223,11 +223,13 @@ def torch_arm(model, cfg, opts: Options, ctx) -> Trainable:
     return Trainable(model, plain_step(model, optimizer), hooks=hooks, count_flops=False)
 
 
-class Zero(TrainingPipeline):
+class Zero(TrainingPipeline[Options]):
     Options = Options
+    supports = Supports(backends=BACKENDS)  # DeepSpeed reuses the Session's process group
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
 
-    def check(self, cfg, opts: Options, ctx) -> None:
+    def check(self, cfg, ctx) -> None:
+        opts: Options = cfg.options
         if opts.offload and opts.stage == 0:
             raise ConfigError("option offload=true needs a ZeRO stage of 1 or more (-o stage=1|2|3): stage 0 "
                               "keeps nothing sharded to offload")
@@ -241,10 +243,11 @@ class Zero(TrainingPipeline):
             raise NotRunnable(f"{cfg.experiment} shards over ranks: start it with 2 or more processes, e.g. "
                               f"`make {cfg.experiment} NPROC=2`")
 
-    def skip(self, cfg, opts: Options, ctx) -> str | None:
+    def skip(self, cfg, ctx) -> str | None:
         """Why this arm cannot run here. A note-config arm whose global batch this rank count cannot split is
         skipped with the fix (not refused: `make s004-deepspeed NPROC=4` still runs every other arm); run
         alone, every arm skipped, it is refused in one line with the same reason."""
+        opts: Options = cfg.options
         if opts.impl != "deepspeed":
             return None
         if ctx.world_size >= 2:
@@ -261,7 +264,8 @@ class Zero(TrainingPipeline):
                     "(fp16 on CUDA, fp32 here)")
         return None
 
-    def setup(self, cfg, opts: Options, ctx) -> Trainable:
+    def setup(self, cfg, ctx) -> Trainable:
+        opts: Options = cfg.options
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         trainable = (deepspeed_arm if opts.impl == "deepspeed" else torch_arm)(model, cfg, opts, ctx)
         if opts.offload and ctx.device.type == "cpu":

@@ -147,7 +147,7 @@ def test_checkpointing_a_model_without_a_block_list_is_refused():
 
     with pytest.raises(ConfigError, match="resnet18 has no block list"):
         cfg = _config("s004-ckpt", "checkpointed", model="resnet18")
-        activation_ckpt.PIPELINE.check(cfg, cfg.options, None)
+        activation_ckpt.PIPELINE.check(cfg, None)
 
 
 def test_channels_last_and_the_pin_memory_note():
@@ -156,7 +156,7 @@ def test_channels_last_and_the_pin_memory_note():
 
     ctx = RunContext(device=CPU)
     cfg = _config("scale-channels-last", "channels_last")
-    trainable = channels_last.PIPELINE.setup(cfg, cfg.options, ctx)
+    trainable = channels_last.PIPELINE.setup(cfg, ctx)
     conv = trainable.model.conv1.weight
     assert conv.is_contiguous(memory_format=torch.channels_last) and not conv.is_contiguous()
     assert torch.isfinite(trainable.step(torch.rand(4, 3, 32, 32), torch.randint(0, 10, (4,))))

@@ -151,7 +151,7 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
         "from pipelines import vit_ladder\n"
         "(cfg,) = planning.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('compiled',)).configs\n"
-        "t = vit_ladder.PIPELINE.setup(cfg, cfg.options, RunContext(device=torch.device('cpu')))\n"
+        "t = vit_ladder.PIPELINE.setup(cfg, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options.compile)\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
                          timeout=300)

@@ -511,3 +511,29 @@ def test_a_rule_that_says_the_result_is_carried_holds_for_each_of_its_rows():
             assert metrics & set(TIME_METRICS), row["id"]
         checked += 1
     assert checked >= 390  # the talk's losses and per-epoch accuracies, the course's accuracies
+
+
+def _pipeline_names() -> list[str]:
+    return sorted(p.stem for p in (REPO / "pipelines").glob("*.py") if not p.stem.startswith("_"))
+
+
+@pytest.mark.parametrize("name", _pipeline_names())
+def test_a_pipeline_declares_what_it_supports_and_its_options_type(name):
+    """The runner reads `supports`, never the option groups an Options inherits: so a group must be backed by
+    a declaration and a declaration by its group, or a setting would be accepted and silently not used. The
+    pipeline's class names its Options type (TrainingPipeline[Options]), which is the type of cfg.options."""
+    import typing
+
+    from pipelines.core.config import options
+    from pipelines.core.harness.plan import load_pipeline
+
+    pipeline = load_pipeline(name)
+    cls, opts = type(pipeline), type(pipeline).Options
+    assert bool(pipeline.supports.backends) == issubclass(opts, options.DistOptions), name
+    assert pipeline.supports.checkpoints == issubclass(opts, options.CheckpointOptions), name
+    every_backend = typing.get_args(typing.get_type_hints(options.DistOptions)["backend"])
+    assert set(pipeline.supports.backends) <= set(every_backend)
+    assert set(pipeline.supports.devices) <= {"cpu", "cuda"} and pipeline.supports.devices
+    if opts is not options.NoOptions:
+        assert [typing.get_args(base) for base in cls.__orig_bases__] == [(opts,)], \
+            f"{name}: declare the class as {cls.__mro__[1].__name__}[Options]"

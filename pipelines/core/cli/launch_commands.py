@@ -10,8 +10,8 @@ import sys
 
 import click
 
-from pipelines.core.cli.args import REPO, experiment_argument
-from pipelines.core.cli.run_command import (PLAN_SHOWN_ENV, bench_rounds, plan_from_params, run,
+from pipelines.core.cli.args import PLAN_SHOWN_ENV, REPO, experiment_argument
+from pipelines.core.cli.run_command import (bench_rounds, plan_from_params, run,
                                             single_plan_text)
 from pipelines.core.config import experiments
 

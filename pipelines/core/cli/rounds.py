@@ -22,8 +22,7 @@ from typing import Callable, Sequence
 
 import click
 
-from pipelines.core.cli.args import fail
-from pipelines.core.cli.run_command import PLAN_SHOWN_ENV
+from pipelines.core.cli.args import PLAN_SHOWN_ENV, fail
 from pipelines.core.errors import ConfigError
 from pipelines.core.train.interrupt import Interrupted
 
@@ -185,7 +184,7 @@ def _skipped(arm) -> bool:
 
     from pipelines.core.train.loop import RunContext
 
-    return bool(arm.pipeline.skip(arm.cfg, arm.cfg.options, RunContext(torch.device(arm.cfg.device))))
+    return bool(arm.pipeline.skip(arm.cfg, RunContext(torch.device(arm.cfg.device))))
 
 
 def preview_device(arms) -> str:

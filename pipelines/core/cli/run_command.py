@@ -9,8 +9,8 @@ import os
 
 import click
 
-from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
-                                     share_option)
+from pipelines.core.cli.args import (PLAN_SHOWN_ENV, PathArg, RepeatsArg, allocator_option, complete_variant,
+                                     experiment_argument, share_option)
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
@@ -164,8 +164,6 @@ def bench_rounds(plan, ctx: click.Context, no_baseline: bool, dry_run: bool, as_
                    notes=[choice.note], serving=serving)
 
 
-# Set by `accel launch` and by a comparison's rounds for the processes they start: the plan is shown already.
-PLAN_SHOWN_ENV = "ACCEL_PLAN_SHOWN"
 NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
                  "quiet", "verbose", "halfwidth", "allocator", "share", "with_arms"}
 PER_SLOT = {"variants"}  # a round's processes each get their own arms

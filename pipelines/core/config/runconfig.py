@@ -14,7 +14,7 @@ import math
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Generic, Mapping, TypeVar
 
 SCALES = ("smoke", "bench", "book")
 DATASETS = ("fashion_mnist", "cifar10", "imdb", "synthetic")
@@ -59,8 +59,11 @@ BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 100
           "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
 
 
+O = TypeVar("O")  # the pipeline's Options dataclass (core/config/options.py); NoOptions when it has none
+
+
 @dataclass(frozen=True)
-class RunConfig:
+class RunConfig(Generic[O]):
     experiment: str
     pipeline: str
     variant: str
@@ -102,7 +105,7 @@ class RunConfig:
     # a workload that stands in for the published one (a GPU entry's declared CPU form): what it replaces,
     # in one sentence the plan shows and the record keeps
     stand_in: str = ""
-    options: Any = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
+    options: O = field(default_factory=NoOptions)  # the pipeline's typed Options instance (frozen)
 
     def __post_init__(self) -> None:
         self.validate()

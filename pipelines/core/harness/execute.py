@@ -30,7 +30,6 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.record import energy, envinfo, history, machine, results
 from pipelines.core.harness.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
 from pipelines.core.harness.plan import Plan
-from pipelines.core.config import options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.stats import rows, stopping
 from pipelines.core.train import checkpoint, loop, memory, models, progress
@@ -210,11 +209,11 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     state_before, meter = machine.snapshot(ctx.device.type), energy.Meter(ctx.device.type)
     meter.start()
-    transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
+    transforms = pipeline.transforms(cfg) or (None, None)
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
                            train_transform=transforms[0], test_transform=transforms[1])
     if isinstance(pipeline, Measurement):
-        measured = pipeline.measure(cfg, cfg.options, ctx, loaders)
+        measured = pipeline.measure(cfg, ctx, loaders)
         metrics, artifacts = measured.metrics, measured.artifacts
         notes = unvalidated(cfg, loaders, metrics)
     else:
@@ -231,11 +230,11 @@ def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat
 def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,
            counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
     """setup -> before_training -> the timed loop -> evaluation (rank 0); the technique's metrics added."""
-    trainable = pipeline.setup(cfg, cfg.options, ctx)
+    trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
-    trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
+    trainable = pipeline.before_training(trainable, prep, cfg, ctx)
     memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(cfg, ctx), counter],
+    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter],
                          pause_collector=cfg.scale != "book")
     metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
     if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
@@ -270,10 +269,10 @@ def unvalidated(cfg: RunConfig, loaders: datasets.Loaders, metrics: dict[str, An
             "validation pass (this pipeline has none, or -o validate=false)"]
 
 
-def runner_hooks(cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
-    """Checkpoints, for pipelines that declare the checkpoint option group and set a folder."""
+def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
+    """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder."""
     opts = cfg.options
-    if not isinstance(opts, options.CheckpointOptions) or not opts.checkpoint_dir:
+    if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
     return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
                                        ranks.barrier_if_initialized)]

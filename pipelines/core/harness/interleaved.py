@@ -121,17 +121,17 @@ def _build(plan: Plan, cfg: RunConfig, ctx: loop.RunContext, round_index: int) -
     """An arm ready for its blocks: seeded, loaders, the technique's setup and preparation, its Training."""
     seed_everything(None if cfg.seed is None else cfg.seed + round_index)
     pipeline = plan.pipeline
-    transforms = pipeline.transforms(cfg, cfg.options) or (None, None)
+    transforms = pipeline.transforms(cfg) or (None, None)
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
                                train_transform=transforms[0], test_transform=transforms[1])
     if not isinstance(pipeline, TrainingPipeline):
         raise ConfigError(f"{cfg.experiment} is a measurement, not a training run; it cannot be interleaved")
-    trainable = pipeline.setup(cfg, cfg.options, ctx)
+    trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
-    trainable = pipeline.before_training(trainable, prep, cfg, cfg.options, ctx)
+    trainable = pipeline.before_training(trainable, prep, cfg, ctx)
     label = f"{cfg.experiment} [{cfg.variant}]"
     counter = progress.RepeatProgress(label, cfg.epochs, None, progress.OFF)
-    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(cfg, ctx), counter])
+    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter])
     arm = interleave.Arm(label, training, rng=torch.random.get_rng_state())
     return _Built(plan, cfg, trainable, loaders, arm, counter)
 

@@ -4,10 +4,13 @@ A technique file `pipelines/<name>.py` defines a subclass and exposes one instan
 
     class Pruning(TrainingPipeline):
         Options = PruningOptions              # a frozen dataclass of typed knobs (core/config/options.py)
-        def setup(self, cfg, opts, ctx):      # build model + step -> Trainable (the technique)
-        def check(self, cfg, opts, ctx):      # optional: refuse bad settings before any work
-        def skip(self, cfg, opts, ctx):       # optional: why this variant cannot run on this device
-        def before_training(self, trainable, prep, cfg, opts, ctx):  # optional: e.g. prune after warm-up
+        supports = Supports(...)              # optional: devices, collective backends, checkpoints
+        def setup(self, cfg, ctx):            # build model + step -> Trainable (the technique)
+        def check(self, cfg, ctx):            # optional: refuse bad settings before any work
+        def skip(self, cfg, ctx):             # optional: why this variant cannot run on this device
+        def before_training(self, trainable, prep, cfg, ctx):  # optional: e.g. prune after warm-up
+
+Each method reads its options from `cfg.options` (an instance of the pipeline's `Options`), once.
 
 The runner owns everything else for every pipeline: data and loaders, seeds, repeats, the loop and its
 clocks, evaluation (rank 0), checkpoints, ranks, results. No pipeline runs the loop or evaluates
@@ -21,11 +24,11 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Mapping
+from typing import Any, Callable, ClassVar, Generic, Mapping
 
 import torch
 
-from pipelines.core.config.runconfig import RunConfig
+from pipelines.core.config.runconfig import O, RunConfig
 from pipelines.core.data.datasets import Loaders
 from pipelines.core.train.loop import RunContext, Trainable
 from pipelines.core.config.options import NoOptions
@@ -52,10 +55,27 @@ class Measured:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
-class Pipeline:
-    """Shared by both kinds: typed options, smoke-scale settings, and the optional refusals."""
+BACKENDS = ("gloo", "ccl", "nccl", "mpi")  # every collective backend a Session can join (distributed/ranks.py)
+
+
+@dataclass(frozen=True)
+class Supports:
+    """What a pipeline can do, in its own words: the runner reads this, never the classes its Options
+    inherit. A pipeline may narrow what its Options allow (a backend its technique cannot use); the option
+    groups its Options inherit must be backed by a declaration (tests/unit/test_catalog.py checks both ways).
+    """
+
+    devices: tuple[str, ...] = ("cpu", "cuda")  # what --device may name
+    backends: tuple[str, ...] = ()  # collective backends of a multi-process run (-o backend); (): one process
+    checkpoints: bool = False  # the runner's checkpoint hooks and resume (-o checkpoint_dir, checkpoint_every)
+
+
+class Pipeline(Generic[O]):
+    """Shared by both kinds: typed options, smoke-scale settings, what it supports, and the optional
+    refusals. Every method gets the arm's RunConfig, whose `options` is an instance of `Options`."""
 
     Options: ClassVar[type] = NoOptions
+    supports: ClassVar[Supports] = Supports()
     smoke_settings: ClassVar[Mapping[str, Any]] = {}  # RunConfig settings at smoke scale (e.g. a tiny model)
     # Options whose value holds for the whole process once one arm sets it (torch.set_num_threads, matmul
     # precision, cuDNN flags): arms that differ in one never share a process (core/harness/sharing.py).
@@ -64,42 +84,43 @@ class Pipeline:
     # so arms of an entry with a memory figure may still share a process.
     separable_memory: ClassVar[bool] = False
 
-    def check(self, cfg: RunConfig, opts, ctx: RunContext) -> None:
+    def check(self, cfg: RunConfig[O], ctx: RunContext) -> None:
         """Raise ConfigError / NotRunnable for a combination that cannot work, before any work."""
 
-    def skip(self, cfg: RunConfig, opts, ctx: RunContext) -> str | None:
+    def skip(self, cfg: RunConfig[O], ctx: RunContext) -> str | None:
         """Why this variant cannot run on this device (it gets a `skipped` record), or None."""
         return None
 
-    def process_values(self, cfg: RunConfig, opts) -> tuple[tuple[str, Any], ...]:
+    def process_values(self, cfg: RunConfig[O]) -> tuple[tuple[str, Any], ...]:
         """The process-wide options' values for this arm (core/harness/sharing.py): arms that differ in one never
         share a process. A pipeline whose settings only matter on some devices narrows it."""
+        opts = cfg.options
         return tuple((name, getattr(opts, name, None)) for name in self.process_options)
 
-    def transforms(self, cfg: RunConfig, opts) -> tuple[Callable, Callable] | None:
+    def transforms(self, cfg: RunConfig[O]) -> tuple[Callable, Callable] | None:
         """(train, test) input transforms when the technique is the input pipeline; None: the default."""
         return None
 
 
-class TrainingPipeline(Pipeline):
+class TrainingPipeline(Pipeline[O]):
     """A training technique run by the shared loop."""
 
-    def setup(self, cfg: RunConfig, opts, ctx: RunContext) -> Trainable:
+    def setup(self, cfg: RunConfig[O], ctx: RunContext) -> Trainable:
         raise NotImplementedError
 
-    def before_training(self, trainable: Trainable, prep: Preparation, cfg: RunConfig, opts,
+    def before_training(self, trainable: Trainable, prep: Preparation, cfg: RunConfig[O],
                         ctx: RunContext) -> Trainable:
         """Transform the model before the timed run (e.g. prune it after a warm-up); default: unchanged."""
         return trainable
 
 
-class Measurement(Pipeline):
+class Measurement(Pipeline[O]):
     """A measurement that is not a training run."""
 
-    def measure(self, cfg: RunConfig, opts, ctx: RunContext, loaders: Loaders) -> Measured:
+    def measure(self, cfg: RunConfig[O], ctx: RunContext, loaders: Loaders) -> Measured:
         raise NotImplementedError
 
 
-def warmup_config(cfg: RunConfig) -> RunConfig:
+def warmup_config(cfg: RunConfig[O]) -> RunConfig[O]:
     """The untimed preparation budget: one epoch at book scale, else as many steps as the timed run."""
     return dataclasses.replace(cfg, warmup_steps=0, epochs=1)

@@ -89,6 +89,8 @@ def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str,
     return smoke
 
 
-def dist_options(cfg: RunConfig) -> options.DistOptions:
-    """The run's backend and timeout: the pipeline's own when it declares them, else the defaults."""
-    return cfg.options if isinstance(cfg.options, options.DistOptions) else options.DistOptions()
+def dist_options(the_plan: Plan) -> options.DistOptions:
+    """The run's backend and timeout: the pipeline's own when it declares collective backends (its
+    Options then carry them), else the defaults."""
+    first = the_plan.configs[0]
+    return first.options if the_plan.pipeline.supports.backends else options.DistOptions()

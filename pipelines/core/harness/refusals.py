@@ -15,10 +15,10 @@ import torch
 
 from pipelines.core.data import datasets, files
 from pipelines.core.distributed import ranks
-from pipelines.core.errors import NotRunnable
+from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.record import atomic, envinfo, results
 from pipelines.core.harness.plan import Plan, dist_options
-from pipelines.core.config import experiments, options
+from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import loop, models
 
@@ -43,16 +43,17 @@ def preflight(the_plan: Plan, world_size: int, rank: int, capabilities: bool = T
         refuse_before_work(the_plan, cfg, ctx, capabilities, runtime, data)
     if capabilities:
         skip_reasons(the_plan, ctx)
-    return dist_options(the_plan.configs[0]).timeout_s
+    return dist_options(the_plan).timeout_s
 
 
 def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, capabilities: bool = True,
                        runtime: bool = True, data: bool = True) -> None:
     """Everything that can be refused before any work: device, runtime, backend, pipeline checks, data, results."""
+    _refuse_unsupported(the_plan, cfg)
     if capabilities:
         _refuse_capabilities(the_plan, cfg, runtime)
     try:
-        the_plan.pipeline.check(cfg, cfg.options, ctx)
+        the_plan.pipeline.check(cfg, ctx)
     except NotRunnable:
         if capabilities:
             raise
@@ -63,9 +64,19 @@ def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, cap
         models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
     if ctx.is_main:
         results.check_writable(cfg.results_dir)
-        if isinstance(cfg.options, options.CheckpointOptions) and cfg.options.checkpoint_dir:
+        if the_plan.pipeline.supports.checkpoints and cfg.options.checkpoint_dir:
             atomic.check_folder(Path(cfg.options.checkpoint_dir), "checkpoint_dir",
                                 "pass -o checkpoint_dir= with a writable folder")
+
+
+def _refuse_unsupported(the_plan: Plan, cfg: RunConfig) -> None:
+    """What the pipeline does not declare it supports (harness/pipeline.py Supports): a user mistake."""
+    supports, name = the_plan.pipeline.supports, the_plan.experiment.id
+    if cfg.device not in supports.devices:
+        raise ConfigError(f"{name} runs on {' or '.join(supports.devices)}, not --device {cfg.device}")
+    if supports.backends and cfg.options.backend not in supports.backends:
+        raise ConfigError(f"{name} does not run over -o backend={cfg.options.backend}; its pipeline supports "
+                          f"{', '.join(supports.backends)}")
 
 
 def _refuse_capabilities(the_plan: Plan, cfg: RunConfig, runtime: bool = True) -> None:
@@ -85,14 +96,14 @@ def _refuse_capabilities(the_plan: Plan, cfg: RunConfig, runtime: bool = True) -
             raise NotRunnable(f"{experiment.id} needs the {wanted} {label} but {loaded} is loaded; start it "
                               f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "
                               f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
-    if isinstance(cfg.options, options.DistOptions):
+    if the_plan.pipeline.supports.backends:
         ranks.check_backend(cfg.options.backend, cfg.device)
 
 
 def skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
     """Variant -> why it cannot run on this device (the pipeline's `skip`); all skipped: NotRunnable."""
     reasons = {cfg.variant: reason for cfg in the_plan.configs
-               if (reason := the_plan.pipeline.skip(cfg, cfg.options, ctx))}
+               if (reason := the_plan.pipeline.skip(cfg, ctx))}
     if reasons and len(reasons) == len(the_plan.configs):
         raise NotRunnable(f"{the_plan.experiment.id}: nothing can run here: "
                           + "; ".join(sorted(set(reasons.values()))))

@@ -41,7 +41,7 @@ def execute_plan(the_plan: Plan, shown: progress.Settings = progress.OFF,
         announce()
     if not place.launched:
         return run_variants(the_plan, loop.RunContext(device), ranks.SINGLE_PROCESS, skips, shown=shown)
-    settings = dist_options(first)
+    settings = dist_options(the_plan)
     session = ranks.Session(place, settings.backend, first.device, settings.timeout_s)
     try:
         session.join()

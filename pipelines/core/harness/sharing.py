@@ -92,7 +92,7 @@ def process_key(arm: Arm, env: Mapping[str, str] = {}, share: bool = True) -> tu
     `share=False` (--share none) gives every training arm a process of its own."""
     entry, cfg, pipeline = arm.entry, arm.cfg, arm.pipeline
     opts = cfg.options
-    process_wide = pipeline.process_values(cfg, opts)
+    process_wide = pipeline.process_values(cfg)
     ranks = getattr(opts, "ranks", None)
     common = (entry.target, cfg.device, tuple(sorted(entry.requires)), tuple(sorted(runtime_knobs(entry, env).items())))
     if entry.launcher != "local":
@@ -145,7 +145,7 @@ def differences(group: Group, others: Sequence[Group], env: Mapping[str, str] = 
 
 def _describe(arm: Arm, env: Mapping[str, str]) -> dict[str, Any]:
     described: dict[str, Any] = {k: v for k, v in runtime_knobs(arm.entry, env).items()}
-    described.update(arm.pipeline.process_values(arm.cfg, arm.cfg.options))
+    described.update(arm.pipeline.process_values(arm.cfg))
     described.update(device=arm.cfg.device, image=arm.entry.target)
     return described
 
