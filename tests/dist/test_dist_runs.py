@@ -85,7 +85,7 @@ def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert "ch9-cpu-threads [threads=2]  baseline of ch9-cpu-gloo" in run.stderr  # the plan
     line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=2]"))
-    assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]\s+1\.26 \(book:ch9:table9\.2\)\s+"
+    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]\s+1\.26 \(book:ch9:table9\.2\)\s+"
                      r"(reproduced|faster than published|slower than published|inconclusive)", line), line
     assert "paired same round: 3 rounds" in run.stdout
     recs = records(tmp_path)
@@ -103,7 +103,7 @@ def test_the_card_s_command_runs_a_rank_count_the_book_never_printed_and_measure
                          env={**os.environ, "MASTER_PORT": str(free_port())})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=3]"))
-    assert re.search(r"\d\.\d\d \[\d\.\d\d, \d\.\d\d\]\s+-\s+measured", line), line
+    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]\s+-\s+measured", line), line
     recs = records(tmp_path)
     assert sorted((r["experiment"], r["variant"], r["dist"]["world_size"]) for r in recs if r["status"] == "ok") == \
         [("ch9-cpu-gloo", "ranks=3", 3)] * 3 + [("ch9-cpu-threads", "threads=3", 1)] * 3

@@ -11,6 +11,7 @@ import pytest
 from conftest import accel, records
 from pipelines.core.distributed import launchers
 from pipelines.core.harness import preview
+from pipelines.core.harness.estimate import estimate
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import SCALE_DEFAULTS, RunConfig
 
@@ -80,16 +81,16 @@ def test_oversubscription_is_ranks_times_threads_above_the_usable_cores():
 
 def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tmp_path):
     cfg = _cfg()
-    unknown = preview.estimate([cfg], tmp_path, None, 300, reference_dir=tmp_path)
+    unknown = estimate([cfg], tmp_path, None, 300, reference_dir=tmp_path)
     assert unknown.startswith("unknown: no recorded step time for ch2-nobias [nobias]") and "300 s" in unknown
     record = {"status": "ok", "experiment": "ch2-nobias", "variant": "nobias", "env": {"cpu_model": "elsewhere"},
               "config": {"batch_size": 32, "train_samples": 54000, "model": "cnn_fmnist", "device": "cpu"},
               "metrics": {"step_time_ms_median": 50.0}}
     (tmp_path / "x.jsonl").write_text(json.dumps(record) + "\n")
     # 45 steps x 50 ms x (64 / 32): 4.5 s a repeat; three repeats
-    fixed = preview.estimate([cfg], tmp_path, 3, None, reference_dir=tmp_path / "none")
+    fixed = estimate([cfg], tmp_path, 3, None, reference_dir=tmp_path / "none")
     assert fixed.startswith("about 14 s: 3 x 4 s a round") and "another machine" in fixed
-    book = preview.estimate([_cfg(steps=None, warmup_steps=0, epochs=2)], tmp_path, 1, None,
+    book = estimate([_cfg(steps=None, warmup_steps=0, epochs=2)], tmp_path, 1, None,
                             reference_dir=tmp_path / "none")  # 2 epochs x 844 steps x 0.1 s
     assert book.startswith("about 169 s")
 

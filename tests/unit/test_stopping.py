@@ -10,6 +10,7 @@ import pytest
 from conftest import accel, records
 from pipelines.core.harness import execute
 from pipelines.core.errors import ConfigError
+from pipelines.core.config import repeat_rule
 from pipelines.core.stats import stopping
 from pipelines.core.config.runconfig import resolve
 
@@ -65,8 +66,8 @@ def test_a_missing_interval_is_never_precise_and_the_backstop_holds():
 def test_bench_scale_defaults_to_auto_with_a_budget_and_a_count_is_fixed():
     settings = {"model": "cnn_fmnist", "dataset": "fashion_mnist"}
     bench = resolve(settings, None, {}, scale="bench", experiment="x", pipeline="p", variant="v")
-    assert bench.repeats_auto and bench.budget_s == stopping.DEFAULT_BUDGET_S
-    assert bench.repeats == stopping.MAX_AUTO_REPEATS
+    assert bench.repeats_auto and bench.budget_s == repeat_rule.DEFAULT_BUDGET_S
+    assert bench.repeats == repeat_rule.MAX_AUTO_REPEATS
     fixed = resolve(settings, None, {"repeats": 3}, scale="bench", experiment="x", pipeline="p", variant="v")
     assert (fixed.repeats_auto, fixed.repeats, fixed.budget_s) == (False, 3, None)
     smoke = resolve(settings, None, {"repeats": "auto", "budget_s": 20}, scale="smoke", experiment="x",
@@ -104,7 +105,7 @@ def test_rank_zeros_decision_is_every_ranks(monkeypatch):
     assert [r for r, _ in order] == [0, 1, 2, 3]
 
 
-def _check_stop_reason(stop: dict, rounds: int, widths: dict, max_rounds: int = stopping.MAX_AUTO_REPEATS) -> None:
+def _check_stop_reason(stop: dict, rounds: int, widths: dict, max_rounds: int = repeat_rule.MAX_AUTO_REPEATS) -> None:
     """Which part of the rule fires depends on the machine's noise and speed (a fast, noisy machine can reach
     the round cap before the budget): each reason must hold for what was recorded."""
     assert rounds >= stopping.MIN_ROUNDS

@@ -24,6 +24,7 @@ import click
 
 from pipelines.core.cli.args import PLAN_SHOWN_ENV, fail
 from pipelines.core.errors import ConfigError
+from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH
 from pipelines.core.train.interrupt import Interrupted
 
 Request = tuple[str, tuple[str, ...]]  # (experiment id, its variants; empty: all of them)
@@ -111,6 +112,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     serving = serving or {}
     from pipelines.core.record import results
     from pipelines.core.harness import preview, refusals, sharing
+    from pipelines.core.harness.estimate import duration, rounds_estimate
     from pipelines.core.stats import alternate, stopping, verdict
 
     env = dict(os.environ)
@@ -123,10 +125,10 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     shared = share == "auto" and (allocator.knob or env.get("ALLOCATOR")) == "pinned"
     groups = sharing.groups(arms, env, shared)
     slots = [_slot(g, passthrough, allocator, env) for g in groups]
-    rule = alternate.StopRule(rounds, budget_s, halfwidth or stopping.DEFAULT_HALFWIDTH)
+    rule = alternate.StopRule(rounds, budget_s, halfwidth or DEFAULT_HALFWIDTH)
     layouts = [preview.layout(a.entry, a.cfg, a.entry.launcher, env) for a in arms]
     runnable = [a for a in arms if not _skipped(a)]  # arms this device cannot run cost no time
-    estimate, least_s = preview.rounds_estimate(
+    estimate, least_s = rounds_estimate(
         [([a.cfg for a in g.arms if a in runnable], g.key[0] in ("shared", "alone")) for g in groups
          if any(a in runnable for a in g.arms)], results_dir, rounds, budget_s if rounds is None else None)
     shown_rule = dataclasses.replace(first, repeats_auto=True, budget_s=budget_s) if rounds is None else first
@@ -136,7 +138,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
     if memory := memory_lines(arms):
         extra.append(("memory", memory))
     too_long = rounds is None and least_s is not None and least_s > budget_s
-    refusal = (f"the {stopping.MIN_ROUNDS} rounds a verdict needs take about {preview.duration(least_s)} here "
+    refusal = (f"the {stopping.MIN_ROUNDS} rounds a verdict needs take about {duration(least_s)} here "
                f"({estimate.split(': ', 1)[-1]}), more than --budget-s {budget_s:g}; accept it with "
                f"--budget-s {math.ceil(least_s * 1.2)}, or make a round shorter (--steps N, --blocks N, --batch-size "
                "or --model; --scale smoke checks the code path in seconds)") if too_long else ""

@@ -214,6 +214,7 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
     import torch
 
     from pipelines.core.harness import preview
+    from pipelines.core.harness.estimate import estimate
 
     entry, first = plan.experiment, plan.configs[0]
     layouts = [preview.layout(entry, cfg, launcher, env, in_process_threads=torch.get_num_threads())
@@ -221,7 +222,7 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
     rounds = None if first.repeats_auto else first.repeats
     how = f"{entry.id} under launch/{launcher}.sh" if launcher and launcher != "local" else entry.id
     return preview.block(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
-                         preview.repeat_rule(first), preview.estimate(plan.configs, first.results_dir, rounds,
+                         preview.repeat_rule(first), estimate(plan.configs, first.results_dir, rounds,
                                                                       first.budget_s if rounds is None else None,
                                                                       layouts[0].ranks * layouts[0].nodes),
                          first.results_dir, [choice.note], device_note(plan.configs))

@@ -20,6 +20,7 @@ from typing import Any, Iterable, Sequence
 from pipelines.core.record import envinfo
 from pipelines.core.record.version import REPO
 from pipelines.core.config.runconfig import RunConfig
+from pipelines.core.config.repeat_rule import MAX_AUTO_REPEATS
 from pipelines.core.stats import stopping
 
 REFERENCE_DIR = REPO / "results" / "reference"
@@ -119,7 +120,7 @@ def estimate(configs: Sequence[RunConfig], results_dir: Path, rounds: int | None
     made = f"from recorded step times ({'; '.join(sorted(sources))}), {started}"
     if rounds is None:
         low = stopping.MIN_ROUNDS * round_s
-        high = min(budget_s, stopping.MAX_AUTO_REPEATS * round_s) if budget_s else None
+        high = min(budget_s, MAX_AUTO_REPEATS * round_s) if budget_s else None
         span = f"{duration(low)} to {duration(high)}" if high and high > low else f"about {duration(low)}"
         return f"{span}: {duration(round_s)} a round, at least {stopping.MIN_ROUNDS} rounds, {made}"
     return f"about {duration(rounds * round_s)}: {rounds} x {duration(round_s)} a round, {made}"
@@ -164,7 +165,7 @@ def rounds_estimate(processes: Sequence[tuple[Sequence[RunConfig], bool]], resul
     made = f"from recorded step times ({'; '.join(sorted(sources))}), {STARTUP_S:g} s start-up per process"
     if rounds is None:
         low = stopping.MIN_ROUNDS * round_s
-        high = min(budget_s, stopping.MAX_AUTO_REPEATS * round_s) if budget_s else None
+        high = min(budget_s, MAX_AUTO_REPEATS * round_s) if budget_s else None
         span = f"{duration(low)} to {duration(high)}" if high and high > low else f"about {duration(low)}"
         return f"{span}: {duration(round_s)} a round, at least {stopping.MIN_ROUNDS} rounds, {made}", low
     return f"about {duration(rounds * round_s)}: {rounds} x {duration(round_s)} a round, {made}", rounds * round_s

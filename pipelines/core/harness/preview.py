@@ -28,8 +28,7 @@ from pipelines.core.record import machine
 from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.harness.estimate import (  # noqa: F401  (the plan's estimate, read through preview)
-    REFERENCE_DIR, STARTUP_S, duration, estimate, recorded_step_time, repeat_seconds, rounds_estimate)
+from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS
 
 BUSY_WINDOW_S = 0.3  # how long the plan watches the machine for other load before work
 DEFAULT_LAUNCHER_RANKS = 2  # launch/torchrun.sh and mpirun.sh: NPROC / NP when unset
@@ -151,11 +150,11 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
 # ---- the block ---------------------------------------------------------------------------------------------
 
 def repeat_rule(cfg: RunConfig, rounds: int | None = None, alternation: bool = False,
-                halfwidth: float = stopping.DEFAULT_HALFWIDTH) -> str:
+                halfwidth: float = DEFAULT_HALFWIDTH) -> str:
     unit = "rounds (one process per slot below, ABBA)" if alternation else "repeats of every arm (interleaved, ABBA)"
     if (rounds is None and alternation) or (not alternation and cfg.repeats_auto):
         return (f"auto: {unit} until every 95 % interval is within ±{halfwidth * 100:g} %, "
-                f"at least {stopping.MIN_ROUNDS}, at most {stopping.MAX_AUTO_REPEATS}, budget {cfg.budget_s or 0:g} s")
+                f"at least {stopping.MIN_ROUNDS}, at most {MAX_AUTO_REPEATS}, budget {cfg.budget_s or 0:g} s")
     count = rounds if alternation else cfg.repeats
     few = f" (a verdict needs {stopping.MIN_ROUNDS}+)" if count < stopping.MIN_ROUNDS else ""
     return f"{count} {unit}{few}"

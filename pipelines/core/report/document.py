@@ -16,7 +16,7 @@ from pipelines.core.report import drift as report_drift, plots as report_plots, 
 from pipelines.core.report import shares as report_shares
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals
-from pipelines.core.report import tables as tables
+from pipelines.core.report import tables
 from pipelines.core.record.envinfo import machine_key
 from pipelines.core.report.render import Doc
 from pipelines.core.stats.rows import Loaded, Row

@@ -22,7 +22,7 @@ import pandas as pd
 from pipelines.core.stats import pairing
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals
-from pipelines.core.report import tables as tables
+from pipelines.core.report import tables
 from pipelines.core.errors import ConfigError
 from pipelines.core.stats.rows import Loaded, Row
 

@@ -35,7 +35,8 @@ from typing import Callable, Mapping, Sequence
 from pipelines.core.record import atomic, results
 from pipelines.core.stats import rows, stopping
 from pipelines.core.errors import ConfigError
-from pipelines.core.stats.stopping import DEFAULT_HALFWIDTH, MIN_ROUNDS, order  # noqa: F401  (this module's rule)
+from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth
+from pipelines.core.stats.stopping import order
 
 EXIT_INTERRUPTED = 130
 
@@ -49,8 +50,8 @@ class StopRule:
     def __post_init__(self) -> None:
         if self.rounds is not None and self.rounds < 1:
             raise ConfigError(f"--rounds {self.rounds} must be at least 1 (or auto)")
-        stopping.check_budget(self.budget_s)
-        stopping.check_halfwidth(self.halfwidth)
+        check_budget(self.budget_s)
+        check_halfwidth(self.halfwidth)
 
 
 def parse_rounds(text: str) -> int | None:
@@ -187,7 +188,7 @@ class RoundFailed(Exception):
 
 def round_line(summary: Summary, rule: StopRule, took: list[str], elapsed_s: float) -> str:
     """One line per round: which round of how many, each process's time, the budget spent and left."""
-    most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {stopping.MAX_AUTO_REPEATS})"
+    most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {MAX_AUTO_REPEATS})"
     budget = (f"{elapsed_s:.0f} s of {rule.budget_s:g} s budget spent, {max(0.0, rule.budget_s - elapsed_s):.0f} s "
               "left" if rule.rounds is None else f"{elapsed_s:.0f} s")
     widths = stopping.describe_widths(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"

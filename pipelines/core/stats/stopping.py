@@ -23,8 +23,8 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Sequence
 
 from pipelines.core.stats import intervals
-from pipelines.core.config.repeat_rule import (  # noqa: F401  (the rule's settings, read here by many)
-    AUTO, DEFAULT_BUDGET_S, DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth)
+from pipelines.core.config.repeat_rule import (AUTO, DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget,
+                                               check_halfwidth)
 
 MIN_ROUNDS = intervals.MIN_REPEATS_FOR_VERDICT
 

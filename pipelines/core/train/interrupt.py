@@ -19,7 +19,9 @@ killed by the same signal of the process group, a peer rank gone) is part of tha
 from __future__ import annotations
 
 import signal
+import sys
 import threading
+import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
@@ -56,6 +58,7 @@ class Interrupted(BaseException):
 GRACE_S = 10.0  # the longest a noted signal waits for a safe point before the step is interrupted where it is
 
 _pending: int | None = None  # the signal noted inside deferred(), not acted on yet
+_received: int | None = None  # the signal that ended this block, deferred or not
 _deferring = 0
 
 
@@ -98,7 +101,8 @@ def _overdue(signum: int, frame) -> None:
 
 
 def _raise(signum: int, frame) -> None:
-    global _pending
+    global _pending, _received
+    _received = signum
     for number in SIGNALS:  # the second signal forces the exit (default handlers)
         signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
     if _deferring:
@@ -125,17 +129,35 @@ def deferred() -> Iterator[None]:
 def signals_raise() -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise Interrupted; the previous handlers come back after it.
     Signal handlers belong to the main thread: elsewhere this does nothing."""
-    global _pending
+    global _pending, _received
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    _pending = None
+    _pending = _received = None
     previous = {number: signal.getsignal(number) for number in SIGNALS}
+    previous_hook = sys.excepthook
     for number in SIGNALS:
         signal.signal(number, _raise)
+    sys.excepthook = _helper_threads_quiet_after_a_signal(previous_hook)
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)  # a grace timer still running belongs to this block
         for number, handler in previous.items():
             signal.signal(number, handler)
+        if _received is None:  # after a signal the process is ending: its helper threads stay quiet to the end
+            sys.excepthook = previous_hook
+
+
+def _helper_threads_quiet_after_a_signal(previous_hook):
+    """multiprocessing's resource sharer (a daemon thread that hands tensor file descriptors to DataLoader
+    workers) reports a worker killed by the process group's signal mid-handshake through sys.excepthook, as
+    a traceback after the run's one line. After a signal, a helper thread's failure from multiprocessing is
+    part of the interruption; anything else still reaches the previous hook."""
+    def hook(kind, value, tb) -> None:
+        frames = traceback.extract_tb(tb)
+        if _received is not None and threading.current_thread() is not threading.main_thread() and frames \
+                and "multiprocessing" in Path(frames[0].filename).parts:
+            return
+        previous_hook(kind, value, tb)
+    return hook
