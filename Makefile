@@ -22,15 +22,18 @@ help: ## This list: every target with its `##` comment (a test keeps it equal to
 	@echo "(make list shows the ids, accel run --help the ARGS, accel launch --help the launchers' knobs)"
 	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 
-venv: $(STAMP) ## Create .venv with the pinned host stack
-$(STAMP): pyproject.toml
+venv: $(STAMP) ## Create .venv with the pinned host stack and the ccl backend (backends/ccl) built against it
+CCL_SOURCES := $(wildcard backends/ccl/setup.py backends/ccl/csrc/*.cpp backends/ccl/accel_ccl/*.py)
+$(STAMP): pyproject.toml $(CCL_SOURCES)
 	[[ -x $(VENV)/bin/python ]] || ci/need-free-disk.sh 7 $(VENV) 'make venv ($(VENV), the pinned host stack)'
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	# pip byte-compiles the 5.5 GB stack (a CUDA build of torch, even here) on one core; compileall uses every
 	# core: 110 s instead of 135 s on 2 cores. A few files written for newer Pythons (torch's testing
 	# helpers) fail to compile under both and are skipped under both, hence `|| true`.
-	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,notebook]'
+	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,notebook,ccl]'
+	# the ccl backend, compiled against this torch and the oneCCL wheels just installed (about 30 s)
+	$(VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	rm -f $(VENV)/.installed-* && touch $@
 
@@ -38,8 +41,8 @@ demo: venv ## CPU ladder at bench scale on offline (generated) data
 	PYTHON=$(PY) DATA=$(DATA) ci/demo.sh
 
 # Real errors (pyflakes F, syntax E9) and pyproject.toml's line length (E501); ruff's other rules are not enforced.
-lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml) in pipelines, tests and ci
-	$(VENV)/bin/ruff check pipelines tests ci --select E501,F,E9
+lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml) in pipelines, tests, ci and backends
+	$(VENV)/bin/ruff check pipelines tests ci backends --select E501,F,E9
 
 test: venv lint ## Lint, install test prerequisites, run the whole suite
 	ci/install-test-deps.sh

@@ -66,6 +66,15 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
+def without_ccl(tmp_path: Path) -> dict:
+    """An environment where accel's ccl binding does not load (a stand-in for one where `make venv` did not
+    build it): a package of its name first on the path, whose import fails as an unbuilt extension's does."""
+    shadow = tmp_path / "shadow" / "accel_ccl"
+    shadow.mkdir(parents=True, exist_ok=True)
+    (shadow / "__init__.py").write_text("raise ImportError('accel_ccl._C is not built (stand-in)')\n")
+    return {"PYTHONPATH": f"{shadow.parent}:{REPO}"}
+
+
 def records(results_dir: Path) -> list[dict]:
     out = []
     for path in sorted(Path(results_dir).glob("*.jsonl")):

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, accel
+from conftest import REPO, accel, without_ccl
 from pipelines.core.distributed import ranks
 from pipelines.core.train import checkpoint, loop
 from pipelines.core.errors import ConfigError
@@ -56,13 +56,18 @@ def test_placement_reads_the_rendezvous_and_rejects_nonsense():
 @pytest.mark.parametrize("backend,device,error,needle", [
     ("tcp", "cpu", ConfigError, "unknown backend 'tcp'"),
     ("nccl", "cpu", NotRunnable, "backend nccl needs CUDA GPUs"),
-    ("ccl", "cpu", NotRunnable, "only the cpu-intel image provides"),
 ])
 def test_backends_refused_here_say_why(backend, device, error, needle):
     if backend == "nccl" and torch.cuda.is_available():
         pytest.skip("a GPU is present: nccl is runnable here")
     with pytest.raises(error, match=needle):
         ranks.check_backend(backend, device)
+
+
+def test_ccl_without_a_binding_that_loads_says_which_failed_and_how_to_build_one(monkeypatch):
+    monkeypatch.setattr(ranks, "CCL_BINDINGS", ("oneccl_bindings_for_pytorch", "accel_ccl_not_built"))
+    with pytest.raises(NotRunnable, match=r"backend ccl needs oneCCL .*accel_ccl_not_built.*`make venv` builds"):
+        ranks.check_backend("ccl", "cpu")
 
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch has MPI: the mpi backend runs here")
@@ -145,12 +150,12 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
 
 @pytest.mark.parametrize("option,code,needle", [
     ("backend=tcp", 2, "option backend='tcp' is unknown; choose one of: gloo, ccl, nccl, mpi"),
-    ("backend=ccl", 3, "only the cpu-intel image provides"),
+    ("backend=ccl", 3, "backend ccl needs oneCCL under torch.distributed, and neither binding loads here"),
     ("strategy=zero", 2, "option strategy='zero' is unknown"),
 ])
-def test_cli_refuses_bad_backends_in_one_line(option, code, needle, results_dir):
+def test_cli_refuses_bad_backends_in_one_line(option, code, needle, results_dir, tmp_path):
     run = accel("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o", option,
-                "--results-dir", str(results_dir))
+                "--results-dir", str(results_dir), env=without_ccl(tmp_path))
     assert run.returncode == code and needle in run.stderr, run.stderr
     assert "Traceback" not in run.stderr and not results_dir.exists()
 
@@ -164,9 +169,11 @@ def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
     assert run.returncode == 3 and "backend nccl needs CUDA GPUs" in run.stderr and "Traceback" not in run.stderr
 
 
-def test_launch_refuses_ccl_outside_its_image_before_starting_ranks():
-    run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", timeout=60)
-    assert run.returncode == 3 and "only the cpu-intel image provides" in run.stderr
+def test_launch_refuses_ccl_without_a_binding_before_starting_ranks(tmp_path):
+    run = accel("launch", "ch9-cpu-oneccl", "--scale", "smoke", "--dataset", "synthetic", env=without_ccl(tmp_path),
+                timeout=60)
+    assert run.returncode == 3 and "backend ccl needs oneCCL under torch.distributed" in run.stderr, run.stderr
+    assert "accel_ccl: accel_ccl._C is not built (stand-in)" in run.stderr and "Traceback" not in run.stderr
     assert "pipelines.core.distributed.agent" not in run.stderr
 
 

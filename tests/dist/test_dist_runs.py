@@ -5,6 +5,7 @@ Every process is bounded by a timeout and killed by a finalizer; every run uses 
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -142,10 +143,15 @@ def test_mpirun_two_ranks_gloo(results_dir):
     assert sorted(r["rank"] for r in rec["dist"]["ranks"]) == [0, 1]
 
 
-def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(data_root, tmp_path):
+BACKENDS = ["gloo", pytest.param("ccl", marks=pytest.mark.skipif(
+    importlib.util.find_spec("accel_ccl") is None, reason="the ccl backend is not built here (make venv builds it)"))]
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(backend, data_root, tmp_path):
     """Per-rank batch 8 on 2 ranks (DistributedSampler, no shuffle) = batch 16 in one process."""
     common = ("--scale", "bench", "--steps", "3", "--warmup-steps", "0", "--repeats", "1", "--lr", "1e-3",
-              "--data-root", str(data_root), "-o", "checkpoint_every=0")
+              "--data-root", str(data_root), "-o", "checkpoint_every=0", "-o", f"backend={backend}")
     ddp_dir, one_dir = tmp_path / "ddp", tmp_path / "one"
     run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template",
                  *common, "--batch-size", "8", "-o", f"checkpoint_dir={ddp_dir}", "--results-dir",
@@ -158,6 +164,7 @@ def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(data_root, tm
                          cwd=REPO, capture_output=True, text=True, timeout=240, env={**os.environ, "NPROC": "1"})
     assert run.returncode == 0, run.stderr[-3000:]
     assert [the_record(tmp_path / d)["dist"]["world_size"] for d in ("r1", "r2")] == [2, 1]
+    assert the_record(tmp_path / "r1")["dist"]["backend"] == backend
     ddp = checkpoint.load(ddp_dir / checkpoint.FILENAME)["model"]
     one = checkpoint.load(one_dir / checkpoint.FILENAME)["model"]
     assert ddp.keys() == one.keys()
@@ -219,16 +226,17 @@ def test_clean_exit_twenty_two_rank_runs(procs):
     assert not failures, failures
 
 
-def _ddp_args(ckpt, results_dir, epochs):
+def _ddp_args(ckpt, results_dir, epochs, backend="gloo"):
     return ("run", "ch8-ddp-template", "--scale", "book", "--dataset", "synthetic", "--epochs", str(epochs),
             "--batch-size", "32", "-o", f"checkpoint_dir={ckpt}", "-o", "checkpoint_every=1",
-            "-o", "timeout_s=20", "--results-dir", str(results_dir))
+            "-o", "timeout_s=20", "-o", f"backend={backend}", "--results-dir", str(results_dir))
 
 
-def test_killing_one_rank_makes_the_other_fail_fast_with_a_clear_message(procs, tmp_path):
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_killing_one_rank_makes_the_other_fail_fast_with_a_clear_message(backend, procs, tmp_path):
     port = free_port()
     ckpt = tmp_path / "ckpt"
-    args = _ddp_args(ckpt, tmp_path / "results", 200)
+    args = _ddp_args(ckpt, tmp_path / "results", 200, backend)
     ranks = [procs.start(accel_argv(*args), env=rank_env(r, 2, port)) for r in (0, 1)]
     assert wait_for(lambda: (ckpt / checkpoint.FILENAME).exists(), 180), "training never reached epoch 1"
     ranks[1].send_signal(signal.SIGKILL)

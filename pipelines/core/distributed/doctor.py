@@ -78,6 +78,9 @@ def backend_availability() -> dict[str, str]:
         try:
             ranks.check_backend(backend, device)
             out[backend] = "ok"
+            if backend == "ccl":
+                binding = ranks.ccl_binding()
+                out[backend] = f"ok: {binding['binding']} (oneCCL {binding['oneccl']})"
         except ValueError as exc:
             out[backend] = str(exc)
     return out

@@ -149,13 +149,32 @@ def check_backend(backend: str, device: str) -> None:
     elif backend == "mpi" and (missing := mpi_backend_missing()):
         raise NotRunnable(f"backend mpi {missing}")
     elif backend == "ccl":
+        ccl_binding()
+
+
+CCL_BINDINGS = ("oneccl_bindings_for_pytorch", "accel_ccl")  # Intel's where it is importable, else ours
+
+
+def ccl_binding() -> dict[str, str]:
+    """Load (and so register) the ccl backend: Intel's binding where importable, else accel's own, built by
+    `make venv` (backends/ccl). Returns what the record keeps: which binding, and the oneCCL it loaded."""
+    import importlib
+    import importlib.metadata
+
+    failures = []
+    for name in CCL_BINDINGS:
         try:
-            import oneccl_bindings_for_pytorch  # noqa: F401  (registers the ccl backend)
-        except ImportError:
-            raise NotRunnable("backend ccl needs oneccl_bindings_for_pytorch, which only the cpu-intel image "
-                              "provides when built where Intel's wheel index is reachable (its build info says "
-                              "whether it has them; containers/cpu-intel/README.md); elsewhere use -o backend=gloo"
-                              ) from None
+            module = importlib.import_module(name)
+        except ImportError as exc:
+            failures.append(f"{name}: {exc}")
+            continue
+        if name == "accel_ccl":
+            return {"binding": name, "oneccl": module.ONECCL_VERSION,
+                    "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
+        return {"binding": name, "oneccl": importlib.metadata.version("oneccl_bind_pt")}
+    raise NotRunnable("backend ccl needs oneCCL under torch.distributed, and neither binding loads here ("
+                      + "; ".join(failures) + "); `make venv` builds accel's own (backends/ccl, pyproject.toml's "
+                      "ccl group) on the host, the images do not carry it yet; or use -o backend=gloo")
 
 
 def pin(place: Placement) -> dict[str, Any]:
@@ -184,7 +203,7 @@ def init(place: Placement, backend: str, device: str, timeout_s: float = DEFAULT
         raise ConfigError(f"{place.source} started rank {place.rank} without MASTER_ADDR/MASTER_PORT; "
                             "start it with launch/torchrun.sh, mpirun.sh or srun.sh, which export them")
     if backend == "ccl":
-        import oneccl_bindings_for_pytorch  # noqa: F401  (optional, cpu-intel image only: registers ccl)
+        ccl_binding()  # registers the backend (checked before, in the runner's refusals)
     kwargs: dict[str, Any] = {}
     if backend == "nccl":
         torch.cuda.set_device(place.local_rank)
@@ -277,11 +296,11 @@ def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
 
 
 def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
-    """The result's `dist` section."""
+    """The result's `dist` section (with ccl: which binding ran, and the oneCCL it loaded)."""
     return {"launcher": place.source, "backend": backend, "world_size": place.world_size,
             "nodes": max(place.nodes, len({(r["host"], r["node_rank"]) for r in per_rank})),
             "local_world_size": place.local_world_size, "master": f"{place.master_addr}:{place.master_port}",
-            "ranks": per_rank, "placement": asdict(place)}
+            "ranks": per_rank, "placement": asdict(place), **({"ccl": ccl_binding()} if backend == "ccl" else {})}
 
 
 def barrier_if_initialized() -> None:

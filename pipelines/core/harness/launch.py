@@ -43,10 +43,10 @@ def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mappi
     backend_chosen = bool(chosen_backend(tuple(options.get("option_items") or ())))
     in_image = bool(env.get("IMAGE"))  # the image's libraries are for its ranks to judge
     if "ccl" in entry.requires and not in_image and not backend_chosen \
-            and importlib.util.find_spec("oneccl_bindings_for_pytorch") is None:
-        raise NotRunnable(f"{entry.id} needs oneCCL (oneccl_bindings_for_pytorch), which only the cpu-intel image "
-                          "provides when built where Intel's wheel index is reachable (containers/cpu-intel/"
-                          "README.md); run it with IMAGE=<such an image> or compare with -o backend=gloo")
+            and not any(importlib.util.find_spec(name) for name in ("oneccl_bindings_for_pytorch", "accel_ccl")):
+        raise NotRunnable(f"{entry.id} needs oneCCL under torch.distributed, and this environment has neither "
+                          "accel's binding (backends/ccl, built by `make venv`) nor Intel's; rebuild it with "
+                          "`make venv`, or compare with -o backend=gloo")
     if "mpi-backend" in entry.requires and not in_image and not backend_chosen:
         from pipelines.core.distributed.ranks import mpi_backend_missing  # torch: only for the entries that need it
 

@@ -39,9 +39,9 @@ def knob_prefixes(reader: str, text: str | None = None) -> tuple[str, ...]:
 
 
 RECORDED_PREFIXES = knob_prefixes("record")
-NOT_RECORDED = ("ACCEL_PLAN_TEXT",)  # the plan `accel launch` hands to its run: display text, not a knob
-PACKAGES = ("torch", "torchvision", "intel-openmp", "intel-extension-for-pytorch", "oneccl-bind-pt",
-            "lightning", "numpy", "click")
+NOT_RECORDED = ("ACCEL_CHECKED_KNOBS",)  # what `accel launch` hands its launcher script: checked knobs, not one
+PACKAGES = ("torch", "torchvision", "intel-openmp", "intel-extension-for-pytorch", "oneccl-bind-pt", "accel-ccl",
+            "oneccl-cpu", "impi-rt", "lightning", "numpy", "click")
 IMAGE_INFO_PATHS = ("/opt/accel/build-info.json",)
 
 

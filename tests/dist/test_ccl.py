@@ -1,0 +1,69 @@
+"""Chapter 9's oneCCL backend, accel's own (backends/ccl, built by `make venv`): its collectives against gloo's,
+DDP over it against one process, a killed rank, and the record naming which binding ran. The DDP and kill
+tests are the gloo ones of test_dist_runs.py, parametrized over the backend there."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO, accel, records
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
+    importlib.util.find_spec("accel_ccl") is None,
+    reason="the ccl backend is not built in this environment (make venv builds it from backends/ccl)")]
+
+
+@pytest.fixture
+def accel_ccl():
+    """The binding imported here, with this process's environment as it was afterwards (importing it sets the
+    transport's variables, which later tests' processes must not inherit)."""
+    before = dict(os.environ)
+    import accel_ccl
+
+    yield accel_ccl
+    os.environ.clear()
+    os.environ.update(before)
+
+
+def test_every_collective_equals_gloo_s_on_two_ranks():
+    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                          str(REPO / "tests" / "dist" / "ccl_vs_gloo.py")],
+                         cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert [line for line in run.stdout.splitlines() if line.startswith("ok ")] == [
+        "ok all_reduce torch.int32 sum/max/min bit for bit", "ok all_reduce torch.int64 sum/max/min bit for bit",
+        "ok all_reduce torch.float32 sum within torch.float32 rounding",
+        "ok all_reduce torch.bfloat16 sum within torch.bfloat16 rounding",
+        "ok broadcast from every root bit for bit",
+        "ok all_gather and all_gather_into_tensor bit for bit", "ok barrier", "ok an unsupported op or dtype is named"]
+
+
+def test_the_transport_follows_the_wheels_layout_and_the_user_wins(tmp_path, accel_ccl):
+    old = tmp_path / "old"  # impi-rt 2021.14: libfabric and its providers in lib/libfabric/
+    (old / "lib" / "libfabric" / "prov").mkdir(parents=True)
+    (old / "lib" / "libfabric" / "libfabric.so.1").touch()
+    settings = accel_ccl.transport_settings(old, {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"})
+    assert settings["CCL_OFI_LIBRARY_PATH"] == str(old / "lib" / "libfabric" / "libfabric.so.1")
+    assert settings["FI_PROVIDER_PATH"] == str(old / "lib" / "libfabric" / "prov")
+    assert (settings["CCL_LOCAL_RANK"], settings["CCL_LOCAL_SIZE"], settings["CCL_PROCESS_LAUNCHER"]) == \
+        ("1", "2", "none")
+    new = tmp_path / "new"  # 2021.15 and later: both in lib/
+    (new / "lib").mkdir(parents=True)
+    settings = accel_ccl.transport_settings(new, {"FI_PROVIDER": "psm3", "CCL_PROCESS_LAUNCHER": "torch"})
+    assert settings["FI_PROVIDER_PATH"] == str(new / "lib") and "FI_PROVIDER" not in settings  # the user's stays
+    assert settings["CCL_PROCESS_LAUNCHER"] == "none"  # the book's "torch", which these releases reject
+
+
+def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
+    run = accel("launch", "ch9-cpu-oneccl", "--variant", "ranks=2", "--scale", "smoke", "--dataset", "synthetic",
+                "--steps", "2", "--results-dir", str(tmp_path), env={"NPROC": "2"}, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:]
+    ok = [r for r in records(tmp_path) if r["status"] == "ok"]
+    assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["world_size"] == 2 for r in ok)
+    assert ok[0]["dist"]["ccl"] == {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
+                                    "transport": "ofi/tcp"}
