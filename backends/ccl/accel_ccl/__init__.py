@@ -30,7 +30,9 @@ def transport_settings(prefix: Path, env: Mapping[str, str]) -> dict[str, str]:
     fabric = lib / "libfabric" if (lib / "libfabric" / "libfabric.so.1").exists() else lib
     providers = fabric / "prov" if (fabric / "prov").is_dir() else fabric
     wanted = {"CCL_ATL_TRANSPORT": "ofi", "CCL_OFI_LIBRARY_PATH": str(fabric / "libfabric.so.1"),
-              "FI_PROVIDER_PATH": str(providers), "FI_PROVIDER": "tcp", "CCL_WORKER_COUNT": "1"}
+              "FI_PROVIDER_PATH": str(providers), "FI_PROVIDER": "tcp", "CCL_WORKER_COUNT": "1",
+              # oneCCL warns once per variable set ("value of CCL_... changed"): errors only, unless asked
+              "CCL_LOG_LEVEL": "error"}
     if "LOCAL_RANK" in env and "LOCAL_WORLD_SIZE" in env:  # the node's layout, as every launcher exports it
         wanted.update(CCL_LOCAL_RANK=env["LOCAL_RANK"], CCL_LOCAL_SIZE=env["LOCAL_WORLD_SIZE"],
                       CCL_PROCESS_LAUNCHER="none")

@@ -352,6 +352,9 @@ class BackendCCL : public c10d::Backend {
       const auto deadline = std::chrono::steady_clock::now() + timeout;
       while (!done.test()) {
         if (std::chrono::steady_clock::now() > deadline) {
+          // An incomplete event's destructor waits for it, forever when the peer is gone: it is left
+          // alive (leaked on purpose), and the rank ends without tearing oneCCL down.
+          new ccl::event(std::move(done));
           C10_THROW_ERROR(
               DistBackendError,
               c10::str(

@@ -89,7 +89,7 @@ def backend_availability() -> dict[str, str]:
 def backends() -> list[dict[str, Any]]:
     out = []
     for name, verdict in backend_availability().items():
-        status = "ok" if verdict == "ok" else ("problem" if name == "gloo" else "info")
+        status = "ok" if verdict.startswith("ok") else ("problem" if name == "gloo" else "info")
         out.append(_finding(f"backend_{name}", status, verdict))
     return out
 

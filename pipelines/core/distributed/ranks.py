@@ -152,29 +152,27 @@ def check_backend(backend: str, device: str) -> None:
         ccl_binding()
 
 
-CCL_BINDINGS = ("oneccl_bindings_for_pytorch", "accel_ccl")  # Intel's where it is importable, else ours
-
-
 def ccl_binding() -> dict[str, str]:
     """Load (and so register) the ccl backend: Intel's binding where importable, else accel's own, built by
     `make venv` (backends/ccl). Returns what the record keeps: which binding, and the oneCCL it loaded."""
-    import importlib
     import importlib.metadata
 
     failures = []
-    for name in CCL_BINDINGS:
-        try:
-            module = importlib.import_module(name)
-        except ImportError as exc:
-            failures.append(f"{name}: {exc}")
-            continue
-        if name == "accel_ccl":
-            return {"binding": name, "oneccl": module.ONECCL_VERSION,
-                    "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
-        return {"binding": name, "oneccl": importlib.metadata.version("oneccl_bind_pt")}
-    raise NotRunnable("backend ccl needs oneCCL under torch.distributed, and neither binding loads here ("
-                      + "; ".join(failures) + "); `make venv` builds accel's own (backends/ccl, pyproject.toml's "
-                      "ccl group) on the host, the images do not carry it yet; or use -o backend=gloo")
+    try:
+        import oneccl_bindings_for_pytorch  # noqa: F401  (Intel's, torch <= 2.7 from Intel's index: registers ccl)
+
+        return {"binding": "oneccl_bindings_for_pytorch", "oneccl": importlib.metadata.version("oneccl_bind_pt")}
+    except ImportError as exc:
+        failures.append(f"oneccl_bindings_for_pytorch: {exc}")
+    try:
+        import accel_ccl  # registers ccl
+    except ImportError as exc:
+        failures.append(f"accel_ccl: {exc}")
+        raise NotRunnable("backend ccl needs oneCCL under torch.distributed, and neither binding loads here ("
+                          + "; ".join(failures) + "); `make venv` builds accel's own (backends/ccl, pyproject.toml's "
+                          "ccl group) on the host, the images do not carry it yet; or use -o backend=gloo") from None
+    return {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
+            "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
 
 
 def pin(place: Placement) -> dict[str, Any]:
