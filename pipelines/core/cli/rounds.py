@@ -149,7 +149,7 @@ def measure(requests: Sequence[Request], make_plan: Callable[[str, list[str]], o
                          estimate, results_dir,
                          [*notes, f"each process's output: {results_dir}/alternation--<time>.log",
                           *([f"REFUSED without --dry-run: {refusal}"] if refusal else [])],
-                         preview_device(arms), extra)
+                         extra)
     if dry_run:
         click.echo(text)
         return
@@ -187,11 +187,3 @@ def _skipped(arm) -> bool:
     from pipelines.core.train.loop import RunContext
 
     return bool(arm.pipeline.skip(arm.cfg, RunContext(torch.device(arm.cfg.device))))
-
-
-def preview_device(arms) -> str:
-    import torch
-
-    if all(a.cfg.device == "cpu" for a in arms) and not torch.cuda.is_available():
-        return "cpu (no CUDA GPU visible here)"
-    return ", ".join(sorted({a.cfg.device for a in arms}))

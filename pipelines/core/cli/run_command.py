@@ -201,14 +201,6 @@ def quiet_foreign_warnings(device: str) -> None:
         logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 
 
-def device_note(configs) -> str:
-    import torch
-
-    if all(c.device == "cpu" for c in configs) and not torch.cuda.is_available():
-        return "cpu (no CUDA GPU visible here)"
-    return ", ".join(sorted({c.device for c in configs}))
-
-
 def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
     """The plan of one entry run by one command (this process, or the launcher it is about to start)."""
     import torch
@@ -225,7 +217,7 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
                          preview.repeat_rule(first), estimate(plan.configs, first.results_dir, rounds,
                                                                       first.budget_s if rounds is None else None,
                                                                       layouts[0].ranks * layouts[0].nodes),
-                         first.results_dir, [choice.note], device_note(plan.configs))
+                         first.results_dir, [choice.note])
 
 
 def plan_from_args(experiment_id: str, args: list[str]):

@@ -191,8 +191,17 @@ def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
     return f"{cfg.scale} scale: {cfg.epochs} epoch(s) a repeat, batch {cfg.batch_size}, full test pass"
 
 
+def device_text(devices: set[str]) -> str:
+    """The plan's device line: the devices the arms ask for, and on CPU whether a GPU was there to use."""
+    import torch  # the plan is shown before work: torch is imported by then, and only where a plan is shown
+
+    if devices == {"cpu"} and not torch.cuda.is_available():
+        return "cpu (no CUDA GPU visible here)"
+    return ", ".join(sorted(devices))
+
+
 def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[Layout], rule: str,
-          estimate_text: str, results_dir: Path, notes: Sequence[str] = (), device_note: str = "",
+          estimate_text: str, results_dir: Path, notes: Sequence[str] = (),
           extra: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
     """The plan as lines: `arms` are (config, 'baseline' or 'vs <id [arm]>'); `extra` are (heading, lines)
     shown after the processes (how the arms share processes, the allocator)."""
@@ -208,9 +217,8 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
              "  processes: " + processes[0], *("             " + p for p in processes[1:]),
              *(line for heading, texts in extra for line in _lines(heading, texts)),
              *_lines("estimate", [estimate_text]),
-             f"  results:   {results_dir}/"]
-    if device_note:
-        lines.append(f"  device:    {device_note}")
+             f"  results:   {results_dir}/",
+             f"  device:    {device_text({c.device for c, _ in arms})}"]
     if first.scale != "smoke" and (busy := machine.busy_now(BUSY_WINDOW_S)):  # smoke numbers are never judged
         lines.append(f"  WARNING:   this machine is busy before work: {busy}; repeats that stay this busy are "
                      "flagged noisy (see accel doctor --bench)")
