@@ -89,20 +89,22 @@ $(filter-out $(DIST_IDS),$(IDS)): venv
 	$(ACCEL) launch $@ $(ARGS)
 
 # The frozen Intel line: IPEX's last CPU release pairs with torch 2.8 only, so it gets its own venv
-# (about 7 GB with PyPI's CUDA libraries). `make test` builds it only when ACCEL_TEST_IPEX=1, which is the
-# default under CI (CI=true), so CI runs the IPEX test for real and laptops skip it with a reason.
+# (about 7 GB with PyPI's CUDA libraries), installed from the cpu-intel image's hashed lock
+# (containers/locks/ipex.lock: torch 2.8, IPEX, oneCCL from PyPI), then the ccl backend compiled against it.
+# `make test` builds it only when ACCEL_TEST_IPEX=1, which is the default under CI (CI=true), so CI runs the
+# IPEX and torch-2.8 ccl tests for real and laptops skip them with a reason.
 IPEX_VENV ?= .venv-ipex
-IPEX_PINS := torch==2.8.0 torchvision==0.23.0 intel-extension-for-pytorch==2.8.0 intel-openmp==2024.2.1 \
-	click==8.5.1 numpy==2.2.6 pytest==9.2.0 tqdm==4.70.1
-IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell echo '$(IPEX_PINS)' | cksum | cut -d' ' -f1)
+IPEX_LOCK := containers/locks/ipex.lock
+IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell cat $(IPEX_LOCK) | cksum | cut -d' ' -f1)
 
-ipex-venv: $(IPEX_STAMP) ## .venv-ipex with torch 2.8.0 + intel-extension-for-pytorch 2.8.0
-$(IPEX_STAMP):
+ipex-venv: $(IPEX_STAMP) ## .venv-ipex from the cpu-intel lock (torch 2.8.0, IPEX 2.8.0, oneCCL) + the ccl backend
+$(IPEX_STAMP): $(IPEX_LOCK) $(CCL_SOURCES)
 	[[ -x $(IPEX_VENV)/bin/python ]] || ci/need-free-disk.sh 8 $(IPEX_VENV) 'make ipex-venv ($(IPEX_VENV), torch 2.8 + IPEX)'
 	python3 -m venv $(IPEX_VENV)
 	$(IPEX_VENV)/bin/pip install --quiet --upgrade pip
-	$(IPEX_VENV)/bin/pip install --quiet $(IPEX_PINS)
+	$(IPEX_VENV)/bin/pip install --quiet --require-hashes -r $(IPEX_LOCK)
 	$(IPEX_VENV)/bin/pip install --quiet --no-deps -e .
+	$(IPEX_VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
 	rm -f $(IPEX_VENV)/.installed-* && touch $@
 # ---------------------------------------------------------------------------------------------------
 # Distributed training (chapters 8-11). The launcher comes from the catalog (launch/torchrun.sh,

@@ -70,6 +70,16 @@ python_bin() {
   fi
 }
 
+# Sources an image compiles that live outside the build context (containers/): backends/ccl, which the
+# cpu-intel image builds against its own torch (install-ccl.sh). Copied afresh for every build, without
+# the host's build outputs, into containers/sources/ (never committed).
+stage_sources() {
+  local src="$here/../backends/ccl" dest="$here/sources/ccl"
+  [[ -f "$src/setup.py" ]] || die "no $src/setup.py: build the images from a full checkout (the ccl backend's source)"
+  rm -rf "$dest" && mkdir -p "$dest"
+  tar -C "$src" --exclude=build --exclude='*.so' --exclude='*.egg-info' --exclude=__pycache__ -cf - . | tar -C "$dest" -xf -
+}
+
 need_apptainer() {
   command -v apptainer >/dev/null || die "apptainer is not installed; install it (https://apptainer.org) or build the OCI image with: make image TARGET=$1"
 }
@@ -82,6 +92,7 @@ cmd_image() {
   base="${base%@*}"
   tag="${IMAGE_TAG:-accel-$target:local}"
   mkdir -p "$here/wheelhouse/$(lock_of "$target")"
+  stage_sources
   cert="${PIP_CERT_FILE:-/etc/ssl/certs/ca-certificates.crt}"
   [[ -f "$cert" ]] && secret=(--secret "id=pip_cert,src=$cert")
   local from="$base"
@@ -107,6 +118,7 @@ cmd_sif() {
   local target="$1"
   need_apptainer "$target"
   mkdir -p "$here/wheelhouse/$(lock_of "$target")"
+  stage_sources
   local cmd=(apptainer build --build-arg "BASE_DIGEST=$(base_digest "$(default_base "$target")")")
   [[ -n "${PIP_INDEX_URL:-}" ]] && cmd+=(--build-arg "PIP_INDEX_URL=$PIP_INDEX_URL")
   [[ "${OFFLINE:-0}" == 1 ]] && cmd+=(--build-arg "OFFLINE=1")
@@ -133,6 +145,7 @@ cmd_wheelhouse() {
   py="$(python_bin)"
   dest="$here/wheelhouse/$(lock_of "$target")"
   mkdir -p "$dest"
+  stage_sources  # what an air-gapped build copies over with containers/
   # Every manylinux tag up to the base image's glibc (pip does not expand --platform by itself).
   local glibc platforms=() v
   glibc="${PY_PLATFORM##*_}"

@@ -43,9 +43,15 @@ info = {
     "torch": metadata.version("torch"),
     "torchvision": metadata.version("torchvision"),
     "mpi": os.environ["MPI"] or None,
+    "ccl": None,
     "absent": dict(item.split("=", 1) for item in sys.argv[1:]),
     "built_at": os.environ["BUILT_AT"],
 }
+try:  # the ccl backend, where install-ccl.sh built it: the binding and the oneCCL runtime it links
+    info["ccl"] = {"binding": f"accel-ccl {metadata.version('accel-ccl')}",
+                   "oneccl": f"oneccl-cpu {metadata.version('oneccl-cpu')}"}
+except metadata.PackageNotFoundError:
+    pass
 with open("/opt/accel/build-info.json", "w") as out:
     json.dump(info, out, indent=1, sort_keys=True)
 print(json.dumps(info, sort_keys=True))

@@ -46,6 +46,8 @@ PYPI = "https://pypi.org/simple"
 MPI_PREFIX = "/opt/mpi"
 SOURCES_SHA256 = HERE / "mpi" / "sources.sha256"
 LOCK, WHEELHOUSE = "/opt/accel/requirements.lock", "/opt/accel/wheelhouse"
+# backends/ccl, staged into the build context by build.sh (the context is containers/, the source is not)
+CCL_STAGED, CCL_SOURCE = "sources/ccl", "/opt/accel/ccl-src"
 BUILD_INFO = "/opt/accel/build-info.json"  # written by install-env.sh; every result's env.image
 
 
@@ -62,6 +64,7 @@ class Target:
     check_modules: tuple[str, ...] = ()  # imported by the self-test besides torch/torchvision
     absent: dict[str, str] = field(default_factory=dict)  # parts this image lacks and why (build info)
     extra_env: dict[str, str] = field(default_factory=dict)
+    ccl: bool = False  # compile backends/ccl against the lock's torch and oneCCL (install-ccl.sh)
 
 
 @dataclass(frozen=True)
@@ -77,11 +80,12 @@ TARGETS = {t.name: t for t in (
     Target("cpu", "current torch/torchvision (the host venv's pins), intel-openmp, tcmalloc/jemalloc and the "
                   "Open MPI client", "torch", ALLOCATORS + ("openmpi-bin", "libopenmpi3")),
     Target("cpu-intel", "the frozen Intel line from PyPI: torch 2.8.0, Intel Extension for PyTorch 2.8.0, "
-                        "intel-openmp (why frozen, and where the oneCCL bindings are: "
-                        "containers/cpu-intel/README.md)", "ipex", ALLOCATORS,
-           check_modules=("intel_extension_for_pytorch",),
-           absent={"oneccl_bind_pt": "published only on the Intel wheel index, which was unreachable where the "
-                                     "lock was made (containers/cpu-intel/README.md)"}),
+                        "intel-openmp, oneCCL 2021.16.2 under accel's own ccl backend (why frozen, and why not "
+                        "Intel's oneCCL bindings: containers/cpu-intel/README.md)", "ipex", ALLOCATORS,
+           check_modules=("intel_extension_for_pytorch", "accel_ccl"), ccl=True,
+           absent={"oneccl_bind_pt": "published only on the Intel wheel index, unreachable where the lock was "
+                                     "made; the ccl backend here is the project binding accel_ccl "
+                                     "(containers/cpu-intel/README.md)"}),
     Target("cuda", "torch/torchvision's CUDA 13 build from PyPI (the host venv's pins): the nvidia-* wheels "
                    "bring the CUDA runtime, cuDNN and NCCL, so the base is plain Debian; the host's NVIDIA "
                    "driver (>= 580) comes in with --nv / CDI", "torch"),
@@ -182,13 +186,16 @@ def mpi_source_stage(source: MpiSource, sums: dict[str, str]) -> Stage:
 
 def install_commands(target: Target | None, apt: tuple[str, ...]) -> tuple[str, str]:
     """The two install steps: the Python environment (install-python.sh: shared by every target of one lock,
-    hence its own layer, first), then the target's system packages, build info and user (install-env.sh)."""
+    hence its own layer, first), then the target's system packages, build info and user (install-env.sh).
+    A target with `ccl` compiles the backend between the two (CCL_COMMAND)."""
     if target is None:
         return f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}", ""
     absent = "".join(f" --absent {shlex.quote(f'{name}={why}')}" for name, why in target.absent.items())
     return (f"/opt/accel/install-python.sh {LOCK} {WHEELHOUSE}",
             f"/opt/accel/install-env.sh {target.name}{absent} {' '.join(apt)}".rstrip())
 
+
+CCL_COMMAND = f"/opt/accel/install-ccl.sh {CCL_SOURCE}"
 
 BUILD_ARGS = {"PIP_INDEX_URL": PYPI, "PIP_EXTRA_INDEX_URL": "", "BASE_DIGEST": "unresolved", "OFFLINE": "0"}
 
@@ -246,18 +253,24 @@ def final_stage(target: Target, source: MpiSource | None) -> Stage:
     title = {"org.opencontainers.image.title": f"accel-{target.name}"} if docker() else {}
     stage += label(metadata={**title, "org.opencontainers.image.base.name": base, "accel.build-info": BUILD_INFO})
     if docker():
-        stage += copy(src=["check-env.sh", "install-env.sh"], dest="/opt/accel/")
+        stage += copy(src=["check-env.sh", "install-env.sh", *(["install-ccl.sh"] if target.ccl else [])],
+                      dest="/opt/accel/")
+        if target.ccl:  # the source is bind-mounted for this step only, like the wheelhouse
+            stage += shell(commands=[CCL_COMMAND],
+                           _arguments=f"--mount=type=bind,source={CCL_STAGED},target={CCL_SOURCE}")
         stage += shell(commands=[system_step])
         stage += user(user="${ACCEL_UID}")
         stage += workdir(directory="/home/accel")
     else:
+        ccl_files = {"install-ccl.sh": "/opt/accel/install-ccl.sh", CCL_STAGED: CCL_SOURCE} if target.ccl else {}
         stage += copy(files={"install-python.sh": "/opt/accel/install-python.sh", f"locks/{target.lock}.lock": LOCK,
                              "install-env.sh": "/opt/accel/install-env.sh", "check-env.sh": "/opt/accel/check-env.sh",
-                             f"wheelhouse/{target.lock}": WHEELHOUSE})
+                             f"wheelhouse/{target.lock}": WHEELHOUSE, **ccl_files})
         # %post runs under `sh -e` (Apptainer's default); every line is one whole command and carries the
         # build arguments it reads, so it also stands alone (as a RUN of spython's Dockerfile).
         values = " ".join(f'{k}="{{{{ {k} }}}}"' for k, v in BUILD_ARGS.items() if v)
-        stage += shell(chdir=False, commands=[f"{values} {python_step}", f"rm -rf {WHEELHOUSE}",
+        ccl_steps = [CCL_COMMAND, f"rm -rf {CCL_SOURCE}"] if target.ccl else []
+        stage += shell(chdir=False, commands=[f"{values} {python_step}", f"rm -rf {WHEELHOUSE}", *ccl_steps,
                                               f"{values} BASE_IMAGE={pinned(DEBIAN)} {system_step}"])
     stage += shell(chdir=False, _test=True, commands=check)  # the last RUN, or %test
     if docker():

@@ -88,7 +88,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch9-cpu-oneccl", compares="Gloo DDP -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="ddp",
         reproduces="book ch9: Table 9.3",
-        launcher="torchrun", target="cpu", requires=("ccl",), settings=CH9_CNN,
+        launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CH9_CNN,
         options={"backend": "ccl"}, baseline="ch9-cpu-gloo", variants=RANKS, open_arm="ranks",
         knobs={"CCL_PROCESS_LAUNCHER": "torch", "CCL_ATL_SHM": "1", "CCL_ATL_TRANSPORT": "ofi"},
         published=(*(P("train_time_s", t, "book:ch9:table9.3", f"{n}x{16 // n}", f"ranks={n}")
@@ -104,7 +104,8 @@ EXPERIMENTS = (
                    "rank comes from dist.placement() like every backend",
                    "Intel's oneccl_bindings_for_pytorch exists only for torch <= 2.7 and on Intel's index: the ccl "
                    "backend is the project's own binding of oneCCL 2021.16.2 from PyPI (backends/ccl, built by "
-                   "make venv; OFI over Intel MPI's libfabric, tcp provider); Intel's is used where importable, "
+                   "make venv, make ipex-venv and into the cpu-intel image; OFI over Intel MPI's libfabric, tcp "
+                   "provider); Intel's is used where importable, "
                    "and the record names which ran (dist.ccl)",
                    "The book's CCL_PROCESS_LAUNCHER=torch is a value the oneCCL releases on PyPI reject: it runs "
                    "as none, with CCL_LOCAL_RANK/SIZE from the launcher (docs/cluster.md, oneCCL)",

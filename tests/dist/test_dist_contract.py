@@ -67,7 +67,8 @@ def test_backends_refused_here_say_why(backend, device, error, needle):
 
 def test_ccl_without_a_binding_that_loads_says_which_failed_and_how_to_build_one(monkeypatch):
     monkeypatch.setitem(sys.modules, "accel_ccl", None)  # an import of it fails, as an unbuilt one's does
-    with pytest.raises(NotRunnable, match=r"backend ccl needs oneCCL .*accel_ccl: .*`make venv` builds"):
+    with pytest.raises(NotRunnable, match=r"backend ccl needs oneCCL .*accel_ccl: .*`make venv` and `make ipex-venv` "
+                                          r"build .*the cpu-intel one carries it"):
         ranks.check_backend("ccl", "cpu")
 
 

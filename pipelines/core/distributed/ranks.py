@@ -169,8 +169,9 @@ def ccl_binding() -> dict[str, str]:
     except ImportError as exc:
         failures.append(f"accel_ccl: {exc}")
         raise NotRunnable("backend ccl needs oneCCL under torch.distributed, and neither binding loads here ("
-                          + "; ".join(failures) + "); `make venv` builds accel's own (backends/ccl, pyproject.toml's "
-                          "ccl group) on the host, the images do not carry it yet; or use -o backend=gloo") from None
+                          + "; ".join(failures) + "); `make venv` and `make ipex-venv` build accel's own "
+                          "(backends/ccl) on the host, and of the images the cpu-intel one carries it; or use "
+                          "-o backend=gloo") from None
     return {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
             "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
 
