@@ -13,8 +13,9 @@ read. Edit this file, never the generated ones; tests/containers/test_containers
 Every image is Debian bookworm (the same python3.11 the locks are resolved for) and layers alike: the
 Python environment first (install-python.sh: one venv from a hashed lock, installed with --require-hashes;
 `cpu`, `cuda` and `mpi` share containers/locks/torch.lock, so that layer is built once and stored once),
-then the target's own system packages, build info and user (install-env.sh), then the self-test
-(check-env.sh). The steps live in those scripts, so the generated files stay short and alike only in form.
+then (cpu-intel only) the ccl backend compiled against that environment (install-ccl.sh, from the source
+build.sh stages as sources/ccl), then the target's own system packages, build info and user
+(install-env.sh), then the self-test (check-env.sh). The steps live in those scripts, so the generated files stay short and alike only in form.
 hpccm's python and pip blocks do not fit: pip installs into the system Python and can neither pass
 --require-hashes nor bind-mount the wheelhouse or read the CA secret. Its UCX, PMIx and Open MPI blocks build the `mpi` image's source stack when asked (--ompi ...); by
 default the `mpi` image takes Debian's Open MPI 4.1 with its PMIx, which is what a bookworm host's mpirun
@@ -304,8 +305,9 @@ def dockerfile(source: MpiSource | None = None, sums: dict[str, str] | None = No
     text = ("accel images, one stage per target (cpu, cpu-intel, cuda, mpi), each FROM the stage env-LOCK of "
             "its Python environment (containers/locks/LOCK.lock), which is built once for all the targets "
             "that share it. The environment only: the launchers bind-mount the checkout.\n"
-            "Build: make image TARGET=t (podman build --target t -f containers/Dockerfile containers/); "
-            "air-gapped: make wheelhouse TARGET=t, copy containers/ over, make image TARGET=t OFFLINE=1.\n"
+            "Build: make image TARGET=t (podman build --target t -f containers/Dockerfile containers/, after "
+            "containers/build.sh has staged sources/ccl); air-gapped: make wheelhouse TARGET=t, copy containers/ "
+            "over, make image TARGET=t OFFLINE=1.\n"
             + "".join(f"{t.name}: {t.about}.\n" for t in TARGETS.values())
             + "Generated from containers/recipe.py (HPC Container Maker) by `make recipes`"
             + (f" with --ompi {source.ompi} --pmix {source.pmix} --ucx {source.ucx}" if source else "")
