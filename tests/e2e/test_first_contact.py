@@ -155,10 +155,11 @@ def test_cpu_only_runs_silence_torchs_no_cuda_warning_that_would_land_in_the_bar
 
     import torch
 
-    from pipelines.core.cli.run_command import device_note, quiet_foreign_warnings
+    from pipelines.core.cli.run_command import quiet_foreign_warnings
+    from pipelines.core.harness.preview import device_text
 
     if torch.cuda.is_available():
         pytest.skip("a CUDA GPU is visible: the warning is not raised here")
     quiet_foreign_warnings("cpu")
     assert logging.getLogger("torch.utils.cpp_extension").getEffectiveLevel() >= logging.ERROR
-    assert device_note([_cfg()]) == "cpu (no CUDA GPU visible here)"
+    assert device_text({_cfg().device}) == "cpu (no CUDA GPU visible here)"
