@@ -13,6 +13,11 @@ from pathlib import Path
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]
+# The frozen Intel line's venv (make ipex-venv: the cpu-intel image's lock, torch 2.8); a test that runs in
+# it is marked `ipex` and skipped with this reason where the venv was not built.
+IPEX_PYTHON = REPO / ".venv-ipex" / "bin" / "python"
+needs_ipex_venv = pytest.mark.skipif(not IPEX_PYTHON.is_file(), reason="no .venv-ipex: run `make ipex-venv` (make "
+                                     "test builds it when ACCEL_TEST_IPEX=1)")
 
 
 def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -12,16 +12,13 @@ import sys
 
 import pytest
 
-from conftest import REPO, accel, records
+from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
 
-IPEX_PYTHON = REPO / ".venv-ipex" / "bin" / "python"
 HOST_BUILT = pytest.mark.skipif(importlib.util.find_spec("accel_ccl") is None,
                                 reason="the ccl backend is not built in this environment (make venv builds it)")
-IPEX_BUILT = [pytest.mark.ipex, pytest.mark.skipif(
-    not IPEX_PYTHON.is_file(), reason="no .venv-ipex: run `make ipex-venv` (make test builds it when ACCEL_TEST_IPEX=1)")]
 # The host's torch, and the cpu-intel image's (the same lock, installed on the host by make ipex-venv).
 PYTHONS = [pytest.param(sys.executable, id="host", marks=HOST_BUILT),
-           pytest.param(str(IPEX_PYTHON), id="cpu-intel-lock", marks=IPEX_BUILT)]
+           pytest.param(str(IPEX_PYTHON), id="cpu-intel-lock", marks=[pytest.mark.ipex, needs_ipex_venv])]
 pytestmark = [pytest.mark.slow]
 
 

@@ -8,11 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO, accel, records
+from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
 from pipelines import ch04_cpu_libs
 from pipelines.core.distributed import affinity
 
-IPEX_PYTHON = REPO / ".venv-ipex" / "bin" / "python"
 
 
 def _local(*args, **env):
@@ -94,8 +93,7 @@ def _ipex_venv_versions() -> dict:
 
 @pytest.mark.ipex
 @pytest.mark.slow
-@pytest.mark.skipif(not IPEX_PYTHON.is_file(),
-                    reason="no .venv-ipex: run `make ipex-venv` (make test builds it when ACCEL_TEST_IPEX=1)")
+@needs_ipex_venv
 def test_ipex_optimize_runs_for_real_in_the_ipex_venv(tmp_path, data_root):
     """torch 2.8 + IPEX 2.8 from PyPI: ipex.optimize in fp32 and bf16 beside the plain baseline.
 

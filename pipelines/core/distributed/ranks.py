@@ -153,8 +153,9 @@ def check_backend(backend: str, device: str) -> None:
 
 
 def ccl_binding() -> dict[str, str]:
-    """Load (and so register) the ccl backend: Intel's binding where importable, else accel's own, built by
-    `make venv` (backends/ccl). Returns what the record keeps: which binding, and the oneCCL it loaded."""
+    """Load (and so register) the ccl backend: Intel's binding where importable, else accel's own
+    (backends/ccl, built by `make venv`, `make ipex-venv` and the cpu-intel image). Returns what the record
+    keeps: which binding, and the oneCCL it loaded."""
     import importlib.metadata
 
     failures = []
