@@ -301,3 +301,19 @@ def test_gpu_entry_without_gpu_is_refused_before_any_launcher_starts(tmp_path):
                          text=True, timeout=60)
     assert run.returncode == 3 and "needs NVIDIA GPUs and this machine has none" in run.stderr
     assert "pipelines.core.distributed.agent" not in run.stderr
+
+
+@pytest.mark.skipif(any(Path("/dev").glob("nvidia[0-9]*")), reason="a GPU is present: the entry would run")
+def test_device_cuda_without_a_gpu_is_refused_before_the_plan_and_the_rounds(tmp_path):
+    """At bench scale an entry with a launcher runs in rounds, whose processes judge their own device: a
+    `--device cuda` no process here could honour is refused first, with nothing written."""
+    results = tmp_path / "results"
+    run = subprocess.run(accel_argv("launch", "ch9-cpu-gloo", "--variant", "ranks=2", "--device", "cuda",
+                                    "--results-dir", str(results)), cwd=REPO, capture_output=True, text=True,
+                         timeout=60, env={**os.environ, "NPROC": "2"})
+    assert run.returncode == 3, run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "accel: error: ch9-cpu-gloo asks for --device cuda but this machine has no NVIDIA GPU (/dev/nvidia*); run "
+        "it on a GPU machine, or smoke-test its code path on CPU: accel launch ch9-cpu-gloo --device cpu --scale "
+        "smoke"]
+    assert not results.exists() and "plan:" not in run.stdout + run.stderr

@@ -36,8 +36,12 @@ def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mappi
     """The launcher script for `entry`, or NotRunnable / ConfigError with the one line that says why not.
     `options`: `accel run`'s parsed parameters (device, option_items); `command`: the user's (run, launch),
     which the suggested commands repeat."""
-    if "gpu" in entry.requires and not any(Path("/dev").glob("nvidia[0-9]*")) and not options.get("device"):
-        raise NotRunnable(f"{entry.id} needs NVIDIA GPUs and this machine has none (/dev/nvidia*); run it on a "
+    device = options.get("device")
+    wants_gpu = device == "cuda" or ("gpu" in entry.requires and not device)
+    if wants_gpu and not any(Path("/dev").glob("nvidia[0-9]*")):  # before the plan and any round
+        asked = ("asks for --device cuda but this machine has no NVIDIA GPU" if device == "cuda" else
+                 "needs NVIDIA GPUs and this machine has none")
+        raise NotRunnable(f"{entry.id} {asked} (/dev/nvidia*); run it on a "
                           f"GPU machine, or smoke-test its code path on CPU: accel {command} {entry.id} "
                           f"{' '.join(experiments.cpu_smoke_args(entry))}")
     backend_chosen = bool(chosen_backend(tuple(options.get("option_items") or ())))
