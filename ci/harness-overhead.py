@@ -54,7 +54,7 @@ if __name__ == "__main__":  # before torch loads: libgomp would print its own wa
         print(f"harness-overhead: error: {exc}", file=sys.stderr)
         sys.exit(2)  # a user mistake, as argparse's own refusals
 
-import torch  # noqa: E402, I001  (before numpy, as pipelines/core/harness/execute.py: libgomp binds threads first)
+import torch  # noqa: E402, I001  (before numpy, as pipelines/core/harness/arms.py: libgomp binds threads first)
 import numpy as np  # noqa: E402
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, SubsetRandomSampler  # noqa: E402
@@ -62,7 +62,7 @@ from torchvision import transforms  # noqa: E402
 
 from pipelines.core.data import datasets, files
 from pipelines.core.record import envinfo, results
-from pipelines.core.harness import execute, plan as planning, refusals
+from pipelines.core.harness import arms, plan as planning, refusals
 from pipelines.core.config import experiments
 from pipelines.core.train import clocks, loop, memory, models, progress
 from pipelines.core.stats import intervals
@@ -183,7 +183,7 @@ def host_costs() -> tuple[float, int]:
 
 
 def book_one(arm: str, pipeline, cfg, ctx, repeat: int) -> dict:
-    execute.seed_everything(None if cfg.seed is None else cfg.seed + repeat)  # as the runner seeds a repeat
+    arms.seed_everything(None if cfg.seed is None else cfg.seed + repeat)  # as the runner seeds a repeat
     cpu0, faults0 = host_costs()
     if arm == "shared-loop":
         metrics = book_shared(pipeline, cfg, ctx, f"{EXPERIMENT} [{arm}] #{repeat}")

@@ -1,5 +1,5 @@
-"""Arms alternated across processes (core/stats/alternate.py, `accel compare`): ABBA order, the stop rules, and a
-real two-experiment comparison whose rounds the report pools."""
+"""Arms alternated across processes (core/harness/rounds.py, `accel compare`): ABBA order, the stop rules, the
+workers' requests, and a real two-experiment comparison whose rounds the report pools."""
 
 from __future__ import annotations
 
@@ -8,7 +8,12 @@ import json
 import pytest
 
 from conftest import accel, records
-from pipelines.core.stats import alternate, stopping
+from pathlib import Path
+
+from pipelines.core.cli.run_command import build_plan
+from pipelines.core.config import request as requests
+from pipelines.core.harness import rounds as alternate
+from pipelines.core.stats import stopping
 from pipelines.core.errors import ConfigError
 
 
@@ -26,21 +31,33 @@ class FakeClock:
         return self.now
 
     def start(self, argv, env):
-        self.started.append((argv[argv.index("launch") + 1], env["ACCEL_ALTERNATION"]))
+        asked = _asked(argv)
+        self.started.append((LABELS[asked.plans[0][0]], asked.pairing.process))
         self.now += self.per_process
         return 0
 
 
-SLOTS = [alternate.Slot("a", ("a",), ("a", "--scale", "smoke")), alternate.Slot("b", ("b",), ("b", "--scale", "smoke"))]
+LABELS = {"ch2-baseline": "a", "ch2-nobias": "b"}
+
+
+def _asked(argv) -> requests.Request:
+    """The request a round's command line hands its worker (the launcher script, --worker FILE)."""
+    assert argv[1] == requests.FLAG and len(argv) == 3
+    return requests.read(argv[2])
+
+
+def _slots():
+    return [alternate.Slot(label, (entry,), (build_plan(entry, "smoke", (), (), {}),), Path("/bin/true"), {})
+            for entry, label in LABELS.items()]
 
 
 def _run(tmp_path, monkeypatch, rule, widths_by_round, per_process=10.0):
     clock = FakeClock(per_process)
     clock.started = []
     widths = iter(widths_by_round)
-    monkeypatch.setattr(alternate, "halfwidths", lambda results_dir, ids, group: next(widths))
-    summary = alternate.measure_rounds(SLOTS, tmp_path, rule, start=clock.start, clock=clock, echo=lambda m: None)
-    return summary, clock.started
+    monkeypatch.setattr(alternate, "halfwidths", lambda records, ids: next(widths))
+    measured = alternate.measure_rounds(_slots(), tmp_path, rule, start=clock.start, clock=clock, echo=lambda m: None)
+    return measured.summary, clock.started
 
 
 def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch):
@@ -69,7 +86,8 @@ def test_a_missing_interval_never_counts_as_precise(tmp_path, monkeypatch):
 def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
     rule = alternate.StopRule(None, 100)
     with pytest.raises(alternate.RoundFailed, match="b exited with code 1 in round 1"):
-        alternate.measure_rounds(SLOTS, tmp_path, rule, start=lambda argv, env: int("b" in argv), echo=lambda m: None)
+        alternate.measure_rounds(_slots(), tmp_path, rule, echo=lambda m: None,
+                                 start=lambda argv, env: int(_asked(argv).plans[0][0] == "ch2-nobias"))
     assert json.loads(next(tmp_path.glob("alternation--*.json")).read_text())["stopped_by"] == "failure"
 
 
@@ -108,7 +126,7 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     # arms share a process only under the pinned allocator (auto pins it at bench scale only)
     assert "ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in out.stderr  # the plan
     recs = records(tmp_path)
-    by_round = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"], r["experiment"]) for r in recs)
+    by_round = sorted((r["pairing"]["process"], r["experiment"]) for r in recs)
     assert [(mark.split(":")[1:], e) for mark, e in by_round] == [
         (["0", "0"], "ch2-baseline"), (["0", "0"], "ch2-nobias"),
         (["1", "0"], "ch2-baseline"), (["1", "0"], "ch2-nobias")]
@@ -118,7 +136,11 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     assert [line.split(":")[0] for line in rounds] == ["round 1/2", "round 2/2"], out.stderr
     assert "launch:" not in out.stderr and "stopped by rounds" in out.stderr
     log = next(tmp_path.glob("alternation--*.log")).read_text()
-    assert log.count("$ ") == 2 and "--with ch2-nobias@nobias" in log
+    assert log.count("$ ") == 2 and log.count(f"{requests.FLAG} ") >= 2  # the script, then its worker
+    asked = requests.read(log.split(f"{requests.FLAG} ", 1)[1].split()[0])  # one request: both arms, one repeat
+    assert [(e, [c["variant"] for c in cs]) for e, cs in asked.plans] == [("ch2-baseline", ["baseline"]),
+                                                                           ("ch2-nobias", ["nobias"])]
+    assert all(c["repeats"] == 1 and not c["repeats_auto"] for _, cs in asked.plans for c in cs)
     # the verdict is the last thing printed: a table of this comparison's arms, then the records line
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "verdict:" and "ch2-nobias [nobias]" in out.stdout and lines[-1].startswith("records: ")

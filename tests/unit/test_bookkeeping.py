@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader, TensorDataset
 
 from pipelines.core.data import datasets
-from pipelines.core.harness import execute
+from pipelines.core.harness import recording
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import bookkeeping, loop, steps
@@ -86,11 +86,11 @@ def test_without_a_validation_part_the_pass_does_nothing_and_a_held_out_part_nev
     loop.train(trainable, plain, config(epochs=1), CPU)
     assert "validation_passes" not in trainable.metrics
     cfg = config(split="cvpr2023")
-    assert execute.unvalidated(cfg, plain, {}) == []
+    assert recording.unvalidated(cfg, plain, {}) == []
     held = loaders_with(train, valid)
-    (note,) = execute.unvalidated(cfg, held, {})
+    (note,) = recording.unvalidated(cfg, held, {})
     assert "split cvpr2023 holds out 4 validation samples; this run made no validation pass" in note
-    assert execute.unvalidated(cfg, held, {"validation_passes": 1}) == []
+    assert recording.unvalidated(cfg, held, {"validation_passes": 1}) == []
 
 
 def test_the_talks_batch_log_counts_train_accuracy_and_reads_the_loss_every_n_batches():

@@ -39,7 +39,7 @@ def test_blocks_run_abba_with_a_dropped_step_after_each_switch():
     order = [name for name, _, _ in log[4:]]  # after both warm-ups (2 steps each)
     assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3 + ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
     for arm in arms:
-        metrics = arm.training.finish(interleaved=True)
+        metrics = arm.training.finish(shared=True)
         assert metrics["measured_steps"] == 8 and metrics["discarded_steps"] == 4 and metrics["warmup_steps"] == 2
         assert [b[0] for b in metrics["blocks"]] == [0, 1, 2, 3] and all(b[6] == 8 for b in metrics["blocks"])
         assert metrics["epoch_times_s"] == [] and "peak_rss_mib" not in metrics  # not this arm's alone

@@ -427,7 +427,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     assert (out / "report.html").is_file()
     # The two ids ran as one comparison in alternation: two rounds, one process per id and round, ABBA.
     recs = [r for r in report_rows.load(out).records if r["experiment"].startswith("ch2-")]
-    rounds = sorted((r["env"]["vars"]["ACCEL_ALTERNATION"].split(":")[1], r["experiment"]) for r in recs)
+    rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
     assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
     assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
 

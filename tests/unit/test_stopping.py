@@ -88,7 +88,8 @@ def _schedule(monkeypatch, configs, skips, widths, agree=lambda mine: mine):
     rule = stopping.AutoStop(budget_s=1e9)
     fed = iter(widths)
     monkeypatch.setattr(execute.rows, "arm_halfwidths", lambda records, ids: next(fed))
-    return [(r, c.variant) for r, c in execute.work_order(configs, skips, rule, [], agree)], rule
+    keyed = {("x", variant): why for variant, why in skips.items()}
+    return [(r, c.variant) for r, unit in execute.work_order(configs, keyed, rule, [], agree) for c in unit], rule
 
 
 def test_auto_rounds_run_every_arm_in_abba_order_and_a_skipped_arm_once(monkeypatch):
@@ -136,7 +137,7 @@ def test_a_real_auto_run_in_one_process_records_which_rule_stopped_it(tmp_path):
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_a_real_auto_run_at_bench_scale_says_in_its_rounds_summary_which_rule_stopped_it(tmp_path):
-    """At bench scale every round is its own process (core/stats/alternate.py): the rounds' summary file says
+    """At bench scale every round is its own process (core/harness/rounds.py): the rounds' summary file says
     which rule stopped them, and each round wrote one record of its own process."""
     out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
                 "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "30",

@@ -15,8 +15,6 @@ from pipelines.core.config import experiments
 from pipelines.core.record.version import REPO  # noqa: F401  (re-exported to the commands)
 
 EXIT_USAGE, EXIT_NOT_RUNNABLE = 2, 3
-# Set by `accel launch` and by a comparison's rounds for the processes they start: the plan is shown already.
-PLAN_SHOWN_ENV = "ACCEL_PLAN_SHOWN"
 
 
 class PathArg(click.Path):

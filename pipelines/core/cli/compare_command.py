@@ -1,5 +1,5 @@
-"""`accel compare ID[@ARM]...`: experiments measured together in rounds of processes (cli/rounds.py), each
-process's plan made from the run options by run_command.py."""
+"""`accel compare ID[@ARM]...`: experiments measured together in rounds of processes (harness/comparison.py),
+every entry's plan built once from the run options, parsed once by run_command.py's `run`."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import click
 
 from pipelines.core.cli.args import PathArg, allocator_option, share_option
-from pipelines.core.cli.run_command import plan_from_args
+from pipelines.core.cli.run_command import measure_comparison, plan_maker, run
 from pipelines.core.config import experiments
 from pipelines.core.errors import ConfigError
 
@@ -38,9 +38,10 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     every process."""
     from pipelines.core.config.runconfig import check_environment
 
-    check_environment()  # before torch loads (alternate imports it): libgomp would warn first
-    from pipelines.core.cli import rounds as in_rounds
-    from pipelines.core.stats import alternate
+    check_environment()  # before torch loads: libgomp would warn first
+    import os
+
+    from pipelines.core.harness import comparison, rounds as rounding
 
     named = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
     passthrough = list(items[len(named):])
@@ -62,6 +63,9 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
         raise ConfigError("compare sets --repeats 1 per round, --results-dir and the arms itself; use --rounds, "
                           "and ID@ARM for one arm of an entry")
     asked = [(experiment_id, () if "" in arms else tuple(arms)) for experiment_id, arms in requests.items()]
-    in_rounds.measure(asked, plan_from_args, passthrough, results_dir, alternate.parse_rounds(rounds),
-                      budget_s, halfwidth, allocator_choice=allocator, share=share, dry_run=dry_run,
-                      as_json=as_json, title=" vs ".join(named))
+    params = run.make_context("run", [named[0].partition("@")[0], *passthrough]).params  # parsed once
+    params.update(results_dir=results_dir, allocator=allocator, share=share)
+    planned = comparison.plan_comparison(asked, plan_maker(params), dict(os.environ), results_dir,
+                                         rounding.parse_rounds(rounds), budget_s, halfwidth, allocator_choice=allocator,
+                                         share=share, title=" vs ".join(named))
+    measure_comparison(planned, params, dry_run, as_json, [experiment_id for experiment_id, _ in asked])

@@ -10,7 +10,7 @@ import sys
 
 import click
 
-from pipelines.core.cli.args import PLAN_SHOWN_ENV, REPO, experiment_argument
+from pipelines.core.cli.args import REPO, experiment_argument
 from pipelines.core.cli.run_command import (bench_rounds, plan_from_params, run,
                                             single_plan_text)
 from pipelines.core.config import experiments
@@ -64,39 +64,43 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     if {"-h", "--help"} & set(args):
         script = REPO / "launch" / f"{entry.launcher}.sh"
         os.execve(str(script), [str(script), "run", experiment_id, *args], dict(os.environ))
-    ctx = run.make_context("run", [experiment_id, *args])  # parsed once; the checks read the parsed values
-    options = ctx.params
+    options = run.make_context("run", [experiment_id, *args]).params  # parsed once; the checks read these values
     the_plan = plan_from_params(options)
     first = the_plan.configs[0]
     env = {**os.environ, **{k: v for k, v in entry.knobs.items() if k not in os.environ}}
-    plan_shown = bool(os.environ.get(PLAN_SHOWN_ENV))  # a round's process: the comparison showed the plan
-    if first.scale == "bench" and not printing and not plan_shown:  # rounds, each process through the launcher
-        bench_rounds(the_plan, ctx, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
+    if first.scale == "bench" and not printing:  # rounds, each process through the launcher
+        bench_rounds(the_plan, options, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
         return
     choice = preview.baseline_choice(entry, the_plan.configs, first.scale, first.results_dir,
                                      refused=options["no_baseline"])
     if options["dry_run"] and not printing:
         click.echo(single_plan_text(the_plan, choice, entry.launcher, env))
         return
-    # the launched `accel run` never brings a baseline itself, and does not show the plan again
+    # --print shows the command a person would start by hand (the script's own `run ID` path, which works on
+    # any cluster); a launch hands its ranks this command's plan in a worker request (config/request.py)
     run_args = ["run", experiment_id, *args, *([] if options["no_baseline"] else ["--no-baseline"])]
     try:
         ready = launching.prepare(entry, the_plan, options, run_args, env, printing)
     except KnobError as error:  # the launcher's own refusal, worded as the scripts word it
         click.echo(f"launch: error: {error}", err=True)
         sys.exit(2)
-    argv = [str(ready.script), *run_args]
     sys.stdout.flush()
     if printing:
         if first.dataset != "synthetic" and not files.present(first.dataset, first.data_root):
             click.echo(f"note: {preview.data_text(first)}", err=True)
-        os.execve(str(ready.script), argv, ready.env)
-    if not plan_shown:
-        click.echo(single_plan_text(the_plan, choice, entry.launcher, env), err=True)
+        os.execve(str(ready.script), [str(ready.script), *run_args], ready.env)
+    from pipelines.core.config import request as requests
+    from pipelines.core.harness import worker
+    from pipelines.core.record import results
+
+    request = worker.request_of([the_plan], results.new_run_id(), finish="json" if options["as_json"] else "verdict",
+                                quiet=options["quiet"] or options["as_json"], verbose=options["verbose"])
+    argv = [str(ready.script), requests.FLAG, str(worker.write_request(request, first.results_dir))]
+    click.echo(single_plan_text(the_plan, choice, entry.launcher, env), err=True)
     shown = " ".join([*(f"{k}={v}" for k, v in env.items() if k in entry.knobs and k not in os.environ), *argv])
     click.echo(f"+ {shown}", err=True)
     sys.stderr.flush()
-    os.execve(str(ready.script), argv, {**ready.env, PLAN_SHOWN_ENV: "1"})
+    os.execve(str(ready.script), argv, ready.env)
 
 
 @click.command(hidden=True, context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -108,24 +112,28 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
               help="Also refuse what this machine cannot do (GPU, backend, runtime): when the ranks run here.")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
 def preflight(world_size: int, rank: int, capabilities: bool, args: tuple[str, ...]) -> None:
-    """A launcher's check of ACCEL-ARGS before it starts torchrun, mpirun or srun: a user mistake is one
-    line here, not one per rank plus the launcher's traceback. Prints what the launcher needs to know:
-    the rendezvous wait (timeout_s) and the results folder."""
+    """A launcher's check of ACCEL-ARGS (`run ID ...`, or a worker's `--worker FILE`) before it starts
+    torchrun, mpirun or srun: a user mistake is one line here, not one per rank plus the launcher's
+    traceback. Prints what the launcher needs to know: the rendezvous wait (timeout_s) and the results folder."""
     from pipelines.core.config import options, runconfig
 
+    from pipelines.core.config import request as requests
+
     commands = click.get_current_context().find_root().command.commands  # the `accel` group's (main.py)
-    if args and args[0] not in commands:
+    worker_request = requests.from_args(args) if args[:1] == (requests.FLAG,) else None
+    if args and args[0] not in commands and worker_request is None:
         raise click.UsageError(f"No such command '{args[0]}'.")
-    if not args or args[0] != "run" or {"-h", "--help"} & set(args):  # nothing to check: the defaults
-        click.echo(f"{options.DistOptions.timeout_s:g} {runconfig.RunConfig.results_dir}")
+    if worker_request is None and (not args or args[0] != "run" or {"-h", "--help"} & set(args)):
+        click.echo(f"{options.DistOptions.timeout_s:g} {runconfig.RunConfig.results_dir}")  # nothing to check
         return
-    params = run.make_context("run", list(args[1:])).params
-    experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
+    if worker_request is None:
+        params = run.make_context("run", list(args[1:])).params
+        experiments.get(params["experiment_id"])  # an unknown id is refused before torch loads
     runconfig.check_environment()  # so is a bad OMP_NUM_THREADS (libgomp would warn first)
     from pipelines.core.data import files
-    from pipelines.core.harness import preview, refusals
+    from pipelines.core.harness import preview, refusals, worker
 
-    plan = plan_from_params(params)
+    plan = worker.plans_of(worker_request)[0] if worker_request is not None else plan_from_params(params)
     printing = bool(os.environ.get("ACCEL_PRINT"))  # `accel launch --print`: shows, starts nothing
     timeout_s = refusals.preflight(plan, world_size, rank, capabilities, data=not printing)
     first = plan.configs[0]

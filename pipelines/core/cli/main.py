@@ -3,8 +3,8 @@
 - catalog_commands.py: `list`, `show`
 - run_command.py: `run`, and what run, launch, compare and preflight share (run options, plan, plan text)
 - launch_commands.py: `launch` and the hidden `preflight` (the launcher scripts' check)
-- compare_command.py: `compare`; rounds.py: the rounds of processes it measures in (run and launch too,
-  at bench scale)
+- compare_command.py: `compare` (harness/comparison.py orchestrates its rounds of processes; run and launch
+  too, at bench scale)
 - report_command.py: `report`
 - data_commands.py: `data`, `doctor`; notebook.py: `diff`, `history`
 - args.py: what every command shares (exit codes, the one-line failure, argument types, id completion)
@@ -81,12 +81,40 @@ def _interrupted(stop: Interrupted) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
+    guarded(lambda: cli.main(args=argv, prog_name="accel", standalone_mode=False))
+
+
+def worker_main(argv: list[str]) -> None:
+    """`python -m pipelines --worker FILE`: one process (or rank) of an orchestrator's launch or round
+    (harness/worker.py), with the CLI's exit codes and one-line failures."""
+    def serve() -> None:
+        from pipelines.core.cli.run_command import finish, quiet_foreign_warnings
+        from pipelines.core.config import request as requests
+        from pipelines.core.config.runconfig import check_environment
+
+        if len(argv) != 1:
+            raise ConfigError(f"usage: python -m pipelines {requests.FLAG} FILE (a request an orchestrator wrote)")
+        check_environment()  # before torch loads: libgomp would print its own warning line first
+        request = requests.read(argv[0])
+        from pipelines.core.harness import worker
+
+        quiet_foreign_warnings(str(request.plans[0][1][0].get("device", "cpu")))
+        plans, outcomes = worker.serve(request)
+        if request.finish != "none":
+            finish(plans, outcomes, request.finish == "json")
+
+    guarded(serve, second_signal_forces=False)  # its orchestrator ends it if it does not end (harness/rounds.py)
+
+
+def guarded(command, second_signal_forces: bool = True) -> None:
+    """Run `command` as an `accel` process: its signals raise Interrupted, and an error or a signal ends in
+    one line and its exit code."""
     from pipelines.core.record.machine import mark_root
 
     mark_root()  # this process and what it starts are the run's own load, never "other processes"
     try:
-        with signals_raise():
-            cli.main(args=argv, prog_name="accel", standalone_mode=False)
+        with signals_raise(second_signal_forces):
+            command()
     except Interrupted as stop:
         _interrupted(stop)
     except click.exceptions.Abort:

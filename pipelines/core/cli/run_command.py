@@ -1,7 +1,7 @@
 """`accel run ID`, and what run, launch, compare and preflight share: the run options (parsed by this command
-alone: `run.make_context`), the plan from them (plan_from_args, build_plan), the plan's text, and the options
-passed on to the processes of a comparison's rounds (bench_rounds, cli/rounds.py).
-The other command modules import this one; it imports none of them."""
+alone: `run.make_context`), the plans from them (plan_from_params, build_plan, plan_maker), the plan's text,
+a comparison at bench scale (bench_rounds, measure_comparison: harness/comparison.py orchestrates it) and
+the verdict a run ends with (finish). The other command modules import this one; it imports none of them."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ import os
 
 import click
 
-from pipelines.core.cli.args import (PLAN_SHOWN_ENV, PathArg, RepeatsArg, allocator_option, complete_variant,
-                                     experiment_argument, share_option)
+from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
+                                     fail, share_option)
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
@@ -29,8 +29,9 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
 @click.command()
 @experiment_argument
 @click.option("--scale", type=click.Choice(SCALES), default="bench", show_default=True,
-              help="smoke: a few steps (tests); bench: 5 warm-up + 40 timed steps, repeats auto (minutes); "
-                   "book: the book's epochs and settings, full test pass (tens of minutes to hours).")
+              help="smoke: a few steps (tests); bench: 5 warm-up steps, then 12 blocks of about 0.5 s per arm and "
+                   "process, rounds auto (minutes); book: the book's epochs and settings, full test pass (tens of "
+                   "minutes to hours).")
 @click.option("--variant", "variants", multiple=True, shell_complete=complete_variant,
               help="Run only this variant (repeatable; `accel show ID` lists them).")
 @click.option("--repeats", type=RepeatsArg(),
@@ -47,8 +48,6 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
                                             "arm's warm-up (default 0.5; --steps fixes the steps instead).")
 @allocator_option("Bench scale: ")
 @share_option("Bench scale: ")
-@click.option("--with", "with_arms", multiple=True, hidden=True, metavar="ID@ARM",
-              help="A round's process: also measure this arm of another entry, interleaved with this one's.")
 @click.option("--epochs", type=int, help="Epochs to train at book scale (default: the catalog's).")
 @click.option("--warmup-steps", type=int, help="Steps timed apart before the measured ones (default: the scale's).")
 @click.option("--batch-size", type=int, help="Samples per step and rank (default: the catalog's).")
@@ -80,7 +79,7 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
               help="End with the verdict as one JSON object on stdout (plan and progress on stderr).")
 def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items: tuple[str, ...],
         quiet: bool, verbose: bool, no_baseline: bool, dry_run: bool, as_json: bool, halfwidth: float | None,
-        allocator: str, share: str, with_arms: tuple[str, ...], **overrides) -> None:
+        allocator: str, share: str, **overrides) -> None:
     """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
     after every finished repeat. At bench scale, rounds of processes started through the launchers: arms
     that can share a process run in one, interleaved in blocks, and an entry's baseline entry comes along
@@ -90,104 +89,108 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     check_environment()  # before torch loads: libgomp would print its own warning line first
     from pipelines.core.distributed import ranks
     from pipelines.core.harness import preview, runner
-    from pipelines.core.harness.execute import ALTERNATION_ENV
-    from pipelines.core.harness.pipeline import TrainingPipeline
     from pipelines.core.train import progress
-    from pipelines.core.report.summary import print_run_summary
 
     plan = build_plan(experiment_id, scale, variants, option_items, overrides)
     first = plan.configs[0]
-    launched = ranks.placement().launched  # one rank of a launcher's run: the launcher showed the plan
-    in_round = bool(os.environ.get(ALTERNATION_ENV))  # one process of a comparison's round
-    if first.scale == "bench" and not launched and not in_round:
-        bench_rounds(plan, click.get_current_context(), no_baseline, dry_run, as_json)
+    # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
+    launched = ranks.placement().launched
+    if first.scale == "bench" and not launched:
+        bench_rounds(plan, click.get_current_context().params, no_baseline, dry_run, as_json)
         return
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
-                                     refused=no_baseline or launched or in_round)
+                                     refused=no_baseline or launched)
     if dry_run:
         click.echo(single_plan_text(plan, choice, launcher=None))
         return
-    # `accel launch` and a comparison show the plan before they start this process; a rank shows none
-    show_plan = not os.environ.get(PLAN_SHOWN_ENV) and not launched
     quiet_foreign_warnings(first.device)
-    announce = (lambda: click.echo(single_plan_text(plan, choice, launcher=None), err=True)) if show_plan else None
-    plans = [plan, *(plan_from_args(arm.partition("@")[0], _with_args(arm)) for arm in with_arms)]
-    if in_round and not launched and first.scale == "bench" and all(
-            isinstance(p.pipeline, TrainingPipeline) for p in plans):
-        outcomes = runner.run_interleaved(plans, announce)
-    else:  # one plan after the other (a rank runs its own plan only: --with is a round's single process)
-        shown = progress.settings(quiet or as_json, verbose)
-        outcomes = [runner.execute_plan(p, shown, announce=announce if i == 0 else None)
-                    for i, p in enumerate(plans if not launched else plans[:1])]
+    announce = None if launched else (lambda: click.echo(single_plan_text(plan, choice, launcher=None), err=True))
+    outcome = runner.execute_plan(plan, progress.settings(quiet or as_json, verbose), announce=announce)
+    finish([plan], [outcome], as_json)
+
+
+def finish(plans, outcomes, as_json: bool) -> None:
+    """What a run ends with: its summary and verdict (or the verdict as JSON), once per run: a distributed
+    run's rank 0 (the rank that wrote the records) says it."""
+    if not any(o.path for o in outcomes) and outcomes[0].launched:
+        return
+    from pipelines.core.report.summary import print_run_summary
+    from pipelines.core.stats import verdict
+
     ids = [p.experiment.id for p in plans]
     records = [r for outcome in outcomes for r in outcome.records]
-    if any(o.path for o in outcomes) or not outcomes[0].launched:  # one summary per run: rank 0 of a distributed one
-        from pipelines.core.stats import verdict
-
-        paths = [o.path for o in outcomes if o.path]
-        if as_json:
-            click.echo(verdict.as_json(records, ids, paths, first.results_dir))
-            return
-        print_run_summary(records, None)
-        click.echo(verdict.text(records, ids, paths, first.results_dir))
+    paths = [o.path for o in outcomes if o.path]
+    results_dir = plans[0].configs[0].results_dir
+    if as_json:
+        click.echo(verdict.as_json(records, ids, paths, results_dir))
+        return
+    print_run_summary(records, None)
+    click.echo(verdict.text(records, ids, paths, results_dir))
 
 
-def _with_args(arm: str) -> list[str]:
-    """`--with ID@ARM`: the run arguments of that arm, the rest of this run's options."""
-    ctx = click.get_current_context()
-    variant = arm.partition("@")[2]
-    return [*_passthrough(ctx, per_slot=True), *(["--variant", variant] if variant else []),
-            "--results-dir", str(ctx.params["results_dir"] or "results")]
-
-
-def bench_rounds(plan, ctx: click.Context, no_baseline: bool, dry_run: bool, as_json: bool,
-                 command: str = "run") -> None:
+def bench_rounds(plan, params: dict, no_baseline: bool, dry_run: bool, as_json: bool, command: str = "run") -> None:
     """`accel run` / `accel launch` of an entry at bench scale: its arms (and its baseline entry's) measured in
-    rounds of processes (cli/rounds.py), ending with the verdict."""
-    from pipelines.core.cli import rounds
-    from pipelines.core.harness import preview
+    rounds of processes (harness/comparison.py), ending with the verdict."""
+    from pipelines.core.harness import comparison, preview
     from pipelines.core.harness.launch import refuse
 
     entry, first = plan.experiment, plan.configs[0]
-    refuse(entry, ctx.params, os.environ, command)  # what its launcher cannot start here (a GPU, oneCCL, MPI)
+    refuse(entry, params, os.environ, command)  # what its launcher cannot start here (a GPU, oneCCL, MPI)
     choice = preview.baseline_choice(entry, plan.configs, first.scale, first.results_dir, refused=no_baseline)
     requests = [*([(choice.bring, choice.variants)] if choice.bring else []),
                 (entry.id, tuple(cfg.variant for cfg in plan.configs))]
     # the baseline's arms are here for this entry's ratios: shown as its baseline, not judged on their own
     serving = {(choice.bring, arm): f"baseline of {entry.id}" for arm in choice.variants} if choice.bring else {}
     title = f"{entry.id} with its baseline {choice.bring}" if choice.bring else entry.id
-    params = ctx.params
-    rounds.measure(requests, plan_from_args, _passthrough(ctx, per_slot=True), first.results_dir,
-                   None if first.repeats_auto else first.repeats, first.budget_s or rounds.NO_BUDGET_S,
-                   params.get("halfwidth"), allocator_choice=params.get("allocator") or "auto",
-                   share=params.get("share") or "auto", dry_run=dry_run, as_json=as_json, title=title,
-                   notes=[choice.note], serving=serving)
+    planned = comparison.plan_comparison(
+        requests, plan_maker(params, known=plan), dict(os.environ), first.results_dir,
+        None if first.repeats_auto else first.repeats, first.budget_s or comparison.NO_BUDGET_S,
+        params.get("halfwidth"), allocator_choice=params.get("allocator") or "auto",
+        share=params.get("share") or "auto", title=title, notes=[choice.note], serving=serving)
+    measure_comparison(planned, params, dry_run, as_json, [r[0] for r in requests], serving)
 
 
-NOT_PASSED_ON = {"experiment_id", "repeats", "results_dir", "budget_s", "no_baseline", "dry_run", "as_json",
-                 "quiet", "verbose", "halfwidth", "allocator", "share", "with_arms"}
-PER_SLOT = {"variants"}  # a round's processes each get their own arms
+def measure_comparison(planned, params: dict, dry_run: bool, as_json: bool, ids, serving=None) -> None:
+    """A planned comparison shown (--dry-run: only shown), refused or prepared, measured, and ended with the
+    verdict; a failed round or a signal keeps the finished rounds' records and says so in one line."""
+    from pipelines.core.harness import comparison, rounds
+    from pipelines.core.stats import verdict
+    from pipelines.core.train.interrupt import Interrupted
+
+    if dry_run:
+        click.echo(planned.text)
+        return
+    comparison.prepare(planned, params, dict(os.environ))
+    click.echo(planned.text, err=True)
+    try:
+        measured = comparison.measure(planned, echo=lambda m: click.echo(m, err=True))
+    except rounds.RoundFailed as failed:  # a refusal keeps its code (2: a mistake, 3: cannot run here)
+        fail(str(failed), rounds.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else
+             failed.code if failed.code in (2, 3) else 1)
+    except Interrupted as stop:  # the round's process got the signal too, and wrote its interrupted records
+        kept = stop.measured.records if hasattr(stop, "measured") else []
+        finished = sum(r["status"] == "ok" for r in kept)
+        raise Interrupted(stop.signum, planned.results_dir if kept else None, finished,
+                          any(r["status"] == "interrupted" for r in kept)) from None
+    click.echo(rounds.describe(measured.summary), err=True)
+    click.echo(verdict.as_json(measured.records, ids, measured.paths, planned.results_dir, serving) if as_json else
+               verdict.text(measured.records, ids, measured.paths, planned.results_dir,
+                            method=f"allocator {planned.allocator.text}", serving=serving))
 
 
-def _passthrough(ctx: click.Context, per_slot: bool = False) -> list[str]:
-    """The run options the user gave, as arguments again, for the processes of the rounds (repeats, results
-    folder and budget become the rounds' own rule; `per_slot`: the arms too, which each process names)."""
-    argv = []
-    for param in ctx.command.params:
-        if not isinstance(param, click.Option) or param.name in NOT_PASSED_ON or (per_slot and param.name in PER_SLOT):
-            continue
-        if ctx.get_parameter_source(param.name) not in (click.core.ParameterSource.COMMANDLINE,
-                                                        click.core.ParameterSource.ENVIRONMENT):
-            continue
-        value, flag = ctx.params[param.name], param.opts[-1] if param.opts[-1].startswith("--") else param.opts[0]
-        if param.is_flag:
-            argv += [flag] if value else []
-        elif param.multiple:
-            for item in value:
-                argv += [flag, str(item)]
-        elif value is not None:
-            argv += [flag, str(value)]
-    return argv
+def plan_maker(params: dict, known=None):
+    """`make_plan(experiment_id, variants)` for a comparison: every entry's plan from this command's parsed
+    options (one parse; each plan built once; `known`: the plan this command built already)."""
+    def make_plan(experiment_id: str, variants: tuple[str, ...]):
+        if known is not None and known.experiment.id == experiment_id and \
+                tuple(c.variant for c in known.configs) == tuple(variants):
+            return known
+        return plan_from_params({**params, "experiment_id": experiment_id, "variants": tuple(variants)})
+    return make_plan
+
+
+# `accel run` options that shape the command's output or the comparison's rounds, not a plan
+NOT_PLANNED = {"no_baseline", "dry_run", "as_json", "quiet", "verbose", "halfwidth", "allocator", "share"}
 
 
 def quiet_foreign_warnings(device: str) -> None:
@@ -220,17 +223,12 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
                          first.results_dir, [choice.note])
 
 
-def plan_from_args(experiment_id: str, args: list[str]):
-    """A runner plan from `accel run` arguments (what an alternation's processes will receive)."""
-    return plan_from_params(run.make_context("run", [experiment_id, *args]).params)
-
-
 def plan_from_params(parsed: dict):
     """A runner plan from `accel run`'s parsed parameters (the options that only shape the command's output
     or the comparison's rounds are not the plan's)."""
     params = dict(parsed)
-    for shown in NOT_PASSED_ON - {"experiment_id", "repeats", "results_dir", "budget_s"}:
-        params.pop(shown)
+    for shown in NOT_PLANNED:
+        params.pop(shown, None)
     return build_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                       params.pop("option_items"), params)
 

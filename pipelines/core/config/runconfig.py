@@ -151,6 +151,18 @@ class RunConfig(Generic[O]):
             out[key] = None if out[key] is None else str(out[key])
         return out
 
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any], options_type: type) -> "RunConfig":
+        """The config `to_record` wrote, rebuilt (a worker's request carries its configs this way): paths as
+        Paths, lists as the tuples they were, the Options as `options_type`; validated again on the way in."""
+        values = {f.name: record[f.name] for f in dataclasses.fields(cls) if f.name in record}
+        for key in ("data_root", "results_dir", "weights", "tokenizer"):
+            if values.get(key) is not None:
+                values[key] = Path(values[key])
+        raw = dict(record.get("options") or {})
+        values["options"] = options_type(**{k: tuple(v) if isinstance(v, list) else v for k, v in raw.items()})
+        return cls(**values)
+
 
 def _split_fits(split: str, dataset: str) -> None:
     """Refuse a split on a dataset it does not describe (the talk's holdout of IMDB, the course's of CIFAR-10)."""

@@ -33,6 +33,8 @@ from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from pipelines.core.distributed import affinity
+from pipelines.core.config import request as requests
+from pipelines.core.errors import ConfigError
 
 REPO = Path(__file__).resolve().parents[3]
 KNOB_FILE = REPO / "pipelines" / "core" / "record" / "knobs.txt"
@@ -175,7 +177,14 @@ def image(knobs: Knobs, where: str) -> None:
 
 
 def arg_value(args: Sequence[str], name: str) -> str:
-    """The value of --NAME in the accel arguments (`--NAME V` or `--NAME=V`), or ''."""
+    """The value of --NAME in the accel arguments (`--NAME V` or `--NAME=V`), or ''; for a worker's
+    `--worker FILE`, the value its request holds (config/request.py launcher_view)."""
+    if requests.FLAG in args:
+        try:
+            found = requests.from_args(args)
+        except ConfigError as error:
+            raise KnobError(str(error)) from None
+        return requests.launcher_view(found).get(name, "") if found is not None else ""
     for i, word in enumerate(args):
         if word == name:
             return args[i + 1] if i + 1 < len(args) else ""

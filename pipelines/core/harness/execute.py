@@ -1,41 +1,48 @@
-"""Execution: every variant x repeat of a plan in the order the repeat rule gives, each repeat's record
-written before the next starts. (Bench scale's processes of a round measure their arms in interleaved blocks
-instead: harness/interleaved.py.)
+"""The engine: how every process measures, at every scale (smoke, bench, book), alone or as one rank of a
+launch, with one record builder (harness/recording.py), one failure path and one interrupt path.
 
-Fixed repeats run ABAB...; `--repeats auto` runs ABBA rounds until core/stats/stopping.py's rule stops
-them (rank 0 decides for every rank). A repeat builds its loaders, then trains (the pipeline's `setup`,
-its optional `before_training`, the shared loop, evaluation on rank 0) or measures (a Measurement).
-Rank 0 rewrites one result file atomically after every finished repeat, so a crash, Ctrl-C or SIGTERM
-loses at most the repeat in flight: a failure adds an `error` record, a signal an `interrupted` one
-saying how far that repeat got (core/train/interrupt.py).
+A process measures *units*. The arms of a unit are built side by side: seeded (the run's seed + the repeat,
+every generator), their loaders, the technique's `setup` and `before_training`, a Training (train/loop.py)
+with the runner's hooks. Then the unit is measured by its *protocol*, which every record names:
+
+- `blocks` (bench scale, training): every arm warms up, then `blocks` block rounds, each block about
+  `block_s` seconds of that arm's steps, ABBA over the unit's arms, the first step after a switch dropped,
+  Python's collector paused inside each block (train/interleave.py). A lone arm (one rank of a launch, an
+  arm with a process environment of its own) runs its blocks back to back with nothing dropped; the ranks
+  of a launch take rank 0's block sizes, so every rank runs the same steps.
+- `window` (smoke and book scale): warm-up, then one timed window of the steps or the epochs. A measurement
+  (a profile, a search) measures itself.
+
+At bench scale one unit a repeat holds every arm of the process; at smoke and book scale each arm is a unit
+of its own (the book ran its variants one after the other). Repeats: a fixed count (ABAB) or `auto` (ABBA
+rounds until core/stats/stopping.py's rule stops them; rank 0 decides for every rank). Rank 0 rewrites one
+result file per plan atomically after every unit, so a crash, Ctrl-C or SIGTERM loses at most the unit in
+flight: a failure adds an `error` record for each of its arms, a signal an `interrupted` one saying how far
+each got (core/train/interrupt.py).
 """
 
 from __future__ import annotations
 
-import os
-import random
-import sys
 import time
 import traceback
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
-import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
-import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
-
-from pipelines.core.data import datasets
+import torch  # noqa: F401, I001  (first: libgomp binds this thread before numpy's OpenBLAS starts its pool,
+# so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core; harness/arms.py imports numpy)
+from pipelines.core.config.request import Pairing
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import ConfigError
-from pipelines.core.record import energy, envinfo, history, machine, results
-from pipelines.core.harness.pipeline import Measurement, Pipeline, Preparation, TrainingPipeline, warmup_config
+from pipelines.core.harness import recording
+from pipelines.core.harness.arms import Built, Key, build, key, label, loaders_for, seed_everything
+from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
-from pipelines.core.config.runconfig import RunConfig
+from pipelines.core.record import energy, envinfo, machine, results
 from pipelines.core.stats import rows, stopping
-from pipelines.core.train import checkpoint, loop, memory, models, progress
-from pipelines.core.train import interrupt
+from pipelines.core.train import interleave, interrupt, loop, memory, progress
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
-
 
 @dataclass
 class Outcome:
@@ -44,45 +51,33 @@ class Outcome:
     launched: bool = False  # one rank of a distributed run
 
 
-def seed_everything(seed: int | None) -> None:
-    if seed is None:
-        return
-    random.seed(seed)
-    np.random.seed(seed % 2**32)
-    torch.manual_seed(seed)
+def protocol_of(plans: list[Plan]) -> str:
+    training = all(isinstance(p.pipeline, TrainingPipeline) for p in plans)
+    return "blocks" if training and plans[0].configs[0].scale == "bench" else "window"
 
 
-def work_order(configs: list[RunConfig], skips: dict[str, str], rule: stopping.AutoStop | None,
-          records: list[dict[str, Any]], agree: Callable[[bool], bool]) -> Iterator[tuple[int, RunConfig]]:
-    """(repeat, config) in run order; a skipped variant runs (is recorded) once, in round 0.
+def work_order(configs: list[RunConfig], skips: Mapping[Key, str], rule: stopping.AutoStop | None,
+               records: list[dict[str, Any]], agree: Callable[[bool], bool],
+               together: bool = False) -> Iterator[tuple[int, list[RunConfig]]]:
+    """(repeat, the unit's configs) in run order; a skipped arm runs (is recorded) once, in repeat 0.
+    `together`: a repeat's arms are one unit (blocks), else one unit each.
 
-    Fixed repeats: every variant's repeat 0, then repeat 1, ... (ABAB). `auto` (a rule): ABBA rounds until
-    the rule stops, judged on the records written so far; rank 0's decision is every rank's (`agree`)."""
+    Fixed repeats: every arm's repeat 0, then repeat 1, ... (ABAB). `auto` (a rule): ABBA rounds until the
+    rule stops, judged on the records written so far; rank 0's decision is every rank's (`agree`)."""
+    def units(repeat: int, cfgs: list[RunConfig]) -> list[tuple[int, list[RunConfig]]]:
+        if not cfgs:
+            return []
+        return [(repeat, cfgs)] if together else [(repeat, [cfg]) for cfg in cfgs]
+
     if rule is None:
-        yield from [(repeat, cfg) for repeat in range(max(c.repeats for c in configs)) for cfg in configs
-                    if (repeat == 0 if cfg.variant in skips else repeat < cfg.repeats)]
+        for repeat in range(max(c.repeats for c in configs)):
+            yield from units(repeat, [c for c in configs if (repeat == 0 if key(c) in skips else repeat < c.repeats)])
         return
-    experiment, began = configs[0].experiment, time.monotonic()
+    experiments, began = list(dict.fromkeys(c.experiment for c in configs)), time.monotonic()
     while agree(rule.should_start(time.monotonic() - began)):
         round_began, index = time.monotonic(), rule.rounds
-        yield from [(index, cfg) for cfg in stopping.order(configs, index)
-                    if not (index and cfg.variant in skips)]
-        rule.after_round(rows.arm_halfwidths(records, [experiment]), time.monotonic() - round_began)
-
-
-ALTERNATION_ENV = "ACCEL_ALTERNATION"  # "group:round:slot", set by the comparison that started this process
-
-
-def pairing_mark(run_id: str, env=None) -> dict[str, Any]:
-    """Which comparison, round and process this process is (its records carry it as `pairing`); a process
-    started by hand is a comparison of its own, round 0."""
-    env = os.environ if env is None else env
-    mark = env.get(ALTERNATION_ENV, "")
-    group, _, rest = mark.partition(":")
-    round_text, _, slot = rest.partition(":")
-    if not group or not round_text.isdigit():
-        return {"group": run_id, "round": 0, "process": run_id}
-    return {"group": group, "round": int(round_text), "process": mark if slot else f"{mark}:{run_id}"}
+        yield from units(index, [c for c in stopping.order(configs, index) if not (index and key(c) in skips)])
+        rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - round_began)
 
 
 def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
@@ -90,189 +85,159 @@ def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
     return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
 
 
-def _agreement(session) -> Callable[[bool], bool]:
-    """Rank 0's decision, on every rank (all ranks must run the same repeats, or a collective hangs)."""
-    return (lambda mine: mine) if session is None else (lambda mine: bool(ranks.gather_objects(mine)[0]))
-
-
-def _with_stopping(records: list[dict[str, Any]], rule: stopping.AutoStop | None) -> list[dict[str, Any]]:
-    """Every record of an `auto` run says which rule stopped it, the rounds and the half-widths then."""
-    if rule is not None:
-        for record in records:
-            record["stopping"] = rule.summary()
-    return records
-
-
-def run_variants(the_plan: Plan, ctx: loop.RunContext, dist_info: dict[str, Any], skips: dict[str, str],
-                 session=None, shown: progress.Settings = progress.OFF) -> Outcome:
-    """Every variant x repeat, interleaved (ABAB..., or ABBA rounds with --repeats auto), the result file
-    rewritten after each; an error writes an error record, a signal an interrupted record for the repeat
-    in flight, then each re-raises. `skips`: the arms this device cannot run (refusals.skip_reasons, asked
-    once by the runner before any work), recorded as skipped."""
-    configs = the_plan.configs
-    run_id = results.new_run_id()
-    mark = pairing_mark(run_id)
-    path = results.result_path(configs[0].results_dir, the_plan.experiment.id, run_id)
-    records: list[dict[str, Any]] = []
+def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any], skips: Mapping[Key, str], *,
+              run_id: str | None = None, pairing: Pairing | None = None, session=None,
+              shown: progress.Settings = progress.OFF) -> list[Outcome]:
+    """Every arm of `plans` x its repeats, in units by the protocol (module docstring), a result file per plan
+    rewritten after each unit. `skips`: the arms this device cannot run (refusals.skip_reasons, asked once by
+    the runner), recorded as skipped. `run_id` and `pairing`: a worker's request's (config/request.py); a new
+    run id and a comparison of its own otherwise."""
+    configs = [cfg for p in plans for cfg in p.configs]
+    plan_of = {key(cfg): p for p in plans for cfg in p.configs}
+    run_id = run_id or results.new_run_id()
+    mark = recording.pairing_mark(run_id, pairing)
+    paths = {p.experiment.id: results.result_path(p.configs[0].results_dir, p.experiment.id, run_id) for p in plans}
+    records: dict[str, list[dict[str, Any]]] = {p.experiment.id: [] for p in plans}
+    everything: list[dict[str, Any]] = []  # what the stop rule judges
+    protocol = protocol_of(plans)
     rule = _stop_rule(configs)
-    work = work_order(configs, skips, rule, records, _agreement(session))
-    planned = None if rule else sum(1 if c.variant in skips else c.repeats for c in configs)
-    bars = progress.RunProgress(the_plan.experiment.id, planned, shown if ctx.is_main else progress.OFF,
-                                rule=rule)
-    cfg, repeat, in_flight = configs[0], 0, None
+    agree = (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
+    work = work_order(configs, skips, rule, everything, agree, together=protocol == "blocks")
+    planned = None if rule else sum(1 if key(c) in skips else c.repeats for c in configs)
+    bars = progress.RunProgress(" + ".join(paths), planned, shown if ctx.is_main else progress.OFF, rule=rule)
+    repeat, unit, counters, built = 0, [configs[0]], {}, []
+
+    def add(record: dict[str, Any]) -> None:
+        records[record["experiment"]].append(record)
+        everything.append(record)
+        bars.finished(record)
+
+    def keep_all(with_stopping: bool = False) -> Path | None:
+        kept = None
+        for experiment_id, recs in records.items():
+            if recs and ctx.is_main:
+                if with_stopping and rule is not None:
+                    for record in recs:
+                        record["stopping"] = rule.summary()
+                kept = recording.keep(paths[experiment_id], recs)
+        return kept
+
     try:
         with interrupt.deferred():  # a signal is acted on at the next safe point (train/interrupt.py)
-            for repeat, cfg in work:
-                interrupt.check()  # a safe point: between repeats
-                if cfg.variant in skips:
-                    record = record_of("skipped", cfg, run_id, 0, dist_info, notes=[skips[cfg.variant]])
-                else:
-                    budget = cfg.warmup_steps + cfg.steps if cfg.steps else None  # None: whole epochs
-                    in_flight = bars.repeat(f"{cfg.experiment} [{cfg.variant}] #{repeat}", cfg.epochs, budget)
-                    record = _run_repeat(the_plan.pipeline, cfg, ctx, repeat, run_id, dist_info, in_flight)
-                    record["pairing"] = {**mark, "round": mark["round"] + repeat}  # repeats pair by round
-                records.append(record)
-                in_flight = None
-                if ctx.is_main:
-                    keep(path, records)  # each finished repeat is on disk before the next starts
-                bars.finished(record)
-            if ctx.is_main and rule is not None:
-                keep(path, _with_stopping(records, rule))
+            for repeat, unit in work:
+                interrupt.check()  # a safe point: between units
+                round_mark = {**mark, "round": mark["round"] + repeat}
+                if protocol == "blocks":
+                    round_mark["arms"] = [label(c) for c in configs]
+                counters = {key(c): _counter(bars, c, len(unit)) for c in unit if key(c) not in skips}
+                for cfg in unit:
+                    if key(cfg) in skips:
+                        add(recording.record_of("skipped", cfg, run_id, mark["round"] + repeat, dist_info,
+                                                notes=[skips[key(cfg)]], pairing=round_mark))
+                for record in _measure_unit([(plan_of[key(c)], c) for c in unit if key(c) in counters], ctx,
+                                            session, protocol, counters, built, run_id, mark["round"] + repeat,
+                                            dist_info, round_mark):
+                    add(record)
+                unit, counters, built = [], {}, []
+                keep_all()  # each finished unit is on disk before the next starts
+            if rule is not None:  # every record of an `auto` run says which rule stopped it
+                keep_all(with_stopping=True)
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
     except (Exception, Interrupted, KeyboardInterrupt) as exc:
+        in_flight = [c for c in unit if key(c) in counters]
+        round_mark = {**mark, "round": mark["round"] + repeat}
         if not interrupt.caused_by_signal(exc):
-            _failed(exc, cfg, run_id, records, dist_info, ctx, path, session)
+            error = {"type": exc.__class__.__name__, "message": str(exc)[:2000],
+                     "traceback": traceback.format_exc()[-4000:]}
+            for cfg in in_flight or unit:
+                add(recording.record_of("error", cfg, run_id, mark["round"] + repeat, dist_info, error=error,
+                                        pairing=round_mark))
+            kept = keep_all()
+            if session is not None:
+                session.abort(exc, kept)  # a broken group: one line, no teardown
             raise
-        stop, finished = as_interrupted(exc), len(records)
+        stop, finished = as_interrupted(exc), sum(r["status"] == "ok" for r in everything)
         interrupt.workers_are_part_of_it()
-        if in_flight is not None:
-            in_flight.close()
-            records.append(_interrupted(cfg, run_id, repeat, dist_info, stop, in_flight))
+        for cfg in in_flight:
+            counters[key(cfg)].close()
+            add(recording.interrupted(cfg, run_id, mark["round"] + repeat, dist_info, stop.name, counters[key(cfg)],
+                                      pairing=round_mark))
         if rule is not None:
             rule.stopped_by = "interrupted"
-        kept = keep(path, _with_stopping(records, rule)) if ctx.is_main and records else None
-        raise Interrupted(stop.signum, kept, finished, in_flight is not None, ctx.is_main,
-                          session is not None) from None
+        kept = keep_all(with_stopping=True)
+        raise Interrupted(stop.signum, kept, finished, bool(in_flight), ctx.is_main, session is not None) from None
     finally:
         bars.close()
     launched = session is not None
-    if not ctx.is_main:
-        return Outcome(None, records, launched)
-    return Outcome(path if records else None, records, launched)
+    return [Outcome(paths[p.experiment.id] if records[p.experiment.id] and ctx.is_main else None,
+                    records[p.experiment.id], launched) for p in plans]
 
 
-def _failed(exc: BaseException, cfg: RunConfig, run_id: str, records: list[dict[str, Any]], dist_info,
-            ctx: loop.RunContext, path: Path, session) -> None:
-    """An error (no signal behind it): its record beside the finished ones, then the group is left."""
-    error = record_of("error", cfg, run_id, len(records), dist_info, error={
-        "type": exc.__class__.__name__, "message": str(exc)[:2000], "traceback": traceback.format_exc()[-4000:]})
-    if ctx.is_main:
-        keep(path, [*records, error])
-    if session is not None:
-        session.abort(exc, path if ctx.is_main else None)  # a broken group: one line, no teardown
+def _counter(bars: progress.RunProgress, cfg: RunConfig, arms: int) -> progress.RepeatProgress:
+    """An arm's step counter: the run's bars draw it when the arm is its unit's only one."""
+    if arms > 1:
+        return progress.RepeatProgress(label(cfg), cfg.epochs, None, progress.OFF)
+    budget = cfg.warmup_steps + cfg.steps if cfg.steps and cfg.scale != "bench" else None  # None: epochs/blocks
+    return bars.repeat(label(cfg), cfg.epochs, budget)
 
 
-def _interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, stop: Interrupted,
-                 how: progress.RepeatProgress) -> dict[str, Any]:
-    """The record of the repeat a signal stopped: how far it got, never a measurement to compare."""
-    far = how.how_far()
-    steps_of = f" of {far['steps_planned']}" if far["steps_planned"] else ""
-    epochs = f", {far['epochs_done']} of {far['epochs_planned']} epochs" if far["epochs_planned"] else ""
-    note = f"interrupted by {stop.name} after {far['steps_done']}{steps_of} steps{epochs}"
-    return results.make_record(status="interrupted", run_id=run_id, config=cfg.to_record(), repeat=repeat,
-                               metrics=far, dist=dist_info, env=envinfo.fingerprint(), notes=[note])
-
-
-def record_of(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **extra) -> dict[str, Any]:
-    """A record without measurements (skipped, error); `extra` carries its error, notes or pairing."""
-    return results.make_record(status=status, run_id=run_id, config=cfg.to_record(), repeat=repeat, metrics={},
-                               dist=dist_info, env=envinfo.fingerprint(), **extra)
-
-
-def keep(path: Path, records: list[dict[str, Any]]) -> Path:
-    """Write the run's records (the source of truth), then index them in the folder's history store
-    (record/history.py). A store that cannot be updated costs one warning, never the records."""
-    import sqlite3
-
-    written = results.write(path, records)
-    try:
-        history.add(path.parent, records, path)
-    except sqlite3.Error as exc:
-        print(f"accel: warning: the history store {history.store_path(path.parent)} was not updated ({exc}); "
-              "`accel history ID --rebuild` makes it again from the records", file=sys.stderr)
-    return written
-
-
-def _run_repeat(pipeline: Pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int, run_id: str,
-                dist_info, counter: progress.RepeatProgress) -> dict[str, Any]:
-    seed_everything(None if cfg.seed is None else cfg.seed + repeat)
+def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
+                  counters: dict[Key, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
+                  dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
+    """Build the unit's arms side by side (into `built`, which the caller's failure and interrupt paths read),
+    measure them by the protocol, and return one record per arm."""
+    if not unit:
+        return []
     state_before, meter = machine.snapshot(ctx.device.type), energy.Meter(ctx.device.type)
     meter.start()
-    transforms = pipeline.transforms(cfg) or (None, None)
-    loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
-                           train_transform=transforms[0], test_transform=transforms[1])
-    if isinstance(pipeline, Measurement):
-        measured = pipeline.measure(cfg, ctx, loaders)
-        metrics, artifacts = measured.metrics, measured.artifacts
-        notes = unvalidated(cfg, loaders, metrics)
+    the_plan, cfg = unit[0]
+    if isinstance(the_plan.pipeline, Measurement):  # measures itself: a profile, a search
+        seed_everything(None if cfg.seed is None else cfg.seed + repeat)
+        loaders = loaders_for(the_plan, cfg, ctx)
+        done = the_plan.pipeline.measure(cfg, ctx, loaders)
+        metrics = done.metrics
+        trained = (metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
+                                                             + (metrics.get("measured_steps") or 0))
+        config = {**cfg.to_record(), **recording.data_facts(loaders)}
+        return [results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
+                                    dist=dist_info, env=envinfo.fingerprint(), artifacts=done.artifacts,
+                                    notes=recording.unvalidated(cfg, loaders, metrics), protocol="window",
+                                    machine=machine.judge(state_before, machine.snapshot(ctx.device.type)),
+                                    energy=meter.stop(trained or None), pairing=pairing)]
+    for the_plan, cfg in unit:
+        built.append(build(the_plan, cfg, ctx, repeat, counters[key(cfg)]))
+    memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
+    alone = len(built) == 1
+    if protocol == "blocks":
+        agree = (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
+        first = built[0].cfg
+        interleave.measure_blocks([b.arm for b in built], first.blocks or 1, first.block_s, first.steps, agree=agree)
+        measured = {key(b.cfg): b.arm.training.finish(shared=not alone) for b in built}
+        for b in built:
+            measured[key(b.cfg)].update(block_steps=b.arm.block_steps, recompiled_blocks=b.arm.recompiles)
     else:
-        metrics, notes, artifacts = _train(pipeline, cfg, ctx, loaders, counter)
-    config = {**cfg.to_record(), **data_facts(loaders)}
-    trained = (metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
-                                                         + (metrics.get("measured_steps") or 0))
-    return results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
-                               dist=dist_info, env=envinfo.fingerprint(), artifacts=artifacts, notes=notes,
-                               machine=machine.judge(state_before, machine.snapshot(ctx.device.type)),
-                               energy=meter.stop(trained or None))
-
-
-def _train(pipeline: TrainingPipeline, cfg: RunConfig, ctx: loop.RunContext, loaders,
-           counter: progress.RepeatProgress) -> tuple[dict[str, Any], list[str], dict[str, Any]]:
-    """setup -> before_training -> the timed loop -> evaluation (rank 0); the technique's metrics added."""
-    trainable = pipeline.setup(cfg, ctx)
-    prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
-    trainable = pipeline.before_training(trainable, prep, cfg, ctx)
-    memory.reset_peak(ctx.device)
-    metrics = loop.train(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter],
-                         pause_collector=cfg.scale != "book")
-    metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this variant's training alone
-    if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
-        metrics["variant_peak_reserved_mib"] = reserved  # the talk's figure: the allocator's reserved peak
-    if ctx.is_main:
-        metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
-    metrics["parameters"] = models.parameter_count(trainable.model)
-    metrics["steps_per_epoch"] = len(loaders.train)  # this rank's batches an epoch: the split, batch and ranks
-    metrics.update(trainable.metrics)
-    notes = [*trainable.notes, *unvalidated(cfg, loaders, metrics)]
-    if cfg.pin_memory and ctx.device.type != "cuda":
-        notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
-                      "host-to-GPU copies")
-    return metrics, notes, trainable.artifacts
-
-
-def data_facts(loaders: datasets.Loaders) -> dict[str, Any]:
-    """What the record's config says about the data a run trained on: its source, the split's sizes, the
-    tokenizer."""
-    facts = {"data_source": loaders.source, "train_samples": loaders.train_samples,
-             "test_samples_available": loaders.test_samples, **loaders.details}
-    if loaders.valid is not None:
-        facts["validation_samples_available"] = loaders.valid_samples
-    return facts
-
-
-def unvalidated(cfg: RunConfig, loaders: datasets.Loaders, metrics: dict[str, Any]) -> list[str]:
-    """A note when the split held out a validation part that no validation pass used (never silent)."""
-    if loaders.valid is None or "validation_passes" in metrics:
-        return []
-    return [f"split {cfg.split} holds out {loaders.valid_samples} validation samples; this run made no "
-            "validation pass (this pipeline has none, or -o validate=false)"]
-
-
-def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
-    """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder."""
-    opts = cfg.options
-    if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
-        return []
-    return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
-                                       ranks.barrier_if_initialized)]
+        one = built[0]
+        measured = {key(one.cfg): one.arm.training.train(pause_collector=one.cfg.scale != "book")}
+    state = machine.judge(state_before, machine.snapshot(ctx.device.type))
+    trained = sum(b.arm.training.samples * ctx.world_size for b in built)
+    spent = meter.stop(trained or None)
+    busy = {key(b.cfg): b.arm.training.warmup_s + b.arm.training.switch_s + b.arm.training.train_s for b in built}
+    out = []
+    for b in built:
+        metrics = measured[key(b.cfg)]
+        notes = []
+        if alone:
+            metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this arm's training alone
+            if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
+                metrics["variant_peak_reserved_mib"] = reserved  # the talk's figure: the allocator's reserved peak
+        else:
+            notes.append(f"measured in one process with {len(built) - 1} other arm(s), in interleaved blocks: "
+                         "its memory peak is not its own and is not recorded")
+        share = recording.energy_share(spent, busy[key(b.cfg)], sum(busy.values()),
+                                       b.arm.training.samples * ctx.world_size, len(built))
+        record = recording.measured(b.cfg, b.trainable, b.loaders, metrics, ctx, run_id, repeat, dist_info, protocol,
+                                    machine=state, energy=share, pairing=pairing)
+        record.setdefault("notes", []).extend(notes)
+        out.append(record)
+    return out

@@ -7,7 +7,7 @@ and exits 0 having written nothing.
 
 Why the baseline comes along: a ratio needs its baseline measured beside it. When an entry's baseline
 is another catalog entry that runs the same way (same launcher, image and requirements), `accel run ID`
-and `accel launch ID` measure both in alternation (core/stats/alternate.py, one process per id and round,
+and `accel launch ID` measure both in alternation (core/harness/rounds.py, one process per id and round,
 ABBA). Where it cannot (another launcher, image or device, or an arm of another entry), the plan says
 why and names the commands that give the verdict. Smoke scale proves a code path, never a ratio, so it
 never brings a baseline.

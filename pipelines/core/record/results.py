@@ -4,9 +4,10 @@ A reader never sees a half-written file: records go to a temporary file in the s
 renamed into place. The runner rewrites its file after every finished repeat, so what finished is kept.
 A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
 writes "interrupted" for the repeat in flight (how far it got), which a report never compares. Optional
-keys: `error`, `artifacts`, `notes`, `stopping` (a `--repeats auto` run: which rule stopped it), and
+keys: `error`, `artifacts`, `notes`, `stopping` (a `--repeats auto` run: which rule stopped it),
 `pairing` (the comparison's group, its round and the process that measured the arm: stats/pairing.py pairs
-two arms' records by it).
+two arms' records by it) and `protocol` (how the timed steps were taken: `blocks` or `window`; records
+written before it was added ran blocks at bench scale in a comparison's shared process, else one window).
 """
 
 from __future__ import annotations
@@ -40,7 +41,8 @@ def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int
                 metrics: dict[str, Any], dist: dict[str, Any], env: dict[str, Any],
                 error: dict[str, str] | None = None, artifacts: dict[str, Any] | None = None,
                 notes: list[str] | None = None, machine: dict[str, Any] | None = None,
-                energy: dict[str, Any] | None = None, pairing: dict[str, Any] | None = None) -> dict[str, Any]:
+                energy: dict[str, Any] | None = None, pairing: dict[str, Any] | None = None,
+                protocol: str | None = None) -> dict[str, Any]:
     record = {
         "schema": SCHEMA, "status": status, "run_id": run_id,
         "experiment": config["experiment"], "pipeline": config["pipeline"],
@@ -59,6 +61,8 @@ def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int
         record["energy"] = energy
     if pairing:  # which process and round measured it: what pairs it with other arms (stats/intervals.py)
         record["pairing"] = pairing
+    if protocol:  # how its timed steps were taken: "blocks" or "window" (harness/recording.py PROTOCOLS)
+        record["protocol"] = protocol
     validate(record)
     return record
 

@@ -12,7 +12,7 @@ is that of its ratio to its baseline when the baseline ran beside it, else that 
 (stats/intervals.py), so the precision rule never stops a run before the third round; the budget is the
 user's limit and may (the report then says the run is inconclusive), but never before the first.
 
-The same rule serves `accel compare --rounds auto` (core/stats/alternate.py), where every experiment is one
+The same rule serves `accel compare --rounds auto` (core/harness/rounds.py), where every experiment is one
 process per round; `accel run` applies it to the arms of one process (core/harness/execute.py) and records which
 part of it stopped the run in every record's `stopping`.
 """

@@ -34,6 +34,7 @@ from typing import Callable, Iterator, Sequence
 
 import torch
 
+from pipelines.core.stats.stopping import order
 from pipelines.core.train.loop import Training
 
 BLOCK_COLUMNS = ("round", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples")
@@ -89,11 +90,6 @@ def own_rng(arm: Arm) -> Iterator[None]:
             torch.cuda.set_rng_state_all(outer_cuda)
 
 
-def order(arms: Sequence[Arm], round_index: int) -> list[Arm]:
-    """ABBA: the arms in their order in even rounds, reversed in odd ones."""
-    return list(arms) if round_index % 2 == 0 else list(reversed(arms))
-
-
 def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> int:
     """How many blocks an arm runs: `blocks`, or fewer where `--steps N` asks for fewer steps than that (each
     block holds at least one timed step, so `--steps 3` is 3 blocks of 1 step, not 12)."""
@@ -101,14 +97,16 @@ def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> 
 
 
 def measure_blocks(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
-        after_block: Callable[[Arm, int], None] | None = None) -> None:
+        after_block: Callable[[Arm, int], None] | None = None, agree: Callable[[int], int] = lambda steps: steps,
+        ) -> None:
     """Warm every arm up, size its blocks, then run `blocks` rounds of one block per arm. A lone arm runs
-    its blocks back to back with nothing dropped (there is no switch)."""
+    its blocks back to back with nothing dropped (there is no switch). `agree`: the block size every rank
+    of a launch runs (rank 0's), so their collectives stay in step."""
     blocks = block_count(blocks, block_s, fixed_steps)
     for arm in arms:
         with own_rng(arm):
             arm.training.warm_up()
-        arm.block_steps = steps_per_block(arm.training.warmup_times, block_s, fixed_steps, blocks)
+        arm.block_steps = agree(steps_per_block(arm.training.warmup_times, block_s, fixed_steps, blocks))
     discard = 1 if len(arms) > 1 else 0
     for index in range(blocks):
         for arm in order(arms, index):

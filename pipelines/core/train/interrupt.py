@@ -11,9 +11,11 @@ at a safe point (`check()`: before every step, between repeats and evaluation ba
 the signal lands is fragile: landing inside a fork of DataLoader workers (logging's at-fork lock release)
 Python printed "Exception ignored" and dropped it, and the run went on for minutes. A safe point is
 reached within one step; a step that does not end within GRACE_S seconds (EfficientNet-B7 at batch 2048 on
-a CPU) is interrupted where it is by a timer. An exception raised after a signal arrived (DataLoader workers
-killed by the same signal of the process group, a peer rank gone) is part of that interruption
-(`as_interrupted`), not an error with a traceback.
+a CPU, DataLoader workers starting) is interrupted where it is by a timer, which fires again every RETRY_S
+seconds until the interruption is under way (`as_interrupted`): a raise that lands inside a fork's hook is
+dropped. A run acts on a signal within about 2 seconds. An exception raised after a signal arrived
+(DataLoader workers killed by the same signal of the process group, a peer rank gone) is part of that
+interruption (`as_interrupted`), not an error with a traceback.
 """
 
 from __future__ import annotations
@@ -55,17 +57,20 @@ class Interrupted(BaseException):
         return f"interrupted by {self.name}; {self.finished} finished record(s){stopped} kept in {self.path}"
 
 
-GRACE_S = 10.0  # the longest a noted signal waits for a safe point before the step is interrupted where it is
+GRACE_S = 1.0  # the longest a noted signal waits for a safe point before the step is interrupted where it is
+RETRY_S = 0.5  # then again this often, until the interruption is under way (a raise inside a fork's hook is lost)
 
 _pending: int | None = None  # the signal noted inside deferred(), not acted on yet
 _received: int | None = None  # the signal that ended this block, deferred or not
 _deferring = 0
+_second_forces = True  # signals_raise's choice: whether a second signal ends the process at once
 
 
 def as_interrupted(exc: BaseException) -> Interrupted:
     """The interruption `exc` belongs to: itself; the pending signal's (an exception a signal caused, e.g.
     "DataLoader worker ... is killed by signal: Terminated"); or SIGINT for a KeyboardInterrupt (the runner
     used as a library, without our handler)."""
+    signal.setitimer(signal.ITIMER_REAL, 0)  # the interruption is under way: no retry lands in its clean-up
     if isinstance(exc, Interrupted):
         return exc
     return Interrupted(_pending if _pending is not None else signal.SIGINT)
@@ -96,15 +101,19 @@ def check() -> None:
 
 
 def _overdue(signum: int, frame) -> None:
-    if _pending is not None:  # the grace ran out inside one step: interrupt it where it is
+    if _pending is not None:  # the grace ran out inside one step (or a loader's start): interrupt it where it is
+        signal.setitimer(signal.ITIMER_REAL, RETRY_S)  # and again, should this raise land where it is dropped
         raise Interrupted(_pending)
 
 
 def _raise(signum: int, frame) -> None:
     global _pending, _received
+    if _received is not None and not _second_forces:  # a worker told twice (its group, and its orchestrator)
+        return
     _received = signum
-    for number in SIGNALS:  # the second signal forces the exit (default handlers)
-        signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+    if _second_forces:  # the second signal forces the exit (default handlers)
+        for number in SIGNALS:
+            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
     if _deferring:
         _pending = signum
         signal.signal(signal.SIGALRM, _overdue)
@@ -126,14 +135,17 @@ def deferred() -> Iterator[None]:
 
 
 @contextmanager
-def signals_raise() -> Iterator[None]:
+def signals_raise(second_forces: bool = True) -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise Interrupted; the previous handlers come back after it.
-    Signal handlers belong to the main thread: elsewhere this does nothing."""
-    global _pending, _received
+    `second_forces`: a second signal ends the process at once (a person's second Ctrl-C). A worker passes
+    False: its orchestrator and its process group may both signal it, and the orchestrator ends what is
+    still running after its own wait. Signal handlers belong to the main thread: elsewhere this does nothing."""
+    global _pending, _received, _second_forces
     if threading.current_thread() is not threading.main_thread():
         yield
         return
     _pending = _received = None
+    _second_forces = second_forces
     previous = {number: signal.getsignal(number) for number in SIGNALS}
     previous_hook = sys.excepthook
     for number in SIGNALS:

@@ -319,9 +319,10 @@ class Training:
             return self.done >= total
         return self.last_in_epoch and self.epoch + 1 - self.offset >= self.cfg.epochs
 
-    def finish(self, interleaved: bool = False) -> dict[str, Any]:
-        """The record's metrics. `interleaved`: other arms ran between this arm's blocks, so epoch wall
-        times and the process's memory peak are not this arm's and are left out."""
+    def finish(self, shared: bool = False) -> dict[str, Any]:
+        """The record's metrics. `shared`: other arms ran between this arm's blocks, so epoch wall times and
+        the process's memory peak are not this arm's and are left out. Blocks, when the arm ran any, are kept
+        with their switch time and dropped steps."""
         self.settle()
         cfg, ctx, step_times, train_s = self.cfg, self.ctx, self.step_times, self.train_s
         self.loss_chunks.append(_to_host(self.step_losses))
@@ -329,7 +330,7 @@ class Training:
             hook.train_end(self.trainable, self.epoch + 1 if self.last_in_epoch else self.epoch)
         final_loss = float(self.loss.detach())
         flops, measured = self.flops, len(step_times)
-        epoch_times = [] if interleaved else self.epoch_times
+        epoch_times = [] if shared else self.epoch_times
         metrics = {
             "warmup_s": self.warmup_s,
             "warmup_steps": min(self.done, cfg.warmup_steps),
@@ -357,9 +358,9 @@ class Training:
             "page_faults_major_per_step": self.faults[1] / measured if measured else None,
             "gc_paused_in_timed_steps": self.gc_paused,
         }
-        if interleaved:
+        if self.blocks:
             metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded)
-        else:
+        if not shared:
             metrics.update(memory.process_peaks(self.device))
         if self.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
             metrics["start_epoch"] = self.start_epoch

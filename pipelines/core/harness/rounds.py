@@ -3,21 +3,25 @@
 Every round starts one process per *slot*: a slot is the arms that share a process (core/harness/sharing.py
 decides; its process measures them in interleaved blocks, core/train/interleave.py), or one arm whose
 process environment is its own (another OpenMP runtime, thread count, launcher). Slots run in ABBA order
-(reversed every round, so a linear drift costs every slot the same), each through `accel launch` with
-`--repeats 1`. Several rounds sample the process-to-process noise that no number of steps inside one
-process can (Kalibera & Jones); the report pairs the arms within a process (by block round) or within a
-round (core/stats/pairing.py).
+(reversed every round, so a linear drift costs every slot the same). Several rounds sample the
+process-to-process noise that no number of steps inside one process can (Kalibera & Jones); the report
+pairs the arms within a process (by block round) or within a round (core/stats/pairing.py).
+
+Each process is a worker: the slot's launcher script, its knobs checked once before round 1
+(harness/comparison.py), ending in `python -m pipelines --worker FILE`. This module writes FILE, the
+worker's request (config/request.py: the slot's configs as planned, one repeat, the round's pairing and a
+run id), so the records' files are known before the process starts; they are read back from there, never
+searched for. No process started here runs a command of the `accel` CLI.
 
 Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
 applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95 % interval has a
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
-budget. The summary file (alternation--<time>.json) says which rule stopped
-it, with the half-widths; every record carries ACCEL_ALTERNATION (group:round:slot) in its env.vars and
-its `pairing`.
+budget. The summary file (alternation--<group>.json) says which rule stopped it, with the half-widths;
+every record carries its `pairing` (group, round, process).
 
 What the terminal shows: one line per round (each process's time, the budget spent and left); every
-process's own output (launcher lines, its plan, its per-repeat lines) goes to alternation--<time>.log
-beside the records, and a failing process's `accel: error:` line is repeated on the terminal.
+process's own output (launcher lines, its per-repeat lines) goes to alternation--<group>.log beside the
+records, and a failing process's `accel: error:` line is repeated on the terminal.
 """
 
 from __future__ import annotations
@@ -26,16 +30,18 @@ import json
 import os
 import signal
 import subprocess
-import sys
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
+from pipelines.core.config import request as requests
+from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth
+from pipelines.core.errors import ConfigError
+from pipelines.core.harness import worker
+from pipelines.core.harness.plan import Plan
 from pipelines.core.record import atomic, results
 from pipelines.core.stats import rows, stopping
-from pipelines.core.errors import ConfigError
-from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth
 from pipelines.core.stats.stopping import order
 
 EXIT_INTERRUPTED = 130
@@ -76,71 +82,80 @@ class Summary:
 
 @dataclass(frozen=True)
 class Slot:
-    """One process of every round: the arms it measures (a label for the terminal), the `accel launch`
-    arguments that start it (without the round's --repeats / --results-dir), and its knobs."""
+    """One process of every round: the arms it measures (a label for the terminal, their plans), the
+    launcher script that starts it and that script's whole environment (its knobs already checked)."""
 
     label: str
     ids: tuple[str, ...]
-    args: tuple[str, ...]
+    plans: tuple[Plan, ...]
+    script: Path
     env: Mapping[str, str] = field(default_factory=dict)
 
 
-def halfwidths(results_dir: Path, ids: Sequence[str], group: str) -> dict[str, float | None]:
+@dataclass
+class Measured:
+    """What the rounds wrote: their summary, and the records read back from the files the requests named."""
+
+    summary: Summary
+    records: list[dict] = field(default_factory=list)
+    paths: list[Path] = field(default_factory=list)
+
+    def add(self, files: Sequence[Path]) -> None:
+        for path in files:
+            if not path.is_file():
+                continue
+            self.records += [item for item in results.read_tolerant(path) if not isinstance(item, results.Skipped)]
+            self.paths.append(path)
+
+
+def worker_command(slot: Slot, results_dir: Path, pairing: requests.Pairing) -> tuple[list[str], list[Path]]:
+    """One round's process of `slot`: its request written (one repeat of its configs, this round's pairing),
+    then the launcher's command line ending in the worker, and the record files the worker will write."""
+    run_id = results.new_run_id()
+    request = worker.request_of(list(slot.plans), run_id, pairing=pairing, one_repeat=True)
+    path = worker.write_request(request, results_dir)
+    return [str(slot.script), requests.FLAG, str(path)], worker.record_paths(request)
+
+
+def halfwidths(records: Sequence[dict], ids: Sequence[str]) -> dict[str, float | None]:
     """Relative 95 % half-width of every measured arm of this comparison (None: no interval yet)."""
-    return rows.arm_halfwidths(group_records(results_dir, group)[0], list(ids))
-
-
-def launch_command(slot: Slot, results_dir: Path) -> list[str]:
-    """One round's process: one repeat, into the comparison's folder, never bringing a baseline of its own."""
-    return [sys.executable, "-m", "pipelines", "launch", *slot.args, "--repeats", "1",
-            "--results-dir", str(results_dir), "--no-baseline"]
+    return rows.arm_halfwidths(list(records), list(ids))
 
 
 def log_path(results_dir: Path, group: str) -> Path:
     return Path(results_dir) / f"alternation--{group}.log"
 
 
-def group_records(results_dir: Path, group: str) -> tuple[list[dict], list[Path]]:
-    """The records (and their files) this comparison wrote: ACCEL_ALTERNATION starts with its group, so
-    older runs in the same folder never enter its verdict."""
-    records, paths = [], set()
-    for path in sorted(Path(results_dir).glob("*.jsonl")):
-        for item in results.read_tolerant(path):
-            if isinstance(item, results.Skipped):
-                continue
-            mark = str(((item.get("env") or {}).get("vars") or {}).get("ACCEL_ALTERNATION", ""))
-            if mark.startswith(f"{group}:"):
-                records.append(item)
-                paths.add(path)
-    return records, sorted(paths)
-
-
 def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
-        start: Callable[[list[str], dict], int] | None = None, clock: Callable[[], float] = time.monotonic,
-        echo: Callable[[str], None] = print) -> Summary:
-    """Rounds of one process per slot until the rule stops; returns (and writes) the summary.
+        start: Callable[[list[str], Mapping[str, str]], int] | None = None,
+        clock: Callable[[], float] = time.monotonic, echo: Callable[[str], None] = print) -> Measured:
+    """Rounds of one process per slot until the rule stops; returns the summary (also written) and the
+    records. A failure or a signal carries what was measured so far on the exception (`measured`).
 
-    `start(argv, extra_env) -> exit code` runs one process (a real subprocess by default)."""
+    `start(argv, env) -> exit code` runs one process (a real subprocess by default)."""
     group = results.new_run_id()
     log = log_path(results_dir, group)
     start = start or (lambda argv, env: _subprocess(argv, env, log))
     ids = list(dict.fromkeys(i for slot in slots for i in slot.ids))
     summary = Summary(group, ids, rule=asdict(rule))
+    measured = Measured(summary)
     auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
     began = clock()
     try:
-        return _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, log)
+        _rounds(slots, results_dir, rule, start, clock, echo, measured, auto, began, log)
+        return measured
     except BaseException as stop:  # a signal (or a failed round): the summary is kept, and travels with it
         if not summary.stopped_by:
             summary.stopped_by = "interrupted"
             summary.elapsed_s = clock() - began
             _write(results_dir, summary)
-        stop.summary = summary
+        stop.measured = measured
         raise
 
 
-def _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, log) -> Summary:
+def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, auto, began, log) -> None:
     longest_round = 0.0
+    summary = measured.summary
     ids = summary.experiments
     try:
         while True:
@@ -157,9 +172,12 @@ def _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, 
                 break
             round_began, took = clock(), []
             for index, slot in order(list(enumerate(slots)), summary.rounds):
-                env = {**slot.env, "ACCEL_ALTERNATION": f"{summary.group}:{summary.rounds}:{index}"}
+                argv, files = worker_command(slot, results_dir, requests.Pairing(summary.group, summary.rounds, index))
                 began_one = clock()
-                code = start(launch_command(slot, results_dir), env)
+                try:
+                    code = start(argv, slot.env)
+                finally:  # what the process wrote before a failure or a signal is the run's too
+                    measured.add(files)
                 took.append(f"{slot.label} {clock() - began_one:.0f} s")
                 if code != 0:
                     summary.stopped_by = "interrupted" if code in (130, 143, -2, -15) else "failure"
@@ -168,14 +186,13 @@ def _rounds(slots, results_dir, rule, start, clock, echo, summary, auto, began, 
                     raise RoundFailed(slot.label, code, summary, _error_lines(log))
             summary.rounds += 1
             longest_round = max(longest_round, clock() - round_began)
-            summary.halfwidths = halfwidths(results_dir, ids, summary.group)
+            summary.halfwidths = halfwidths(measured.records, ids)
             if auto is not None:
                 auto.after_round(summary.halfwidths, clock() - round_began)
             echo(round_line(summary, rule, took, clock() - began))
     finally:
         summary.elapsed_s = clock() - began
     _write(results_dir, summary)
-    return summary
 
 
 class RoundFailed(Exception):
@@ -218,22 +235,22 @@ def _write(results_dir: Path, summary: Summary) -> Path:
     return path
 
 
-SIGNAL_GRACE_S = 1.0  # a child that got the signal itself (SLURM signals every process) ends on its own
 CHILD_WAIT_S = 120.0  # how long an interrupted round's process may take to write its interrupted records
 
 
-def _subprocess(argv: list[str], extra_env: dict, log: Path) -> int:
+def _subprocess(argv: list[str], env: Mapping[str, str], log: Path) -> int:
     """One process, its output appended to the comparison's log (the terminal gets one line per round).
 
-    It runs in a session of its own, so a terminal's Ctrl-C reaches this process only, which hands the
-    signal on exactly once (a second SIGINT would force the child out before its interrupted records are
-    written); a child that got the signal itself too (SLURM signals every process of a step) is given a
-    moment to end on its own first. Nothing is left running either way."""
+    It runs in a session of its own (the launcher, its worker or ranks, their DataLoader workers), so a
+    terminal's Ctrl-C reaches this process only, which hands the signal on to that whole group at once:
+    the loader workers stop with it, and the worker, which a second signal never forces out (a SLURM step
+    signals every process itself too; cli/main.py worker_main), writes its interrupted records. What is
+    still running after CHILD_WAIT_S is killed: nothing is left running either way."""
     log.parent.mkdir(parents=True, exist_ok=True)
     with open(log, "a") as out:
         out.write(f"$ {' '.join(argv)}\n")
         out.flush()
-        child = subprocess.Popen(argv, env={**os.environ, **extra_env}, stdout=out, stderr=subprocess.STDOUT,
+        child = subprocess.Popen(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
                                  stdin=subprocess.DEVNULL, start_new_session=True)
         try:
             return child.wait()
@@ -243,13 +260,16 @@ def _subprocess(argv: list[str], extra_env: dict, log: Path) -> int:
 
 
 def _stop_child(child: subprocess.Popen, signum: int) -> None:
-    try:
-        child.wait(timeout=SIGNAL_GRACE_S)
-        return
-    except subprocess.TimeoutExpired:
-        child.send_signal(signum)
+    _signal_group(child, signum)
     try:
         child.wait(timeout=CHILD_WAIT_S)
     except subprocess.TimeoutExpired:
-        child.kill()
+        _signal_group(child, signal.SIGKILL)
         child.wait()
+
+
+def _signal_group(child: subprocess.Popen, signum: int) -> None:
+    try:
+        os.killpg(child.pid, signum)  # the child leads its session's one process group
+    except ProcessLookupError:
+        pass

@@ -1,0 +1,80 @@
+"""An arm built for the engine (harness/execute.py): seeded, its loaders, the technique's setup and
+preparation, its Training with the runner's hooks; and the words that name an arm in a process."""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch  # noqa: I001  (before numpy: libgomp binds this thread before OpenBLAS starts its pool,
+import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core)
+
+from pipelines.core.config.runconfig import RunConfig
+from pipelines.core.data import datasets
+from pipelines.core.distributed import ranks
+from pipelines.core.harness.pipeline import Preparation, warmup_config
+from pipelines.core.harness.plan import Plan
+from pipelines.core.train import checkpoint, interleave, loop, progress
+
+Key = tuple[str, str]  # (experiment id, variant): an arm of the process
+
+
+@dataclass
+class Built:
+    """One arm of a unit, built: its plan and config, the technique's trainable and loaders, its Training (in
+    `arm`, which train/interleave.py runs in blocks) and its step counter (progress, and how far it got)."""
+
+    plan: Plan
+    cfg: RunConfig
+    trainable: loop.Trainable
+    loaders: Any
+    arm: interleave.Arm
+    counter: progress.RepeatProgress
+
+
+def key(cfg: RunConfig) -> Key:
+    return cfg.experiment, cfg.variant
+
+
+def label(cfg: RunConfig) -> str:
+    return f"{cfg.experiment} [{cfg.variant}]"
+
+
+def seed_everything(seed: int | None) -> None:
+    """Every generator an arm draws from: Python's, NumPy's global one and torch's."""
+    if seed is None:
+        return
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+def loaders_for(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext):
+    transforms = the_plan.pipeline.transforms(cfg) or (None, None)
+    return datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size,
+                            train_transform=transforms[0], test_transform=transforms[1])
+
+
+def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
+           counter: progress.RepeatProgress) -> Built:
+    """An arm ready to measure: seeded, loaders, the technique's setup and preparation, its Training."""
+    seed_everything(None if cfg.seed is None else cfg.seed + repeat)
+    pipeline = the_plan.pipeline
+    loaders = loaders_for(the_plan, cfg, ctx)
+    trainable = pipeline.setup(cfg, ctx)
+    prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
+    trainable = pipeline.before_training(trainable, prep, cfg, ctx)
+    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter])
+    return Built(the_plan, cfg, trainable, loaders, interleave.Arm(label(cfg), training,
+                                                                   rng=torch.random.get_rng_state()), counter)
+
+
+def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
+    """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder."""
+    opts = cfg.options
+    if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
+        return []
+    return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
+                                       ranks.barrier_if_initialized)]
