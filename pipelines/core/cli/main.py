@@ -68,12 +68,17 @@ cli.add_command(diff)
 cli.add_command(history)
 
 
-def _interrupted(stop: Interrupted) -> None:
-    """One line from rank 0 (the others stay quiet), then 128 + the signal number. A rank of a distributed
-    run leaves without interpreter teardown, which could wait on peers that are gone (dist.Session.abort)."""
+def _interrupted(stop: Interrupted, whole_process: bool) -> None:
+    """One line from rank 0 (the others stay quiet), then 128 + the signal number. A process of its own
+    (`whole_process`: the command or a worker, not `cli.main` called in a test) with no DataLoader workers
+    to shut down leaves without interpreter teardown once everything is flushed: the records are on disk
+    already, and torch's teardown alone takes about a second. A rank always does: its teardown could wait
+    on peers that are gone (dist.Session.abort)."""
+    import multiprocessing
+
     if stop.main:
         click.echo(f"accel: {stop.message()}", err=True)
-    if not stop.main or stop.launched:
+    if (whole_process and not multiprocessing.active_children()) or not stop.main or stop.launched:
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(stop.exit_code)
@@ -81,7 +86,9 @@ def _interrupted(stop: Interrupted) -> None:
 
 
 def main(argv: list[str] | None = None) -> None:
-    guarded(lambda: cli.main(args=argv, prog_name="accel", standalone_mode=False))
+    """The `accel` command: `argv` None is this process's own command line (the console script,
+    `python -m pipelines`); a list is `accel` called from Python (the tests)."""
+    guarded(lambda: cli.main(args=argv, prog_name="accel", standalone_mode=False), whole_process=argv is None)
 
 
 def worker_main(argv: list[str]) -> None:
@@ -103,10 +110,11 @@ def worker_main(argv: list[str]) -> None:
         if request.finish != "none":
             finish(plans, outcomes, request.finish == "json")
 
-    guarded(serve, second_signal_forces=False)  # its orchestrator ends it if it does not end (harness/rounds.py)
+    guarded(serve, second_signal_forces=False,  # its orchestrator ends it if it does not end (harness/rounds.py)
+            whole_process=True)
 
 
-def guarded(command, second_signal_forces: bool = True) -> None:
+def guarded(command, second_signal_forces: bool = True, whole_process: bool = False) -> None:
     """Run `command` as an `accel` process: its signals raise Interrupted, and an error or a signal ends in
     one line and its exit code."""
     from pipelines.core.record.machine import mark_root
@@ -116,7 +124,7 @@ def guarded(command, second_signal_forces: bool = True) -> None:
         with signals_raise(second_signal_forces):
             command()
     except Interrupted as stop:
-        _interrupted(stop)
+        _interrupted(stop, whole_process)
     except click.exceptions.Abort:
         _fail("aborted", 130)
     except click.exceptions.NoArgsIsHelpError as exc:

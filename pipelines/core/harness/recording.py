@@ -65,8 +65,8 @@ def measured(cfg: RunConfig, trainable: loop.Trainable, loaders: datasets.Loader
         notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
                      "host-to-GPU copies")
     env = envinfo.fingerprint()
-    if metrics.get("gc_paused_in_timed_steps"):
-        env["python_gc_in_timed_steps"] = "paused (collected before each timed window)"
+    if protocol == "blocks":
+        env["python_gc_in_timed_steps"] = "paused (collected before each block)"
     return results.make_record(status="ok", run_id=run_id, config={**cfg.to_record(), **data_facts(loaders)},
                                repeat=repeat, metrics=metrics, dist=dist_info, env=env,
                                artifacts=trainable.artifacts, notes=notes, protocol=protocol, **extra)
