@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Seconds from `make cpu-ddp NPROC=2` to its first timed step's record on disk: the start-up a user waits
-# through before any work (docs/design.md, "From make ID to a rank's loop", has the figures). The run is one
-# smoke repeat of one timed step on synthetic data, so what is measured is make, the Python starts, the
+# through before any work (docs/design.md, "What a command costs in processes", has the figures). The run
+# is one smoke repeat of one timed step on synthetic data, so what is measured is make, the Python starts, the
 # launcher, the rendezvous, the model and one step; the record appears whole (written, then renamed).
 # Usage: ci/time-to-first-step.sh [CHECKOUT] [TIMES]   (another checkout: one with .venv, e.g. a symlink to ours)
 set -euo pipefail
