@@ -4,6 +4,7 @@ every entry's plan built once from the run options, parsed once by run_command.p
 from __future__ import annotations
 
 import itertools
+import os
 from pathlib import Path
 
 import click
@@ -39,8 +40,6 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would warn first
-    import os
-
     from pipelines.core.harness import comparison, rounds as rounding
 
     named = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
