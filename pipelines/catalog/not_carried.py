@@ -8,7 +8,7 @@ Rules match a row by id (or "*"), metric (exact, "prefix*" or "*"), and optional
 config, the start of its source and an upper bound on its value. A rule must hold for every row it explains,
 on its own: a catch-all ("*") rule only where its reason is true of any such row (a last-batch loss is one
 batch's loss wherever it was printed), otherwise the rule names its ids and source. A printed figure the
-catalog can carry is carried, not explained (issue 30: ch5's epoch times, every profile share, Lightning's
+catalog can carry is carried, not explained (ch5's epoch times, every profile share, Lightning's
 67.0 M, the note's N at the entries' NPROC). This module defines no experiments.
 """
 

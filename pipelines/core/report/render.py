@@ -35,7 +35,7 @@ class Doc:
 
 
 def markdown_table(frame: pd.DataFrame) -> str:
-    """A pipe table of strings: numbers were formatted before (report_stats.fmt), so tabulate must not
+    """A pipe table of strings: numbers were formatted before (stats/intervals.py `fmt`), so tabulate must not
     re-parse them ("1.00" would print as "1")."""
     cells = frame.astype(str).map(lambda v: v.replace("|", "\\|").replace("\n", " "))
     return cells.to_markdown(index=False, disable_numparse=True)

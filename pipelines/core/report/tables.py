@@ -1,6 +1,6 @@
 """The report's tables as pandas DataFrames: `frame(rows)` holds every Row column as data (numbers stay
 numbers; it is what report.csv is), and the views below turn it into the strings a reader sees, every
-number through the one formatter (report_stats.fmt). Markdown and HTML render these same views.
+number through the one formatter (stats/intervals.py `fmt`). Markdown and HTML render these same views.
 """
 
 from __future__ import annotations

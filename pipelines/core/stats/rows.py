@@ -3,7 +3,7 @@
 The compared quantity is throughput (samples per second of training, data loading included), so a
 ratio means what the book's ratio of training times means for the same work: baseline_time /
 variant_time = variant_throughput / baseline_throughput, whatever the batch size. A verdict is
-conclusive only when the ratio's bootstrap interval (report_stats) is; records without per-step times
+conclusive only when the ratio's bootstrap interval (stats/intervals.py) is; records without per-step times
 (older schema) get the point ratio and the verdict "inconclusive" (no interval). An `interrupted` record
 (a repeat stopped by Ctrl-C or SIGTERM) never enters a ratio: an arm with nothing else shows the verdict
 "interrupted" and how far it got, an arm with finished repeats too says how many were left out.

@@ -2,7 +2,7 @@
 
 The product of an experiment is its verdict ("Table 9.1's 1.65x is reproduced here: 1.62 [1.56, 1.68]"),
 so a command that measured something ends with it instead of a file path. The rows are the report's own
-(report_rows.build over this command's records only, never older ones in the same folder), so the table
+(stats/rows.py `build` over this command's records only, never older ones in the same folder), so the table
 and `accel report` can never disagree on the same records. One line after the table names the record
 files and the command that writes the full report.
 """
