@@ -39,7 +39,7 @@ from pipelines.core.harness import recording
 from pipelines.core.harness.arms import Built, Key, build, key, label, loaders_for, seed_everything
 from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
-from pipelines.core.record import energy, envinfo, machine, results
+from pipelines.core.record import energy, machine, results
 from pipelines.core.stats import rows, stopping
 from pipelines.core.train import interleave, interrupt, loop, memory, progress
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
@@ -80,6 +80,12 @@ def work_order(configs: list[RunConfig], skips: Mapping[Key, str], rule: stoppin
         rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - round_began)
 
 
+def rank_zeros(session) -> Callable[[Any], Any]:
+    """Rank 0's value on every rank of the session (all ranks must run the same repeats and block sizes, or
+    a collective hangs); this process's own value without one."""
+    return (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
+
+
 def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
     first = configs[0]
     return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
@@ -101,8 +107,7 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
     everything: list[dict[str, Any]] = []  # what the stop rule judges
     protocol = protocol_of(plans)
     rule = _stop_rule(configs)
-    agree = (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
-    work = work_order(configs, skips, rule, everything, agree, together=protocol == "blocks")
+    work = work_order(configs, skips, rule, everything, rank_zeros(session), together=protocol == "blocks")
     planned = None if rule else sum(1 if key(c) in skips else c.repeats for c in configs)
     bars = progress.RunProgress(" + ".join(paths), planned, shown if ctx.is_main else progress.OFF, rule=rule)
     repeat, unit, counters, built = 0, [configs[0]], {}, []
@@ -196,23 +201,18 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
         seed_everything(None if cfg.seed is None else cfg.seed + repeat)
         loaders = loaders_for(the_plan, cfg, ctx)
         done = the_plan.pipeline.measure(cfg, ctx, loaders)
-        metrics = done.metrics
-        trained = (metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
-                                                             + (metrics.get("measured_steps") or 0))
-        config = {**cfg.to_record(), **recording.data_facts(loaders)}
-        return [results.make_record(status="ok", run_id=run_id, config=config, repeat=repeat, metrics=metrics,
-                                    dist=dist_info, env=envinfo.fingerprint(), artifacts=done.artifacts,
-                                    notes=recording.unvalidated(cfg, loaders, metrics), protocol="window",
-                                    machine=machine.judge(state_before, machine.snapshot(ctx.device.type)),
-                                    energy=meter.stop(trained or None), pairing=pairing)]
+        state = machine.judge(state_before, machine.snapshot(ctx.device.type))
+        return [recording.measurement(cfg, done, loaders, run_id, repeat, dist_info, machine=state,
+                                      energy=meter.stop(recording.samples_trained(done.metrics) or None),
+                                      pairing=pairing)]
     for the_plan, cfg in unit:
         built.append(build(the_plan, cfg, ctx, repeat, counters[key(cfg)]))
     memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
     alone = len(built) == 1
     if protocol == "blocks":
-        agree = (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
         first = built[0].cfg
-        interleave.measure_blocks([b.arm for b in built], first.blocks or 1, first.block_s, first.steps, agree=agree)
+        interleave.measure_blocks([b.arm for b in built], first.blocks or 1, first.block_s, first.steps,
+                                  agree=rank_zeros(session))
         measured = {key(b.cfg): b.arm.training.finish(shared=not alone) for b in built}
         for b in built:
             measured[key(b.cfg)].update(block_steps=b.arm.block_steps, recompiled_blocks=b.arm.recompiles)
@@ -226,7 +226,7 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
     out = []
     for b in built:
         metrics = measured[key(b.cfg)]
-        notes = []
+        notes: list[str] = []
         if alone:
             metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this arm's training alone
             if (reserved := memory.peak_reserved_mib(ctx.device)) is not None:
@@ -236,8 +236,6 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
                          "its memory peak is not its own and is not recorded")
         share = recording.energy_share(spent, busy[key(b.cfg)], sum(busy.values()),
                                        b.arm.training.samples * ctx.world_size, len(built))
-        record = recording.measured(b.cfg, b.trainable, b.loaders, metrics, ctx, run_id, repeat, dist_info, protocol,
-                                    machine=state, energy=share, pairing=pairing)
-        record.setdefault("notes", []).extend(notes)
-        out.append(record)
+        out.append(recording.measured(b.cfg, b.trainable, b.loaders, metrics, ctx, run_id, repeat, dist_info,
+                                      protocol, notes, machine=state, energy=share, pairing=pairing))
     return out

@@ -18,7 +18,7 @@ from pipelines.core.config.request import Pairing
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.data import datasets
 from pipelines.core.record import envinfo, history, results
-from pipelines.core.train import loop, progress
+from pipelines.core.train import loop, models, progress
 
 PROTOCOLS = {  # a record's `protocol`: how its timed steps were taken
     "blocks": "time-matched blocks, interleaved with the process's other arms (ABBA, a dropped step per switch)",
@@ -52,18 +52,21 @@ def interrupted(cfg: RunConfig, run_id: str, repeat: int, dist_info, signal_name
 
 
 def measured(cfg: RunConfig, trainable: loop.Trainable, loaders: datasets.Loaders, metrics: dict[str, Any],
-             ctx: loop.RunContext, run_id: str, repeat: int, dist_info, protocol: str, **extra) -> dict[str, Any]:
+             ctx: loop.RunContext, run_id: str, repeat: int, dist_info, protocol: str, engine_notes: list[str],
+             **extra) -> dict[str, Any]:
     """The record of an arm that ran: `metrics` (its Training's, plus what the engine adds), evaluation on
-    rank 0, the technique's metrics, notes and artifacts; `extra`: machine, energy, pairing."""
+    rank 0, the technique's metrics, notes (the `engine_notes` last) and artifacts;
+    `extra`: machine, energy, pairing."""
     if ctx.is_main:
         metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
-    metrics["parameters"] = loop_parameters(trainable)
+    metrics["parameters"] = models.parameter_count(trainable.model)
     metrics["steps_per_epoch"] = len(loaders.train)  # this rank's batches an epoch: the split, batch and ranks
     metrics.update(trainable.metrics)
     notes = [*trainable.notes, *unvalidated(cfg, loaders, metrics)]
     if cfg.pin_memory and ctx.device.type != "cuda":
         notes.append("pin_memory=True has no effect without a GPU: page-locked buffers only speed "
                      "host-to-GPU copies")
+    notes += engine_notes
     env = envinfo.fingerprint()
     if protocol == "blocks":
         env["python_gc_in_timed_steps"] = "paused (collected before each block)"
@@ -72,10 +75,19 @@ def measured(cfg: RunConfig, trainable: loop.Trainable, loaders: datasets.Loader
                                artifacts=trainable.artifacts, notes=notes, protocol=protocol, **extra)
 
 
-def loop_parameters(trainable: loop.Trainable) -> int:
-    from pipelines.core.train import models
+def measurement(cfg: RunConfig, done, loaders: datasets.Loaders, run_id: str, repeat: int, dist_info,
+                **extra) -> dict[str, Any]:
+    """The record of a Measurement (a profile, a search): its own metrics and artifacts, one window."""
+    return results.make_record(status="ok", run_id=run_id, config={**cfg.to_record(), **data_facts(loaders)},
+                               repeat=repeat, metrics=done.metrics, dist=dist_info, env=envinfo.fingerprint(),
+                               artifacts=done.artifacts, notes=unvalidated(cfg, loaders, done.metrics),
+                               protocol="window", **extra)
 
-    return models.parameter_count(trainable.model)
+
+def samples_trained(metrics: dict[str, Any]) -> int:
+    """Samples a measurement's steps went through, warm-up included (what its energy is shared over)."""
+    return int((metrics.get("samples_per_step") or 0) * ((metrics.get("warmup_steps") or 0)
+                                                         + (metrics.get("measured_steps") or 0)))
 
 
 def data_facts(loaders: datasets.Loaders) -> dict[str, Any]:
