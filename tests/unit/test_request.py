@@ -42,6 +42,11 @@ def test_a_missing_or_foreign_request_is_one_line(tmp_path):
     (tmp_path / "other.json").write_text('{"version": 99}')
     with pytest.raises(ConfigError, match="is not a version-1 request"):
         requests.read(tmp_path / "other.json")
+    for broken in ('{"version": 1}', '{"version": 1, "run_id": "x", "plans": []}',
+                   '{"version": 1, "run_id": "x", "plans": [{"experiment": "a"}]}'):
+        (tmp_path / "broken.json").write_text(broken)
+        with pytest.raises(ConfigError, match="is not a whole request"):
+            requests.read(tmp_path / "broken.json")
 
 
 def test_the_container_launcher_mounts_the_folders_the_request_names(tmp_path):

@@ -83,12 +83,15 @@ def read(path: str | Path) -> Request:
     if not isinstance(doc, dict) or doc.get("version") != VERSION:
         raise ConfigError(f"worker request {path} is not a version-{VERSION} request (written by another "
                           "version of accel?)")
-    pairing = doc.get("pairing")
-    return Request(run_id=doc["run_id"],
-                   plans=tuple((p["experiment"], tuple(p["configs"])) for p in doc["plans"]),
-                   pairing=None if pairing is None else Pairing(**pairing),
-                   finish=doc.get("finish", "none"), quiet=bool(doc.get("quiet", True)),
-                   verbose=bool(doc.get("verbose", False)))
+    try:
+        pairing = doc.get("pairing")
+        return Request(run_id=str(doc["run_id"]),
+                       plans=tuple((p["experiment"], tuple(p["configs"])) for p in doc["plans"]),
+                       pairing=None if pairing is None else Pairing(**pairing),
+                       finish=doc.get("finish", "none"), quiet=bool(doc.get("quiet", True)),
+                       verbose=bool(doc.get("verbose", False)))
+    except (KeyError, TypeError, ValueError) as exc:  # a key missing, a value of the wrong shape
+        raise ConfigError(f"worker request {path} is not a whole request ({exc.__class__.__name__}: {exc})") from None
 
 
 def from_args(args: Sequence[str]) -> Request | None:
