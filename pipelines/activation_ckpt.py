@@ -21,9 +21,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from pipelines.core.train import memory, models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import ConfigError, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 

@@ -26,8 +26,7 @@ from torch.utils.data import DataLoader, RandomSampler
 
 from pipelines.core.data import datasets
 from pipelines.core.train import loop, memory, microbench, models
-from pipelines.core.errors import ConfigError
-from pipelines.core.harness.pipeline import Measured, Measurement
+from pipelines.core.harness.pipeline import ConfigError, Measured, Measurement
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 SMOKE_TRIALS = 3  # smoke scale proves the path: sizes start, 2x, 4x

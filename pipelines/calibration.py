@@ -19,9 +19,8 @@ from typing import Annotated
 
 import click
 
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Trainable, TrainingPipeline
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 

@@ -26,8 +26,7 @@ import torch
 
 from pipelines.core.data import files
 from pipelines.core.train import models
-from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Hooks, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 POSITIVE = click.FloatRange(min=0, min_open=True)

@@ -7,8 +7,7 @@ loop as the book's saved run did; the record carries both parameter counts and t
 from __future__ import annotations
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 

@@ -67,7 +67,6 @@ class Profile(Measurement[Options]):
         opts: Options = cfg.options
         x, y = next(iter(loaders.train))
         x, y = x.to(ctx.device), y.to(ctx.device)
-        torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         run = torch.compile(model) if opts.compile else model
         if opts.step == "train":

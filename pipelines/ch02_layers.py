@@ -11,8 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 

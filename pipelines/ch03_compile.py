@@ -19,9 +19,7 @@ from typing import Literal
 import torch
 
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import ConfigError, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 
@@ -52,7 +50,6 @@ class Compile(TrainingPipeline[Options]):
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = book_optimizer(model, cfg)
         if not opts.compile:

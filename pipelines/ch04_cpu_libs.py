@@ -9,61 +9,25 @@
 
 IPEX was released for each torch minor version separately, and its last CPU release pairs with torch
 2.8: the pipeline refuses (exit 3) unless IPEX is installed with the same torch major.minor, and names
-where it does run (`make ipex-venv`, or the cpu-intel image). The OpenMP runtime is the launcher's job.
+where it does run (its own venv, or the cpu-intel image: core/train/ipex.py). The OpenMP runtime is the launcher's job.
 """
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
-from importlib import metadata
 from typing import Literal
 
 import torch
 
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.train.ipex import IPEX_HINT, ipex_has_bf16_kernels, ipex_problem
+from pipelines.core.harness.pipeline import ConfigError, NotRunnable, Trainable, TrainingPipeline
 from pipelines.core.train.steps import DTYPES, autocast_forward, book_optimizer, plain_step
-
-IPEX_HINT = ("IPEX exists only for torch 2.7/2.8: run `make ipex-venv` and start it with "
-             "PYTHON=.venv-ipex/bin/python, or use the cpu-intel image (IMAGE=...)")
-
 
 @dataclass(frozen=True)
 class Options:
     optimize: Literal["none", "ipex", "compile"] = "none"
     dtype: Literal["fp32", "bf16"] = "fp32"
-
-
-def version_pair_problem(ipex_version: str | None, torch_version: str) -> str | None:
-    """Why this IPEX cannot run with this torch (IPEX x.y pairs with torch x.y only), or None."""
-    if ipex_version is None:
-        return "intel-extension-for-pytorch is not installed"
-    wanted = ".".join(ipex_version.split("+")[0].split(".")[:2])
-    have = ".".join(torch_version.split("+")[0].split(".")[:2])
-    if wanted != have:
-        return (f"intel-extension-for-pytorch {ipex_version} needs torch {wanted}.x but torch "
-                f"{torch_version} is installed")
-    return None
-
-
-def ipex_problem() -> str | None:
-    installed = importlib.util.find_spec("intel_extension_for_pytorch") is not None
-    return version_pair_problem(metadata.version("intel-extension-for-pytorch") if installed else None,
-                                torch.__version__)
-
-
-def ipex_has_bf16_kernels() -> bool:
-    """IPEX's own answer to "can ipex.optimize(dtype=bfloat16) prepack on this CPU?".
-
-    Asked before the run so that a CPU without AVX-512 (common on AMD and cloud VMs) gets a `skipped`
-    record with the reason instead of IPEX's AssertionError in the middle of a sweep.
-    """
-    from intel_extension_for_pytorch import _C as ipex_core  # optional: only where IPEX runs
-
-    return bool(ipex_core.onednn_has_bf16_support())
 
 
 class CpuLibraries(TrainingPipeline[Options]):
@@ -101,7 +65,6 @@ class CpuLibraries(TrainingPipeline[Options]):
                              notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
         run_model = model
         if opts.optimize == "compile":
-            torch._dynamo.reset()  # variants must not share compiled graphs
             run_model = torch.compile(model)
         return Trainable(model, plain_step(run_model, optimizer, dtype),
                          predict=autocast_forward(run_model, dtype))

@@ -15,8 +15,7 @@ from __future__ import annotations
 from torchvision import transforms as T
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)

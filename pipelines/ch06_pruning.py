@@ -23,9 +23,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import ConfigError, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 # Exclusive range: 0 prunes nothing and 1 removes every filter.

@@ -3,9 +3,10 @@
 The technique, all of it visible below:
 1. Backend flags. `cudnn.benchmark` times the convolution algorithms once per input shape and keeps
    the fastest. `tf32` lets fp32 matmuls/convolutions use TF32 Tensor Cores. `reduced_precision_
-   reduction` lets fp16/bf16 matmuls accumulate partial sums in reduced precision. Each is set for
-   every variant ("default" restores torch's own default), so interleaved variants never inherit
-   another variant's flags. They are CUDA settings: on CPU the record says they changed nothing.
+   reduction` lets fp16/bf16 matmuls accumulate partial sums in reduced precision. They hold for the
+   whole process, so they are declared (`process_options`) and the engine sets them for each arm and
+   puts torch's back after it ("default": torch's own default). They are CUDA settings: on CPU the
+   record says they changed nothing.
 2. `torch.autocast(device.type, dtype=...)` around forward and loss: matmuls and convolutions run in
    the low-precision type; reductions, softmax and the loss stay in fp32.
 3. `torch.amp.GradScaler(device.type)` for fp16: the loss is scaled so small gradients do not flush
@@ -28,8 +29,7 @@ import torch
 import torch.nn.functional as F
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Needs, Trainable, TrainingPipeline
 from pipelines.core.train.steps import DTYPES, book_optimizer
 
 Switch = Literal["default", "on", "off"]
@@ -43,32 +43,6 @@ class Options:
     tf32: Switch = "default"
     reduced_precision_reduction: Switch = "default"
     optimizer: Literal["adam", "adamw"] = "adam"
-
-
-FLAGS = {  # option -> the torch.backends flags it sets, with torch's defaults read at import
-    "tf32": (("cuda.matmul", "allow_tf32"), ("cudnn", "allow_tf32")),
-    "reduced_precision_reduction": (("cuda.matmul", "allow_fp16_reduced_precision_reduction"),
-                                    ("cuda.matmul", "allow_bf16_reduced_precision_reduction")),
-}
-
-
-def _holder(path: str):
-    obj = torch.backends
-    for part in path.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-TORCH_DEFAULTS = {(p, a): getattr(_holder(p), a) for flags in FLAGS.values() for p, a in flags}
-
-
-def set_backend_flags(opts: Options) -> None:
-    torch.backends.cudnn.benchmark = opts.cudnn_benchmark
-    for name, flags in FLAGS.items():
-        switch = getattr(opts, name)
-        for path, attr in flags:
-            value = TORCH_DEFAULTS[(path, attr)] if switch == "default" else switch == "on"
-            setattr(_holder(path), attr, value)
 
 
 def make_step(model, optimizer, device: torch.device, precision: str, use_scaler: bool):
@@ -93,32 +67,26 @@ def make_step(model, optimizer, device: torch.device, precision: str, use_scaler
 
 class MixedPrecision(TrainingPipeline[Options]):
     Options = Options
-    process_options = ("cudnn_benchmark", "tf32", "reduced_precision_reduction")  # torch.backends flags
+    process_options = ("cudnn_benchmark", "tf32", "reduced_precision_reduction")  # the engine sets these flags
 
     def process_values(self, cfg):
         """The backend flags are CUDA settings: on a CPU they change nothing, so arms differing in them share."""
         return super().process_values(cfg) if cfg.device == "cuda" else ()
     smoke_settings = {"model": "efficientnet_b0", "batch_size": 8, "num_workers": 0, "pin_memory": False}
 
-    def skip(self, cfg, ctx) -> str | None:
-        opts: Options = cfg.options
-        if opts.precision == "fp16" and ctx.device.type != "cuda":
-            return ("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU "
-                    "(run it with --device cuda)")
-        if opts.precision == "bf16" and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            return "this GPU has no bf16 support (needs Ampere or newer)"
-        return None
+    needs = (Needs("fp16 autocast + GradScaler is the CUDA Tensor Core recipe; it is not measured on CPU",
+                   when={"precision": "fp16"}, device="cuda"),
+             Needs("bf16 autocast", when={"precision": "bf16"}, bf16=True))
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        set_backend_flags(opts)
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = book_optimizer(model, cfg) if opts.optimizer == "adam" else \
             torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
         step, predict = make_step(model, optimizer, ctx.device, opts.precision, opts.scaler)
         notes = []
         if ctx.device.type != "cuda":
-            changed = [n for n in FLAGS if getattr(opts, n) != "default"]
+            changed = [n for n in ("tf32", "reduced_precision_reduction") if getattr(opts, n) != "default"]
             changed += ["cudnn_benchmark"] if opts.cudnn_benchmark else []
             if changed:
                 notes.append(f"{', '.join(changed)}: CUDA backend settings, no effect on {ctx.device.type}")

@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import torch
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Trainable, TrainingPipeline
 from pipelines.core.train.steps import autocast_forward, book_optimizer, plain_step
 
 

@@ -35,7 +35,6 @@ class CompiledInference(Measurement[Options]):
 
     def measure(self, cfg, ctx, loaders) -> Measured:
         opts: Options = cfg.options
-        torch._dynamo.reset()
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device).eval()
         predict = torch.compile(model, mode=opts.mode) if opts.compile else model
         batches = len(loaders.test) if cfg.steps is None else cfg.steps

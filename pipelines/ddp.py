@@ -40,13 +40,12 @@ from torch.distributed.fsdp import MixedPrecisionPolicy, fully_shard
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import bookkeeping, models
-from pipelines.core.errors import ConfigError
-from pipelines.core.distributed import ranks
+from pipelines.core.harness.pipeline import (
+    BACKENDS, BookkeepingOptions, CheckpointOptions, ConfigError, DistOptions, Needs, Supports, Trainable,
+    TrainingPipeline
+)
 from pipelines.core.distributed.sharded import GatherFullCopy
-from pipelines.core.train.loop import Trainable
 from pipelines.core.train.steps import StepLrEachEpoch
-from pipelines.core.config.options import BookkeepingOptions, CheckpointOptions, DistOptions
-from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
 
 
 @dataclass(frozen=True)
@@ -76,33 +75,29 @@ def wrap(model: torch.nn.Module, opts: Options, ctx) -> torch.nn.Module:
 
 
 def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:
-    """nn.DataParallel is one process over 2+ GPUs: why this arm cannot run here, or None."""
-    wanted = max(opts.ranks, 2)
-    gpus = torch.cuda.device_count() if cfg.device == "cuda" else 0
+    """nn.DataParallel scatters over 2+ GPUs: why this arm cannot run on this machine's GPUs, or None."""
+    wanted, gpus = max(opts.ranks, 2), torch.cuda.device_count()
     if gpus < wanted:
-        return (f"nn.DataParallel needs {wanted} CUDA devices in one process; this run has {gpus} "
-                f"(--device {cfg.device}); on a machine with {wanted}+ GPUs: "
-                f"accel run {cfg.experiment} --variant {cfg.variant} --device cuda")
-    if ctx.world_size > 1:
-        return (f"nn.DataParallel runs in one process, this launch has {ctx.world_size}: "
-                f"accel run {cfg.experiment} --variant {cfg.variant} --device cuda (make {cfg.experiment} does)")
+        return (f"nn.DataParallel needs {wanted} CUDA devices in one process; this machine has {gpus}; on a "
+                f"machine with {wanted}+ GPUs: accel run {cfg.experiment} --variant {cfg.variant} --device cuda")
     return None
 
 
 class DataParallel(TrainingPipeline[Options]):
     Options = Options
     supports = Supports(backends=BACKENDS, checkpoints=True)  # DDP/FSDP over any Session backend; resumable
-    process_options = ("threads", "matmul_precision")  # set for the whole process in setup
+    process_options = ("threads", "matmul_precision")  # intra-op threads, matmul precision: the engine sets them
     smoke_settings = {"batch_size": 8}
 
+    # An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is skipped, so one launch runs the
+    # arm that fits it; a launch where no arm fits is refused with the same reason.
+    needs = (Needs("", when={"strategy": ("ddp", "fsdp")}, ranks_option="ranks"),
+             Needs("nn.DataParallel drives its GPUs from one process", when={"strategy": "dp"}, device="cuda",
+                   max_ranks=1))
+
     def skip(self, cfg, ctx) -> str | None:
-        """An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is recorded as skipped, so
-        one launch runs the arm that fits it; a launch where no arm fits is refused with this reason."""
         opts: Options = cfg.options
-        if opts.strategy == "dp":
-            return dataparallel_skip(cfg, opts, ctx)
-        return ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size,
-                                           " (one GPU per process)" if cfg.device == "cuda" else "")
+        return dataparallel_skip(cfg, opts, ctx) if opts.strategy == "dp" else None
 
     def check(self, cfg, ctx) -> None:
         opts: Options = cfg.options
@@ -112,9 +107,6 @@ class DataParallel(TrainingPipeline[Options]):
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        if opts.threads:  # Table 9.1: intra-op threads of this one process
-            torch.set_num_threads(opts.threads)
-        torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         fsdp = opts.strategy == "fsdp" and tdist.is_initialized()
         parallel = wrap(model, opts, ctx)

@@ -30,7 +30,6 @@ read every 300 batches.
 
 from __future__ import annotations
 
-import importlib.util
 from dataclasses import dataclass
 from typing import Annotated, Literal
 
@@ -43,9 +42,9 @@ from torch.distributed.fsdp import fully_shard
 from pipelines.core.distributed import ranks
 from pipelines.core.train import bookkeeping, models
 from pipelines.core.distributed.fabric import RunnerEnvironment
-from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.config.options import BookkeepingOptions, DistOptions
-from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
+from pipelines.core.harness.pipeline import (
+    BACKENDS, BookkeepingOptions, DistOptions, Hooks, Needs, Supports, Trainable, TrainingPipeline
+)
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import book_optimizer
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
@@ -96,26 +95,19 @@ class FabricStrategies(TrainingPipeline[Options]):
     Options = Options
     supports = Supports(backends=BACKENDS)  # Fabric joins the launcher's process group
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
-    process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
+    process_options = ("matmul_precision",)  # torch's float32 matmul precision: the engine sets it
+
+    needs = (Needs("", ranks_option="ranks"),  # the single-device arm: 1
+             Needs("the single-device arm is one process", when={"strategy": "single"}, max_ranks=1),
+             Needs("a distributed strategy", when={"strategy": ("ddp", "fsdp", "fsdp2", "deepspeed")}, min_ranks=2),
+             Needs("Lightning's strategy='fsdp' is FSDP1, which needs an accelerator (Fabric refuses it on CPU, "
+                   "torch raises 'FSDP needs a non-CPU accelerator device'); the arm with strategy fsdp2 (FSDP2 "
+                   "per block) shards the same way on CPU", when={"strategy": "fsdp"}, device="cuda"),
+             Needs("Lightning's DeepSpeedStrategy runs on CUDA GPUs only; DeepSpeed's ZeRO on CPU processes is "
+                   "s004-deepspeed", when={"strategy": "deepspeed"}, device="cuda", module="deepspeed"))
 
     def skip(self, cfg, ctx) -> str | None:
         opts: Options = cfg.options
-        if wrong_world := ranks.arm_needs_other_world(cfg, opts.ranks, ctx.world_size):
-            return wrong_world
-        if opts.strategy == "single" and ctx.world_size > 1:
-            return (f"the single-device arm is one process; run it alone: accel run {cfg.experiment} "
-                    f"--variant {cfg.variant}")
-        if opts.strategy != "single" and ctx.world_size < 2:
-            return f"strategy {opts.strategy} needs 2 or more processes: make {cfg.experiment} NPROC=2"
-        if opts.strategy == "fsdp" and ctx.device.type != "cuda":
-            return ("Lightning's strategy='fsdp' is FSDP1, which needs an accelerator (Fabric refuses it on CPU, "
-                    "torch raises 'FSDP needs a non-CPU accelerator device'); the arm with strategy fsdp2 "
-                    "(FSDP2 per block) shards the same way on CPU")
-        if opts.strategy == "deepspeed" and ctx.device.type != "cuda":
-            return ("Lightning's DeepSpeedStrategy runs on CUDA GPUs only; DeepSpeed's ZeRO on CPU processes "
-                    "is s004-deepspeed")
-        if opts.strategy == "deepspeed" and importlib.util.find_spec("deepspeed") is None:
-            return "DeepSpeed is not installed: pip install -e '.[zero]' (make venv installs it)"
         if resolved_precision(opts, ctx.device) == "16-mixed" and ctx.device.type != "cuda":
             return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
                     "bf16-mixed instead, so it is not run here")
@@ -123,7 +115,6 @@ class FabricStrategies(TrainingPipeline[Options]):
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        torch.set_float32_matmul_precision(opts.matmul_precision)  # global: set for every variant
         place = ranks.placement()
         precision = resolved_precision(opts, ctx.device)
         deepspeed = import_deepspeed(ctx.device) if opts.strategy == "deepspeed" else None

@@ -18,8 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from pipelines.core.train import models
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
+from pipelines.core.harness.pipeline import Needs, Trainable, TrainingPipeline
 from pipelines.core.train.steps import DTYPES
 
 
@@ -53,11 +52,7 @@ class GradientAccumulation(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"batch_size": 16}
 
-    def skip(self, cfg, ctx) -> str | None:
-        opts: Options = cfg.options
-        if opts.precision == "fp16" and ctx.device.type != "cuda":
-            return "fp16 autocast + GradScaler is measured on CUDA only (run it with --device cuda)"
-        return None
+    needs = (Needs("fp16 autocast + GradScaler is measured on CUDA only", when={"precision": "fp16"}, device="cuda"),)
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options

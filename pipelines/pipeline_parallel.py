@@ -36,10 +36,9 @@ from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGP
 
 from pipelines.core.distributed import ranks
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
+from pipelines.core.harness.pipeline import (
+    BACKENDS, ConfigError, DistOptions, Hooks, Needs, Supports, Trainable, TrainingPipeline
+)
 
 SCHEDULES = {"gpipe": ScheduleGPipe, "1f1b": Schedule1F1B}
 
@@ -158,10 +157,10 @@ class PipelineParallel(TrainingPipeline[Options]):
                               f"ranks) does not split into microbatches={opts.microbatches}; pick a divisor "
                               f"of {global_batch}")
 
+    needs = (Needs("pipeline parallelism runs one stage per rank", min_ranks=2),)
+
     def skip(self, cfg, ctx) -> str | None:
         opts: Options = cfg.options
-        if ctx.world_size < 2:
-            return "pipeline parallelism needs 2+ ranks (one stage each); start it with NPROC=2 (make s004-pp)"
         if opts.schedule == "1f1b" and opts.microbatches < ctx.world_size:
             return (f"Schedule1F1B needs at least as many micro-batches as stages ({opts.microbatches} < "
                     f"{ctx.world_size}); use -o schedule=gpipe for this arm")

@@ -37,10 +37,9 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 from pipelines.core.distributed import ranks
 from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Trainable
-from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
+from pipelines.core.harness.pipeline import (
+    BACKENDS, ConfigError, DistOptions, Needs, Supports, Trainable, TrainingPipeline
+)
 from pipelines.core.train.steps import plain_step
 
 
@@ -92,11 +91,7 @@ class TensorParallel(TrainingPipeline[Options]):
                                   f"{cfg.model}'s {model.heads} attention heads and MLP width {hidden}; start a "
                                   f"number of ranks that divides both (e.g. NPROC=2)")
 
-    def skip(self, cfg, ctx) -> str | None:
-        opts: Options = cfg.options
-        if opts.parallel == "tensor" and ctx.world_size < 2:
-            return "tensor parallelism splits layers across 2+ ranks; start it with NPROC=2 (make s004-tp NPROC=2)"
-        return None
+    needs = (Needs("tensor parallelism splits layers across ranks", when={"parallel": "tensor"}, min_ranks=2),)
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options

@@ -32,10 +32,7 @@ import torch
 from lightning.fabric import Fabric  # before any torch.compile: Fabric records compile's arguments
 
 from pipelines.core.train import bookkeeping, models
-from pipelines.core.errors import ConfigError
-from pipelines.core.train.loop import Trainable
-from pipelines.core.harness.pipeline import TrainingPipeline
-from pipelines.core.config.options import BookkeepingOptions
+from pipelines.core.harness.pipeline import BookkeepingOptions, ConfigError, Needs, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, fabric_step, plain_step
 
 
@@ -51,26 +48,20 @@ class Options(BookkeepingOptions):
 class VitLadder(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
-    process_options = ("matmul_precision",)  # torch.set_float32_matmul_precision holds for the process
+    process_options = ("matmul_precision",)  # torch's float32 matmul precision: the engine sets it
 
     def check(self, cfg, ctx) -> None:
         opts: Options = cfg.options
         if opts.precision != "32-true" and not opts.fabric:
             raise ConfigError(f"option precision={opts.precision} needs fabric=true (the plain loop is fp32)")
 
-    def skip(self, cfg, ctx) -> str | None:
-        opts: Options = cfg.options
-        if opts.precision == "16-mixed" and ctx.device.type != "cuda":
-            return ("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
-                    "bf16-mixed instead, so it is not run here")
-        if "bf16" in opts.precision and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
-            return "this GPU has no bf16 support (the talk's fallback is 16-mixed)"
-        return None
+    needs = (Needs("16-mixed (fp16 autocast + GradScaler) needs CUDA; on CPU Lightning would silently run "
+                   "bf16-mixed instead", when={"precision": "16-mixed"}, device="cuda"),
+             Needs("bf16 precisions (the talk's fallback is 16-mixed)", when={"precision": ("bf16-mixed", "bf16-true")},
+                   bf16=True))
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        torch._dynamo.reset()
-        torch.set_float32_matmul_precision(opts.matmul_precision)  # set for every variant: it is global
         notes = []
         if opts.pretrained and cfg.weights is None:
             notes.append("random init: no --weights given (the talk fine-tuned ImageNet weights; this run "

@@ -45,10 +45,9 @@ from torch.distributed.optim import ZeroRedundancyOptimizer
 from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import models
-from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.train.loop import Hooks, Trainable
-from pipelines.core.config.options import DistOptions
-from pipelines.core.harness.pipeline import BACKENDS, Supports, TrainingPipeline
+from pipelines.core.harness.pipeline import (
+    BACKENDS, ConfigError, DistOptions, Hooks, NotRunnable, Supports, Trainable, TrainingPipeline
+)
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
 from pipelines.core.distributed.sharded import GatherFullCopy, GatherPartitioned, import_deepspeed
@@ -240,12 +239,12 @@ class Zero(TrainingPipeline[Options]):
             raise ConfigError("options accum_steps, train_batch and precision are DeepSpeed config keys: they "
                               "need impl=deepspeed (the torch arms train fp32, one optimizer step per batch)")
         if ctx.world_size < 2:
-            raise NotRunnable(f"{cfg.experiment} shards over ranks: start it with 2 or more processes, e.g. "
-                              f"`make {cfg.experiment} NPROC=2`")
+            raise NotRunnable(f"{cfg.experiment} shards over ranks: start it with 2 or more processes: "
+                              f"NPROC=2 accel launch {cfg.experiment}")
 
     def skip(self, cfg, ctx) -> str | None:
         """Why this arm cannot run here. A note-config arm whose global batch this rank count cannot split is
-        skipped with the fix (not refused: `make s004-deepspeed NPROC=4` still runs every other arm); run
+        skipped with the fix (not refused: a launch of 4 ranks still runs every other arm); run
         alone, every arm skipped, it is refused in one line with the same reason."""
         opts: Options = cfg.options
         if opts.impl != "deepspeed":

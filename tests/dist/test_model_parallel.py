@@ -153,7 +153,8 @@ def test_dataparallel_arm_is_skipped_with_the_reason_and_ddp_runs(tmp_path):
     arms = by_variant(tmp_path)
     assert arms["dataparallel"]["status"] == "skipped" and arms["one-device"]["status"] == "skipped"
     assert "needs 1 processes but this run has 2" in arms["one-device"]["notes"][0]
-    assert "nn.DataParallel needs 2 CUDA devices in one process" in arms["dataparallel"]["notes"][0]
+    assert "nn.DataParallel drives its GPUs from one process; it runs with --device cuda" \
+        in arms["dataparallel"]["notes"][0]
     ddp = arms["ddp"]
     assert ddp["status"] == "ok" and ddp["dist"]["world_size"] == 2 and ddp["config"]["options"]["strategy"] == "ddp"
 

@@ -34,21 +34,6 @@ def test_fp32_step_has_no_autocast():
     assert predict(torch.rand(2, 3, 32, 32)).dtype == torch.float32
 
 
-def test_backend_flags_are_set_per_variant_and_restored():
-    options = ch07_amp.Options(tf32="on", reduced_precision_reduction="off", cudnn_benchmark=True)
-    try:
-        ch07_amp.set_backend_flags(options)
-        assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
-        assert not torch.backends.cuda.matmul.allow_fp16_reduced_precision_reduction
-        assert torch.backends.cudnn.benchmark
-        ch07_amp.set_backend_flags(ch07_amp.Options(cudnn_benchmark=False))
-        for (path, attr), default in ch07_amp.TORCH_DEFAULTS.items():
-            assert getattr(ch07_amp._holder(path), attr) == default, attr
-        assert not torch.backends.cudnn.benchmark
-    finally:
-        ch07_amp.set_backend_flags(ch07_amp.Options(cudnn_benchmark=False))
-
-
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_fp16_with_grad_scaler_on_cuda():

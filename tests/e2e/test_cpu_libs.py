@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
-from pipelines import ch04_cpu_libs
+from pipelines.core.train import ipex
 from pipelines.core.distributed import affinity
 
 
@@ -47,13 +47,13 @@ def test_allocator_entry_refuses_without_its_launcher(tmp_path, data_root):
 
 
 def test_ipex_version_pairing():
-    assert ch04_cpu_libs.version_pair_problem("2.8.0+cpu", "2.8.0+cu128") is None
-    assert ch04_cpu_libs.version_pair_problem("2.7.0", "2.7.1") is None
-    assert "needs torch 2.8.x but torch 2.14.1" in ch04_cpu_libs.version_pair_problem("2.8.0", "2.14.1")
-    assert "not installed" in ch04_cpu_libs.version_pair_problem(None, "2.8.0")
+    assert ipex.version_pair_problem("2.8.0+cpu", "2.8.0+cu128") is None
+    assert ipex.version_pair_problem("2.7.0", "2.7.1") is None
+    assert "needs torch 2.8.x but torch 2.14.1" in ipex.version_pair_problem("2.8.0", "2.14.1")
+    assert "not installed" in ipex.version_pair_problem(None, "2.8.0")
 
 
-@pytest.mark.skipif(ch04_cpu_libs.ipex_problem() is None, reason="IPEX can run in this environment")
+@pytest.mark.skipif(ipex.ipex_problem() is None, reason="IPEX can run in this environment")
 def test_ipex_variant_refuses_where_ipex_cannot_run(tmp_path, data_root):
     run = accel("launch", "ch4-ipex-densenet", "--scale", "smoke", "--data-root", str(data_root),
                 "--results-dir", str(tmp_path))
@@ -82,9 +82,9 @@ def test_non_ipex_variant_runs_with_current_torch(tmp_path, data_root):
 
 def _ipex_venv_versions() -> dict:
     code = ("import json, torch; from importlib.metadata import version; "
-            "from pipelines import ch04_cpu_libs; print(json.dumps("
+            "from pipelines.core.train import ipex; print(json.dumps("
             "{'torch': torch.__version__, 'ipex': version('intel-extension-for-pytorch'), "
-            "'bf16': ch04_cpu_libs.ipex_has_bf16_kernels()}))")
+            "'bf16': ipex.ipex_has_bf16_kernels()}))")
     out = subprocess.run([str(IPEX_PYTHON), "-c", code],
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
@@ -101,7 +101,7 @@ def test_ipex_optimize_runs_for_real_in_the_ipex_venv(tmp_path, data_root):
     machines are AMD without AVX-512) the bf16 arm must be a `skipped` record naming why, not a crash.
     """
     versions = _ipex_venv_versions()
-    assert ch04_cpu_libs.version_pair_problem(versions["ipex"], versions["torch"]) is None
+    assert ipex.version_pair_problem(versions["ipex"], versions["torch"]) is None
     run = subprocess.run(
         [str(IPEX_PYTHON), "-m", "pipelines", "launch", "ch4-ipex-densenet", "--scale", "smoke",
          "--variant", "baseline", "--variant", "ipex-fp32", "--variant", "ipex-bf16",

@@ -33,21 +33,22 @@ def training(name: str, log: list, seconds: float, batch: int = 4, warmup: int =
 
 def test_blocks_run_abba_with_a_dropped_step_after_each_switch():
     log: list = []
-    arms = [interleave.Arm("a", training("a", log, 0.002)), interleave.Arm("b", training("b", log, 0.002))]
+    arms = [training("a", log, 0.002), training("b", log, 0.002)]
     interleave.measure_blocks(arms, blocks=4, block_s=None, fixed_steps=6)
     assert [arm.block_steps for arm in arms] == [2, 2]  # 6 steps over 4 blocks, rounded up
     order = [name for name, _, _ in log[4:]]  # after both warm-ups (2 steps each)
     assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3 + ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
     for arm in arms:
-        metrics = arm.training.finish(shared=True)
+        metrics = arm.finish(shared=True)
         assert metrics["measured_steps"] == 8 and metrics["discarded_steps"] == 4 and metrics["warmup_steps"] == 2
         assert [b[0] for b in metrics["blocks"]] == [0, 1, 2, 3] and all(b[6] == 8 for b in metrics["blocks"])
         assert metrics["epoch_times_s"] == [] and "peak_rss_mib" not in metrics  # not this arm's alone
+        assert metrics["block_steps"] == 2 and metrics["recompiled_blocks"] == []  # eager: nothing compiled
 
 
 def test_the_collector_is_paused_only_inside_timed_steps():
     log: list = []
-    arms = [interleave.Arm("a", training("a", log, 0.0)), interleave.Arm("b", training("b", log, 0.0))]
+    arms = [training("a", log, 0.0), training("b", log, 0.0)]
     interleave.measure_blocks(arms, blocks=2, block_s=None, fixed_steps=2)
     timed = [enabled for i, (_, enabled, _) in enumerate(log) if i >= 4 and (i - 4) % 2 == 1]
     assert gc.isenabled() and not any(timed) and log[0][1]  # warm-up ran with it, timed steps without
@@ -57,8 +58,7 @@ def test_train_s_counts_an_arm_s_own_blocks_not_the_other_arm_s():
     log: list = []
     slow, fast = training("slow", log, 0.02), training("fast", log, 0.0)
     began = time.perf_counter()
-    interleave.measure_blocks([interleave.Arm("slow", slow), interleave.Arm("fast", fast)], blocks=4, block_s=None,
-                   fixed_steps=8)
+    interleave.measure_blocks([slow, fast], blocks=4, block_s=None, fixed_steps=8)
     whole = time.perf_counter() - began
     assert 8 * 0.02 <= slow.train_s < whole  # its 8 timed steps of at least 20 ms, not the whole run
     assert fast.train_s < slow.train_s / 2  # the slow arm's blocks between its own never count
@@ -68,12 +68,12 @@ def test_each_arm_keeps_its_own_random_state():
     """An arm's draws do not depend on which arm ran before it: alone or beside another, the same numbers."""
     torch.manual_seed(0)
     log_alone: list = []
-    alone = interleave.Arm("a", training("a", log_alone, 0.0), rng=torch.random.get_rng_state())
+    alone = training("a", log_alone, 0.0)  # its random state: the process's when it was built
     interleave.measure_blocks([alone], blocks=3, block_s=None, fixed_steps=3)
     torch.manual_seed(0)
     log_pair: list = []
-    a = interleave.Arm("a", training("a", log_pair, 0.0), rng=torch.random.get_rng_state())
-    b = interleave.Arm("b", training("b", log_pair, 0.0), rng=torch.random.get_rng_state())
+    a = training("a", log_pair, 0.0)
+    b = training("b", log_pair, 0.0)
     interleave.measure_blocks([a, b], blocks=3, block_s=None, fixed_steps=3)
     draws = lambda log: [v for name, _, v in log if name == "a"]  # noqa: E731
     assert draws(log_pair)[:len(draws(log_alone))][:2] == draws(log_alone)[:2]  # warm-up draws agree

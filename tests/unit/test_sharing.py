@@ -9,17 +9,17 @@ from pipelines.core.harness import plan as planning, sharing
 from pipelines.core.config import experiments
 
 
-def arms(*ids: str, scale: str = "bench", **overrides) -> list[sharing.Arm]:
+def arms(*ids: str, scale: str = "bench", **overrides) -> list[planning.Plan]:
+    """One plan per ID or ID@ARM, as a comparison builds them."""
     out = []
     for spec in ids:
         experiment_id, _, variant = spec.partition("@")
-        plan = planning.plan(experiments.get(experiment_id), scale, overrides, {}, (variant,) if variant else ())
-        out += [sharing.Arm(plan.experiment, cfg, plan.pipeline) for cfg in plan.configs]
+        out.append(planning.plan(experiments.get(experiment_id), scale, overrides, {}, (variant,) if variant else ()))
     return out
 
 
 def labels(groups) -> list[list[str]]:
-    return [[arm.label for arm in group.arms] for group in groups]
+    return [group.labels for group in groups]
 
 
 def test_the_chapter_2_ladder_shares_one_process_and_intel_openmp_does_not():
@@ -49,8 +49,8 @@ def test_arms_of_one_entry_share_unless_their_environment_differs():
 ])
 def test_what_a_shared_process_cannot_give_keeps_an_arm_alone(entry, why):
     groups = sharing.groups(arms(entry))
-    assert all(len(group.arms) == 1 for group in groups)
-    assert why in sharing.why_apart(groups[0].arms[0])
+    assert all(len(group.members) == 1 for group in groups)
+    assert why in sharing.why_apart(groups[0].members[0])
 
 
 def test_memory_measured_per_arm_may_still_share():
@@ -61,7 +61,7 @@ def test_memory_measured_per_arm_may_still_share():
 def test_a_launcher_s_ranks_are_processes_of_their_own():
     groups = sharing.groups(arms("ch9-cpu-threads@threads=2", "ch9-cpu-gloo@ranks=2"))
     assert [g.key[0] for g in groups] == ["shared", "launch"]
-    assert "launch/torchrun.sh" in sharing.why_apart(groups[1].arms[0])
+    assert "launch/torchrun.sh" in sharing.why_apart(groups[1].members[0])
 
 
 def test_share_none_gives_every_training_arm_its_own_process():

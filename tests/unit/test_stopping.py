@@ -8,6 +8,7 @@ import json
 import pytest
 
 from conftest import accel, records
+from pipelines.core.config.arm import Arm
 from pipelines.core.harness import execute
 from pipelines.core.errors import ConfigError
 from pipelines.core.config import repeat_rule
@@ -88,7 +89,7 @@ def _schedule(monkeypatch, configs, skips, widths, agree=lambda mine: mine):
     rule = stopping.AutoStop(budget_s=1e9)
     fed = iter(widths)
     monkeypatch.setattr(execute.rows, "arm_halfwidths", lambda records, ids: next(fed))
-    keyed = {("x", variant): why for variant, why in skips.items()}
+    keyed = {Arm("x", variant): why for variant, why in skips.items()}
     return [(r, c.variant) for r, unit in execute.work_order(configs, keyed, rule, [], agree) for c in unit], rule
 
 

@@ -25,6 +25,7 @@ SPLITS = {"dataset": None, "cvpr2023": ("cifar10", "synthetic"), "dlf-imdb": ("i
 
 
 from pipelines.core.config import repeat_rule
+from pipelines.core.config.arm import Arm
 from pipelines.core.errors import ConfigError
 from pipelines.core.config.options import NoOptions
 
@@ -142,6 +143,10 @@ class RunConfig(Generic[O]):
         if self.tokenizer is not None and not Path(self.tokenizer).is_dir():
             raise ConfigError(f"tokenizer folder {self.tokenizer} does not exist; pass --tokenizer with a local "
                               "folder holding a saved tokenizer, or leave it out to train one on the training texts")
+
+    @property
+    def arm(self) -> Arm:
+        return Arm(self.experiment, self.variant)
 
     def to_record(self) -> dict[str, Any]:
         """JSON-ready form, as written into results."""

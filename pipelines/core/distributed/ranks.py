@@ -113,15 +113,6 @@ def placement(env: Mapping[str, str] | None = None) -> Placement:
     return place
 
 
-def arm_needs_other_world(cfg, wanted: int, world_size: int, note: str = "") -> str | None:
-    """An arm sized for `wanted` processes (a ranks=N arm, a one-device arm) in a run of `world_size`:
-    the skip reason, with the launch that fits it; None when it fits or asks for no count (0)."""
-    if not wanted or wanted == world_size:
-        return None
-    return (f"variant {cfg.variant} needs {wanted} processes but this run has {world_size}; start it with "
-            f"NPROC={wanted} accel launch {cfg.experiment} --variant {cfg.variant}{note}")
-
-
 def mpi_backend_missing() -> str:
     """Why backend mpi cannot run with this torch, or "" when it can."""
     if tdist.is_available() and tdist.is_mpi_available():

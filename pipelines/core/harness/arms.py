@@ -1,5 +1,5 @@
 """An arm built for the engine (harness/execute.py): seeded, its loaders, the technique's setup and
-preparation, its Training with the runner's hooks; and the words that name an arm in a process."""
+preparation, its Training with the runner's hooks."""
 
 from __future__ import annotations
 
@@ -16,30 +16,20 @@ from pipelines.core.data import datasets
 from pipelines.core.distributed import ranks
 from pipelines.core.harness.pipeline import Preparation, warmup_config
 from pipelines.core.harness.plan import Plan
-from pipelines.core.train import checkpoint, interleave, loop, progress
-
-Key = tuple[str, str]  # (experiment id, variant): an arm of the process
+from pipelines.core.train import checkpoint, loop, progress, torch_state
 
 
 @dataclass
 class Built:
-    """One arm of a unit, built: its plan and config, the technique's trainable and loaders, its Training (in
-    `arm`, which train/interleave.py runs in blocks) and its step counter (progress, and how far it got)."""
+    """One arm of a unit, built: its plan and config, the technique's trainable and loaders, its Training
+    (run whole, or in blocks by train/interleave.py) and its step counter (progress, and how far it got)."""
 
     plan: Plan
     cfg: RunConfig
     trainable: loop.Trainable
     loaders: Any
-    arm: interleave.Arm
+    training: loop.Training
     counter: progress.RepeatProgress
-
-
-def key(cfg: RunConfig) -> Key:
-    return cfg.experiment, cfg.variant
-
-
-def label(cfg: RunConfig) -> str:
-    return f"{cfg.experiment} [{cfg.variant}]"
 
 
 def seed_everything(seed: int | None) -> None:
@@ -63,12 +53,12 @@ def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     pipeline = the_plan.pipeline
     loaders = loaders_for(the_plan, cfg, ctx)
+    torch_state.fresh_compiler()  # the process's torch settings are the unit's (harness/execute.py)
     trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, ctx)
     training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter])
-    return Built(the_plan, cfg, trainable, loaders, interleave.Arm(label(cfg), training,
-                                                                   rng=torch.random.get_rng_state()), counter)
+    return Built(the_plan, cfg, trainable, loaders, training, counter)
 
 
 def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:

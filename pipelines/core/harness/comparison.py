@@ -33,10 +33,10 @@ NO_BUDGET_S = 86400.0  # fixed rounds: the count is the rule, the budget out of 
 
 @dataclass
 class Comparison:
-    """A comparison planned: its plans (each built once), arms, groups, rule and the plan's text."""
+    """A comparison planned: its plans (each built once), their arms' groups by process, the rule and the
+    plan's text."""
 
     plans: list[Plan]
-    arms: list
     groups: list
     rule: rounding.StopRule
     allocator: Any
@@ -59,38 +59,39 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
 
     serving = serving or {}
     plans = [make_plan(experiment_id, variants) for experiment_id, variants in requests]
-    arms = [sharing.Arm(p.experiment, cfg, p.pipeline) for p in plans for cfg in p.configs]
-    first = arms[0].cfg
-    allocator = sharing.allocator_setting(arms, allocator_choice, first.scale, env)
+    members = sharing.members(plans)
+    first = members[0][1]
+    allocator = sharing.allocator_setting(plans, allocator_choice, first.scale, env)
     # arms share a process only under an allocator no arm can retune for another: glibc's pinned thresholds
     shared = share == "auto" and (allocator.knob or env.get("ALLOCATOR")) == "pinned"
-    groups = sharing.groups(arms, env, shared)
+    groups = sharing.groups(plans, env, shared)
     rule = rounding.StopRule(rounds, budget_s, halfwidth or DEFAULT_HALFWIDTH)
-    layouts = [preview.layout(a.entry, a.cfg, a.entry.launcher, env) for a in arms]
-    runnable = [a for a in arms if not _skipped(a)]  # arms this device cannot run cost no time
+    layouts = [preview.layout(p.experiment, cfg, p.experiment.launcher, env) for p, cfg in members]
+    runnable = {cfg.arm for p, cfg in members if not _skipped(p, cfg)}  # arms this device cannot run cost no time
     estimate, least_s = rounds_estimate(
-        [([a.cfg for a in g.arms if a in runnable], g.key[0] in ("shared", "alone")) for g in groups
-         if any(a in runnable for a in g.arms)], results_dir, rounds, budget_s if rounds is None else None)
+        [([cfg for _, cfg in g.members if cfg.arm in runnable], g.key[0] in ("shared", "alone")) for g in groups
+         if any(cfg.arm in runnable for _, cfg in g.members)], results_dir, rounds,
+        budget_s if rounds is None else None)
     shown_rule = dataclasses.replace(first, repeats_auto=True, budget_s=budget_s) if rounds is None else first
     why_not = "" if shared or share != "auto" else \
         "the allocator is not pinned: glibc's thresholds follow the largest block any arm frees"
     extra = [("sharing", sharing_lines(groups, shared, env, why_not)), ("allocator", [allocator.text])]
-    if memory := memory_lines(arms):
+    if memory := memory_lines(members):
         extra.append(("memory", memory))
     too_long = rounds is None and least_s is not None and least_s > budget_s
     refusal = (f"the {stopping.MIN_ROUNDS} rounds a verdict needs take about {duration(least_s)} here "
                f"({estimate.split(': ', 1)[-1]}), more than --budget-s {budget_s:g}; accept it with "
                f"--budget-s {math.ceil(least_s * 1.2)}, or make a round shorter (--steps N, --blocks N, --batch-size "
                "or --model; --scale smoke checks the code path in seconds)") if too_long else ""
-    against = [(a.cfg, serving.get((a.entry.id, a.cfg.variant)) or preview.against_text(a.entry, a.cfg.variant))
-               for a in arms]
+    against = [(cfg, serving.get((cfg.experiment, cfg.variant)) or preview.against_text(p.experiment, cfg.variant))
+               for p, cfg in members]
     text = preview.block(f"{title}, in rounds of processes", against, layouts,
                          preview.repeat_rule(shown_rule, rounds, alternation=True, halfwidth=rule.halfwidth),
                          estimate, results_dir,
                          [*notes, f"each process's output: {results_dir}/alternation--<time>.log",
                           *([f"REFUSED without --dry-run: {refusal}"] if refusal else [])],
                          extra)
-    return Comparison(plans, arms, groups, rule, allocator, Path(results_dir), text, refusal)
+    return Comparison(plans, groups, rule, allocator, Path(results_dir), text, refusal)
 
 
 def prepare(comparison: Comparison, options: Mapping[str, Any], env: Mapping[str, str]) -> None:
@@ -131,27 +132,28 @@ def launcher_args(cfg) -> list[str]:
 def _plans_of(group) -> list[Plan]:
     """The group's arms as one plan per entry, in the group's order."""
     by_entry: dict[str, Plan] = {}
-    for arm in group.arms:
-        by_entry.setdefault(arm.entry.id, Plan(arm.entry, arm.pipeline, [])).configs.append(arm.cfg)
+    for the_plan, cfg in group.members:
+        by_entry.setdefault(cfg.experiment, Plan(the_plan.experiment, the_plan.pipeline, [])).configs.append(cfg)
     return list(by_entry.values())
 
 
 def _label(group) -> str:
-    labels = [a.label for a in group.arms]
+    labels = group.labels
     return " + ".join(labels) if len(labels) <= 3 else f"{' + '.join(group.ids)} ({len(labels)} arms)"
 
 
 def _slot_env(group, allocator, env: Mapping[str, str]) -> dict[str, str]:
     """The environment of one group's launcher: the user's, the slot's allocator and ranks, the entry's knobs
     where the user set none."""
-    first = group.arms[0]
+    the_plan, first = group.members[0]
+    entry = the_plan.experiment
     slot_env = dict(env)
-    if allocator.knob and not any(a.entry.knobs.get("ALLOCATOR") for a in group.arms):
+    if allocator.knob and not any(p.experiment.knobs.get("ALLOCATOR") for p, _ in group.members):
         slot_env["ALLOCATOR"] = allocator.knob
-    ranks = getattr(first.cfg.options, "ranks", None)
-    if group.key[0] == "launch" and isinstance(ranks, int) and ranks > 0 and first.entry.launcher == "torchrun":
+    ranks = getattr(first.options, "ranks", None)
+    if group.key[0] == "launch" and isinstance(ranks, int) and ranks > 0 and entry.launcher == "torchrun":
         slot_env["NPROC"] = str(ranks)  # an arm sized to its ranks (ch9's ranks=N, a 1-device arm) gets them
-    return {**slot_env, **{k: v for k, v in first.entry.knobs.items() if k not in slot_env}}
+    return {**slot_env, **{k: v for k, v in entry.knobs.items() if k not in slot_env}}
 
 
 def _ranks_fit(slot_envs: Sequence[Mapping[str, str]]) -> None:
@@ -173,14 +175,14 @@ def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
 
     lines = []
     for group in groups:
-        labels = ", ".join(a.label for a in group.arms)
+        labels = ", ".join(group.labels)
         if group.shared:
             lines.append(f"{labels}: one process a round, in interleaved blocks (ABBA, the first step after a "
                          "switch dropped), paired by block")
             continue
         kind = group.key[0]
         why = ((why_not or "--share none")
-               if kind == "alone" and not share and not sharing.why_apart(group.arms[0], env)
+               if kind == "alone" and not share and not sharing.why_apart(group.members[0], env)
                else sharing.differences(group, groups, env))
         alone = "its launcher's ranks" if kind == "launch" else "a process of its own" if len(groups) > 1 else \
             "one process a round"
@@ -189,23 +191,24 @@ def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
     return lines
 
 
-def memory_lines(arms) -> list[str]:
+def memory_lines(members) -> list[str]:
     """How the arms with a memory figure are measured (a shared process has one peak for all its arms)."""
     from pipelines.core.harness import sharing
 
     out = []
-    for arm in arms:
-        if not any(fig.metric in sharing.MEMORY_METRICS for fig in arm.entry.published):
+    for the_plan, cfg in members:
+        if not any(fig.metric in sharing.MEMORY_METRICS for fig in the_plan.experiment.published):
             continue
-        out.append(f"{arm.label}: " + ("autograd's saved tensors, per arm" if arm.pipeline.separable_memory
-                                       else "the peak of a process of its own"))
+        out.append(f"{cfg.arm}: " + ("autograd's saved tensors, per arm" if the_plan.pipeline.separable_memory
+                                     else "the peak of a process of its own"))
     return out
 
 
-def _skipped(arm) -> bool:
+def _skipped(the_plan: Plan, cfg) -> bool:
     """Whether the pipeline skips this arm on its device (fp16 autocast on a CPU): it runs no steps."""
     import torch
 
+    from pipelines.core.harness.refusals import skip_reason
     from pipelines.core.train.loop import RunContext
 
-    return bool(arm.pipeline.skip(arm.cfg, RunContext(torch.device(arm.cfg.device))))
+    return bool(skip_reason(the_plan.pipeline, cfg, RunContext(torch.device(cfg.device))))

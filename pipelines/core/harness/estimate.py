@@ -107,7 +107,7 @@ def estimate(configs: Sequence[RunConfig], results_dir: Path, rounds: int | None
         step = recorded_step_time(cfg.experiment, cfg.variant, results_dir, reference_dir, cfg.model, cfg.device)
         seconds = repeat_seconds(cfg, step, ranks) if step else None
         if seconds is None:
-            missing.append(f"{cfg.experiment} [{cfg.variant}]")
+            missing.append(str(cfg.arm))
             continue
         round_s += seconds
         sources.add(step.source)
@@ -134,7 +134,7 @@ def process_seconds(configs: Sequence[RunConfig], results_dir: Path, interleaved
     for cfg in configs:
         step = recorded_step_time(cfg.experiment, cfg.variant, results_dir, reference_dir, cfg.model, cfg.device)
         if step is None:
-            missing.append(f"{cfg.experiment} [{cfg.variant}]")
+            missing.append(str(cfg.arm))
             continue
         sources.add(step.source)
         per_step = step.ms / 1000 * cfg.batch_size / max(step.batch_size, 1)

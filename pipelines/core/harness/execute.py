@@ -13,6 +13,10 @@ with the runner's hooks. Then the unit is measured by its *protocol*, which ever
 - `window` (smoke and book scale): warm-up, then one timed window of the steps or the epochs. A measurement
   (a profile, a search) measures itself.
 
+Torch's process-wide settings (matmul precision, intra-op threads, backend flags) are the unit's: the engine
+applies the pipeline's declared `process_options` before the unit is built, gives every arm a fresh compiler,
+and puts the process's state back after the unit (train/torch_state.py), so no arm inherits another's.
+
 At bench scale one unit a repeat holds every arm of the process; at smoke and book scale each arm is a unit
 of its own (the book ran its variants one after the other). Repeats: a fixed count (ABAB) or `auto` (ABBA
 rounds until core/stats/stopping.py's rule stops them; rank 0 decides for every rank). Rank 0 rewrites one
@@ -36,12 +40,13 @@ from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import ConfigError
 from pipelines.core.harness import recording
-from pipelines.core.harness.arms import Built, Key, build, key, label, loaders_for, seed_everything
+from pipelines.core.config.arm import Arm
+from pipelines.core.harness.arms import Built, build, loaders_for, seed_everything
 from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import energy, machine, results
 from pipelines.core.stats import rows, stopping
-from pipelines.core.train import interleave, interrupt, loop, memory, progress
+from pipelines.core.train import interleave, interrupt, loop, memory, progress, torch_state
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 
 @dataclass
@@ -56,7 +61,7 @@ def protocol_of(plans: list[Plan]) -> str:
     return "blocks" if training and plans[0].configs[0].scale == "bench" else "window"
 
 
-def work_order(configs: list[RunConfig], skips: Mapping[Key, str], rule: stopping.AutoStop | None,
+def work_order(configs: list[RunConfig], skips: Mapping[Arm, str], rule: stopping.AutoStop | None,
                records: list[dict[str, Any]], agree: Callable[[bool], bool],
                together: bool = False) -> Iterator[tuple[int, list[RunConfig]]]:
     """(repeat, the unit's configs) in run order; a skipped arm runs (is recorded) once, in repeat 0.
@@ -71,12 +76,12 @@ def work_order(configs: list[RunConfig], skips: Mapping[Key, str], rule: stoppin
 
     if rule is None:
         for repeat in range(max(c.repeats for c in configs)):
-            yield from units(repeat, [c for c in configs if (repeat == 0 if key(c) in skips else repeat < c.repeats)])
+            yield from units(repeat, [c for c in configs if (repeat == 0 if c.arm in skips else repeat < c.repeats)])
         return
     experiments, began = list(dict.fromkeys(c.experiment for c in configs)), time.monotonic()
     while agree(rule.should_start(time.monotonic() - began)):
         round_began, index = time.monotonic(), rule.rounds
-        yield from units(index, [c for c in stopping.order(configs, index) if not (index and key(c) in skips)])
+        yield from units(index, [c for c in stopping.order(configs, index) if not (index and c.arm in skips)])
         rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - round_began)
 
 
@@ -91,7 +96,7 @@ def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
     return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
 
 
-def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any], skips: Mapping[Key, str], *,
+def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any], skips: Mapping[Arm, str], *,
               run_id: str | None = None, pairing: Pairing | None = None, session=None,
               shown: progress.Settings = progress.OFF) -> list[Outcome]:
     """Every arm of `plans` x its repeats, in units by the protocol (module docstring), a result file per plan
@@ -99,7 +104,7 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
     the runner), recorded as skipped. `run_id` and `pairing`: a worker's request's (config/request.py); a new
     run id and a comparison of its own otherwise."""
     configs = [cfg for p in plans for cfg in p.configs]
-    plan_of = {key(cfg): p for p in plans for cfg in p.configs}
+    plan_of = {cfg.arm: p for p in plans for cfg in p.configs}
     run_id = run_id or results.new_run_id()
     mark = recording.pairing_mark(run_id, pairing)
     paths = {p.experiment.id: results.result_path(p.configs[0].results_dir, p.experiment.id, run_id) for p in plans}
@@ -108,7 +113,7 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
     protocol = protocol_of(plans)
     rule = _stop_rule(configs)
     work = work_order(configs, skips, rule, everything, rank_zeros(session), together=protocol == "blocks")
-    planned = None if rule else sum(1 if key(c) in skips else c.repeats for c in configs)
+    planned = None if rule else sum(1 if c.arm in skips else c.repeats for c in configs)
     bars = progress.RunProgress(" + ".join(paths), planned, shown if ctx.is_main else progress.OFF, rule=rule)
     repeat, unit, counters, built = 0, [configs[0]], {}, []
 
@@ -133,13 +138,13 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
                 interrupt.check()  # a safe point: between units
                 round_mark = {**mark, "round": mark["round"] + repeat}
                 if protocol == "blocks":
-                    round_mark["arms"] = [label(c) for c in configs]
-                counters = {key(c): _counter(bars, c, len(unit)) for c in unit if key(c) not in skips}
+                    round_mark["arms"] = [str(c.arm) for c in configs]
+                counters = {c.arm: _counter(bars, c, len(unit)) for c in unit if c.arm not in skips}
                 for cfg in unit:
-                    if key(cfg) in skips:
+                    if cfg.arm in skips:
                         add(recording.record_of("skipped", cfg, run_id, mark["round"] + repeat, dist_info,
-                                                notes=[skips[key(cfg)]], pairing=round_mark))
-                for record in _measure_unit([(plan_of[key(c)], c) for c in unit if key(c) in counters], ctx,
+                                                notes=[skips[cfg.arm]], pairing=round_mark))
+                for record in _measure_unit([(plan_of[c.arm], c) for c in unit if c.arm in counters], ctx,
                                             session, protocol, counters, built, run_id, mark["round"] + repeat,
                                             dist_info, round_mark):
                     add(record)
@@ -150,7 +155,7 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
     except (Exception, Interrupted, KeyboardInterrupt) as exc:
-        in_flight = [c for c in unit if key(c) in counters]
+        in_flight = [c for c in unit if c.arm in counters]
         round_mark = {**mark, "round": mark["round"] + repeat}
         if not interrupt.caused_by_signal(exc):
             error = {"type": exc.__class__.__name__, "message": str(exc)[:2000],
@@ -165,8 +170,8 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
         stop, finished = as_interrupted(exc), sum(r["status"] == "ok" for r in everything)
         interrupt.workers_are_part_of_it()
         for cfg in in_flight:
-            counters[key(cfg)].close()
-            add(recording.interrupted(cfg, run_id, mark["round"] + repeat, dist_info, stop.name, counters[key(cfg)],
+            counters[cfg.arm].close()
+            add(recording.interrupted(cfg, run_id, mark["round"] + repeat, dist_info, stop.name, counters[cfg.arm],
                                       pairing=round_mark))
         if rule is not None:
             rule.stopped_by = "interrupted"
@@ -182,50 +187,57 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
 def _counter(bars: progress.RunProgress, cfg: RunConfig, arms: int) -> progress.RepeatProgress:
     """An arm's step counter: the run's bars draw it when the arm is its unit's only one."""
     if arms > 1:
-        return progress.RepeatProgress(label(cfg), cfg.epochs, None, progress.OFF)
+        return progress.RepeatProgress(str(cfg.arm), cfg.epochs, None, progress.OFF)
     budget = cfg.warmup_steps + cfg.steps if cfg.steps and cfg.scale != "bench" else None  # None: epochs/blocks
-    return bars.repeat(label(cfg), cfg.epochs, budget)
+    return bars.repeat(str(cfg.arm), cfg.epochs, budget)
 
 
 def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
-                  counters: dict[Key, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
+                  counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
                   dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
     """Build the unit's arms side by side (into `built`, which the caller's failure and interrupt paths read),
     measure them by the protocol, and return one record per arm."""
     if not unit:
         return []
+    the_plan, cfg = unit[0]  # a unit's arms share their process options (harness/sharing.py)
+    with torch_state.settings(the_plan.pipeline.process_values(cfg)):
+        return _measured_unit(unit, ctx, session, protocol, counters, built, run_id, repeat, dist_info, pairing)
+
+
+def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
+                   counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
+                   dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
     state_before, meter = machine.snapshot(ctx.device.type), energy.Meter(ctx.device.type)
     meter.start()
     the_plan, cfg = unit[0]
     if isinstance(the_plan.pipeline, Measurement):  # measures itself: a profile, a search
         seed_everything(None if cfg.seed is None else cfg.seed + repeat)
         loaders = loaders_for(the_plan, cfg, ctx)
+        torch_state.fresh_compiler()
         done = the_plan.pipeline.measure(cfg, ctx, loaders)
         state = machine.judge(state_before, machine.snapshot(ctx.device.type))
         return [recording.measurement(cfg, done, loaders, run_id, repeat, dist_info, machine=state,
                                       energy=meter.stop(recording.samples_trained(done.metrics) or None),
                                       pairing=pairing)]
     for the_plan, cfg in unit:
-        built.append(build(the_plan, cfg, ctx, repeat, counters[key(cfg)]))
+        built.append(build(the_plan, cfg, ctx, repeat, counters[cfg.arm]))
     memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
     alone = len(built) == 1
     if protocol == "blocks":
         first = built[0].cfg
-        interleave.measure_blocks([b.arm for b in built], first.blocks or 1, first.block_s, first.steps,
+        interleave.measure_blocks([b.training for b in built], first.blocks or 1, first.block_s, first.steps,
                                   agree=rank_zeros(session))
-        measured = {key(b.cfg): b.arm.training.finish(shared=not alone) for b in built}
-        for b in built:
-            measured[key(b.cfg)].update(block_steps=b.arm.block_steps, recompiled_blocks=b.arm.recompiles)
+        measured = {b.cfg.arm: b.training.finish(shared=not alone) for b in built}
     else:
         one = built[0]
-        measured = {key(one.cfg): one.arm.training.train(pause_collector=one.cfg.scale != "book")}
+        measured = {one.cfg.arm: one.training.train(pause_collector=one.cfg.scale != "book")}
     state = machine.judge(state_before, machine.snapshot(ctx.device.type))
-    trained = sum(b.arm.training.samples * ctx.world_size for b in built)
+    trained = sum(b.training.samples * ctx.world_size for b in built)
     spent = meter.stop(trained or None)
-    busy = {key(b.cfg): b.arm.training.warmup_s + b.arm.training.switch_s + b.arm.training.train_s for b in built}
+    busy = {b.cfg.arm: b.training.warmup_s + b.training.switch_s + b.training.train_s for b in built}
     out = []
     for b in built:
-        metrics = measured[key(b.cfg)]
+        metrics = measured[b.cfg.arm]
         notes: list[str] = []
         if alone:
             metrics["variant_peak_mib"] = memory.peak_mib(ctx.device)  # this arm's training alone
@@ -234,8 +246,8 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
         else:
             notes.append(f"measured in one process with {len(built) - 1} other arm(s), in interleaved blocks: "
                          "its memory peak is not its own and is not recorded")
-        share = recording.energy_share(spent, busy[key(b.cfg)], sum(busy.values()),
-                                       b.arm.training.samples * ctx.world_size, len(built))
+        share = recording.energy_share(spent, busy[b.cfg.arm], sum(busy.values()),
+                                       b.training.samples * ctx.world_size, len(built))
         out.append(recording.measured(b.cfg, b.trainable, b.loaders, metrics, ctx, run_id, repeat, dist_info,
                                       protocol, notes, machine=state, energy=share, pairing=pairing))
     return out

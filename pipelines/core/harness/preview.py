@@ -206,7 +206,7 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
     """The plan as lines: `arms` are (config, 'baseline' or 'vs <id [arm]>'); `extra` are (heading, lines)
     shown after the processes (how the arms share processes, the allocator)."""
     first = arms[0][0]
-    width = max(len(f"{c.experiment} [{c.variant}]") for c, _ in arms)
+    width = max(len(str(c.arm)) for c, _ in arms)
     arm_lines = [f"{c.experiment + ' [' + c.variant + ']':<{width}}  {against}" for c, against in arms]
     processes = sorted({lay.text() for lay in layouts})
     lines = [f"plan: {title}", f"  scale:     {scale_text(first, bool(extra))}",

@@ -8,6 +8,7 @@ cannot run (recorded as skipped); when none can run, that too is a refusal.
 
 from __future__ import annotations
 
+import importlib.util
 import os
 from pathlib import Path
 
@@ -100,10 +101,43 @@ def _refuse_capabilities(the_plan: Plan, cfg: RunConfig, runtime: bool = True) -
         ranks.check_backend(cfg.options.backend, cfg.device)
 
 
+def skip_reason(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
+    """Why this arm cannot run here: the pipeline's declared needs first, then its own `skip`."""
+    return declared_skip(pipeline.needs, cfg, ctx) or pipeline.skip(cfg, ctx)
+
+
+def declared_skip(needs, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
+    """The first declared need (harness/pipeline.py `Needs`) this arm selects and this process does not
+    meet, as one line: the technique's reason and the command that runs the arm where it can."""
+    for need in needs:
+        if need.selects(cfg.options) and (unmet := _unmet(need, cfg, ctx)):
+            return f"{need.why}; {unmet}" if need.why else unmet
+    return None
+
+
+def _unmet(need, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
+    arm = f"{cfg.experiment} --variant {cfg.variant}"
+    if need.device and ctx.device.type != need.device:
+        return f"it runs with --device {need.device}: accel run {arm} --device {need.device}"
+    if need.bf16 and ctx.device.type == "cuda" and not torch.cuda.is_bf16_supported():
+        return "this GPU has no bf16 arithmetic (Ampere or newer has)"
+    wanted = getattr(cfg.options, need.ranks_option) if need.ranks_option else 0
+    if wanted and wanted != ctx.world_size:  # a ranks=N arm, a one-device arm: the launch that fits it
+        return (f"variant {cfg.variant} needs {wanted} processes but this run has {ctx.world_size}; start it "
+                f"with NPROC={wanted} accel launch {arm}")
+    if ctx.world_size < need.min_ranks:
+        return f"start it with {need.min_ranks} or more processes: NPROC={need.min_ranks} accel launch {arm}"
+    if need.max_ranks is not None and ctx.world_size > need.max_ranks:
+        return f"this launch has {ctx.world_size} processes: run it alone with accel run {arm}"
+    if need.module and importlib.util.find_spec(need.module) is None:
+        return f"{need.module} is not installed here (make venv installs it)"
+    return None
+
+
 def skip_reasons(the_plan: Plan, ctx: loop.RunContext) -> dict[str, str]:
-    """Variant -> why it cannot run on this device (the pipeline's `skip`); all skipped: NotRunnable."""
+    """Variant -> why it cannot run here (`skip_reason`); all skipped: NotRunnable."""
     reasons = {cfg.variant: reason for cfg in the_plan.configs
-               if (reason := the_plan.pipeline.skip(cfg, ctx))}
+               if (reason := skip_reason(the_plan.pipeline, cfg, ctx))}
     if reasons and len(reasons) == len(the_plan.configs):
         raise NotRunnable(f"{the_plan.experiment.id}: nothing can run here: "
                           + "; ".join(sorted(set(reasons.values()))))

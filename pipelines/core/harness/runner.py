@@ -15,6 +15,7 @@ from typing import Any, Callable
 
 import torch
 
+from pipelines.core.config.arm import Arm
 from pipelines.core.config.request import Pairing
 from pipelines.core.distributed import ranks
 from pipelines.core.errors import DistError
@@ -40,7 +41,7 @@ def execute_plans(plans: list[Plan], shown: progress.Settings = progress.OFF,
     for the_plan in plans:
         for cfg in the_plan.configs:
             refuse_before_work(the_plan, cfg, here)
-    skips = {(p.experiment.id, variant): why for p in plans  # none runnable in a plan: refused
+    skips = {Arm(p.experiment.id, variant): why for p in plans  # none runnable in a plan: refused
              for variant, why in skip_reasons(p, here).items()}
     if announce is not None and place.rank == 0:
         announce()

@@ -30,7 +30,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
-from pipelines.core.harness.pipeline import Measurement, Pipeline
+from pipelines.core.harness.pipeline import Measurement
+from pipelines.core.harness.plan import Plan
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import RunConfig
 
@@ -40,17 +41,7 @@ INTEL_DEFAULTS = {"KMP_AFFINITY": "granularity=fine,compact,1,0", "KMP_BLOCKTIME
 MEMORY_METRICS = ("memory_ratio", "stated_memory_factor_x")
 
 
-@dataclass(frozen=True)
-class Arm:
-    """One arm to measure: its entry, its resolved config and the technique that runs it."""
-
-    entry: experiments.Experiment
-    cfg: RunConfig
-    pipeline: Pipeline
-
-    @property
-    def label(self) -> str:
-        return f"{self.entry.id} [{self.cfg.variant}]"
+Member = tuple[Plan, RunConfig]  # one arm of a comparison: its entry's plan and the arm's resolved config
 
 
 @dataclass
@@ -59,15 +50,19 @@ class Group:
     group apart from the others, in words, once per differing property."""
 
     key: tuple
-    arms: list[Arm] = field(default_factory=list)
+    members: list[Member] = field(default_factory=list)
 
     @property
     def shared(self) -> bool:
-        return len(self.arms) > 1 and self.key[0] == "shared"
+        return len(self.members) > 1 and self.key[0] == "shared"
 
     @property
     def ids(self) -> list[str]:
-        return list(dict.fromkeys(arm.entry.id for arm in self.arms))
+        return list(dict.fromkeys(cfg.experiment for _, cfg in self.members))
+
+    @property
+    def labels(self) -> list[str]:
+        return [str(cfg.arm) for _, cfg in self.members]
 
 
 def runtime_knobs(entry: experiments.Experiment, env: Mapping[str, str] = {}) -> dict[str, str]:
@@ -80,17 +75,18 @@ def runtime_knobs(entry: experiments.Experiment, env: Mapping[str, str] = {}) ->
     return knobs
 
 
-def _memory_per_process(arm: Arm) -> bool:
+def _memory_per_process(the_plan: Plan) -> bool:
     """True when the entry publishes a memory figure that this pipeline measures as a process peak."""
-    return not getattr(arm.pipeline, "separable_memory", False) and any(
-        fig.metric in MEMORY_METRICS for fig in arm.entry.published)
+    return not getattr(the_plan.pipeline, "separable_memory", False) and any(
+        fig.metric in MEMORY_METRICS for fig in the_plan.experiment.published)
 
 
-def process_key(arm: Arm, env: Mapping[str, str] = {}, share: bool = True) -> tuple:
+def process_key(member: Member, env: Mapping[str, str] = {}, share: bool = True) -> tuple:
     """Equal keys: the arms may share a process. The first element says the kind: "shared" (a training
     arm of the local launcher), "alone" (its own process each round), "launch" (its launcher's ranks).
     `share=False` (--share none) gives every training arm a process of its own."""
-    entry, cfg, pipeline = arm.entry, arm.cfg, arm.pipeline
+    the_plan, cfg = member
+    entry, pipeline = the_plan.experiment, the_plan.pipeline
     opts = cfg.options
     process_wide = pipeline.process_values(cfg)
     ranks = getattr(opts, "ranks", None)
@@ -99,54 +95,61 @@ def process_key(arm: Arm, env: Mapping[str, str] = {}, share: bool = True) -> tu
         return ("launch", entry.launcher, entry.id, ranks, *common)
     if isinstance(pipeline, Measurement):
         return ("measurement", entry.id, *common)
-    if cfg.num_workers > 0 or _memory_per_process(arm) or not share:
-        return ("alone", arm.label, *common)
+    if cfg.num_workers > 0 or _memory_per_process(the_plan) or not share:
+        return ("alone", str(cfg.arm), *common)
     return ("shared", *common, process_wide)
 
 
-def why_apart(arm: Arm, env: Mapping[str, str] = {}) -> str:
+def why_apart(member: Member, env: Mapping[str, str] = {}) -> str:
     """Why this arm does not share a process with arms of the common environment, in a few words."""
-    entry, cfg = arm.entry, arm.cfg
+    the_plan, cfg = member
+    entry = the_plan.experiment
     if entry.launcher != "local":
         return f"its ranks are processes of launch/{entry.launcher}.sh"
-    if isinstance(arm.pipeline, Measurement):
+    if isinstance(the_plan.pipeline, Measurement):
         return "a measurement, not a training loop"
     if cfg.num_workers > 0:
         return f"{cfg.num_workers} DataLoader worker processes would compete for the cores between blocks"
-    if _memory_per_process(arm):
+    if _memory_per_process(the_plan):
         return "its memory figure is a process peak, which a shared process cannot give one arm"
     return ""
 
 
-def groups(arms: Sequence[Arm], env: Mapping[str, str] = {}, share: bool = True) -> list[Group]:
-    """The arms by process, in the order given (a group's place is its first arm's)."""
+def members(plans: Sequence[Plan]) -> list[Member]:
+    """Every arm of the plans, in order."""
+    return [(the_plan, cfg) for the_plan in plans for cfg in the_plan.configs]
+
+
+def groups(plans: Sequence[Plan], env: Mapping[str, str] = {}, share: bool = True) -> list[Group]:
+    """The plans' arms by process, in the order given (a group's place is its first arm's)."""
     out: dict[tuple, Group] = {}
-    for arm in arms:
-        key = process_key(arm, env, share)
-        out.setdefault(key, Group(key)).arms.append(arm)
+    for member in members(plans):
+        key = process_key(member, env, share)
+        out.setdefault(key, Group(key)).members.append(member)
     return list(out.values())
 
 
 def differences(group: Group, others: Sequence[Group], env: Mapping[str, str] = {}) -> str:
     """What sets this group apart: its own reason, else the runtime knobs or process-wide options in which it
     differs from the largest other group."""
-    own = why_apart(group.arms[0], env)
+    own = why_apart(group.members[0], env)
     if own:
         return own
     rivals = [g for g in others if g is not group and g.key[0] in ("shared", "alone")]  # local training arms
     if not rivals:
         return ""
-    rival = max(rivals, key=lambda g: len(g.arms))
-    mine, theirs = _describe(group.arms[0], env), _describe(rival.arms[0], env)
+    rival = max(rivals, key=lambda g: len(g.members))
+    mine, theirs = _describe(group.members[0], env), _describe(rival.members[0], env)
     changed = [f"{name} {mine[name]} (vs {theirs[name]})" for name in mine
                if name in theirs and mine[name] != theirs[name]]
     return ", ".join(changed) or "another process environment"
 
 
-def _describe(arm: Arm, env: Mapping[str, str]) -> dict[str, Any]:
-    described: dict[str, Any] = {k: v for k, v in runtime_knobs(arm.entry, env).items()}
-    described.update(arm.pipeline.process_values(arm.cfg))
-    described.update(device=arm.cfg.device, image=arm.entry.target)
+def _describe(member: Member, env: Mapping[str, str]) -> dict[str, Any]:
+    the_plan, cfg = member
+    described: dict[str, Any] = {k: v for k, v in runtime_knobs(the_plan.experiment, env).items()}
+    described.update(the_plan.pipeline.process_values(cfg))
+    described.update(device=cfg.device, image=the_plan.experiment.target)
     return described
 
 
@@ -163,11 +166,11 @@ class AllocatorSetting:
     text: str
 
 
-def allocator_setting(arms: Sequence[Arm], choice: str, scale: str, env: Mapping[str, str] = {}) -> AllocatorSetting:
+def allocator_setting(plans: Sequence[Plan], choice: str, scale: str, env: Mapping[str, str] = {}) -> AllocatorSetting:
     """`auto` (the default): pinned at bench scale, unless the user's environment sets ALLOCATOR or an arm
     compares allocators (chapter 4's tcmalloc / jemalloc), whose comparison keeps glibc's default as the
     source ran it; `pinned` / `default`: for every arm that does not set its own allocator."""
-    studies = sorted({arm.entry.id for arm in arms if arm.entry.knobs.get("ALLOCATOR")})
+    studies = sorted({p.experiment.id for p in plans if p.experiment.knobs.get("ALLOCATOR")})
     if choice == "pinned":
         return AllocatorSetting("pinned", PINNED_TEXT + " (--allocator pinned)")
     if choice == "default":

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from pipelines.core.record import atomic
+from pipelines.core.config.arm import Arm
 
 SCHEMA = "accel.result/1"
 STATUSES = ("ok", "error", "skipped", "interrupted")
@@ -100,7 +101,7 @@ def dumps(record: dict[str, Any]) -> str:
     try:
         return json.dumps(record, sort_keys=True, allow_nan=False) + "\n"
     except ValueError:
-        raise SchemaError(f"record {record['experiment']} [{record['variant']}] holds NaN or Infinity; "
+        raise SchemaError(f"record {Arm.of(record)} holds NaN or Infinity; "
                           "results hold finite numbers or null") from None
 
 

@@ -20,6 +20,7 @@ from pipelines.core.report import tables
 from pipelines.core.record.envinfo import machine_key
 from pipelines.core.report.render import Doc
 from pipelines.core.stats.rows import Loaded, Row
+from pipelines.core.config.arm import Arm
 
 HARNESS_GOAL_PCT = tables.HARNESS_GOAL_PCT
 INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same "
@@ -75,10 +76,10 @@ def summary(results_dir: Path, strict: bool = False) -> str:
     rows = report_rows.build(loaded, None, strict)
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
-    lines += [f"- error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
-    lines += [f"- interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
+    lines += [f"- error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
+    lines += [f"- interrupted: {Arm.of(r)} {i}" for r in rows for i in r.interrupted]
     lines += [f"- skipped: {s}" for s in loaded.skipped]
-    lines += [f"- not run here: {r['experiment']} [{r['variant']}]: {'; '.join(r.get('notes', []))}"
+    lines += [f"- not run here: {Arm.of(r)}: {'; '.join(r.get('notes', []))}"
               for r in loaded.records if r["status"] == "skipped"]
     return "\n".join(lines)
 
@@ -151,8 +152,8 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
         for path, caption in report_plots.all_plots(rows, loaded.records, plots_dir):
             doc.add("img", path.name, caption)
     _notes(doc, rows)
-    problems = [f"error: {r.experiment} [{r.variant}]: {e}" for r in rows for e in r.errors]
-    problems += [f"interrupted: {r.experiment} [{r.variant}] {i}" for r in rows for i in r.interrupted]
+    problems = [f"error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
+    problems += [f"interrupted: {Arm.of(r)} {i}" for r in rows for i in r.interrupted]
     skipped = loaded.skipped + ([f"(reference) {s}" for s in drift.loaded.skipped] if drift else [])
     if problems or skipped:
         doc.add("h", "Errors and skipped input")
@@ -181,7 +182,7 @@ def _machine_state(doc: Doc, rows: list[Row]) -> None:
         if base is None or None in (row.ratio, row.energy_j_per_sample, base.energy_j_per_sample):
             continue
         if row.ratio > 1 and row.energy_j_per_sample > base.energy_j_per_sample:
-            costly.append(f"{row.experiment} [{row.variant}] is faster ({intervals.fmt(row.ratio)}x) but costs more "
+            costly.append(f"{Arm.of(row)} is faster ({intervals.fmt(row.ratio)}x) but costs more "
                           f"energy per sample ({row.energy_j_per_sample:.4g} J vs {base.energy_j_per_sample:.4g} J "
                           f"for {base.variant})")
     if costly:
@@ -236,7 +237,7 @@ def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | N
     doc.add("table", pd.DataFrame([row.cells() for row in judged]))
     differs = [row for row in judged if row.verdict == report_shares.DIFFERS]
     doc.add("p", f"{len(judged) - len(differs)} of {len(judged)} shares match"
-                 + (": differ " + ", ".join(f"{r.experiment} [{r.variant}] {r.op}"
+                 + (": differ " + ", ".join(f"{Arm.of(r)} {r.op}"
                                             for r in differs) if differs else "") + ".")
 
 

@@ -25,6 +25,7 @@ from pipelines.core.stats import intervals
 from pipelines.core.report import tables
 from pipelines.core.errors import ConfigError
 from pipelines.core.stats.rows import Loaded, Row
+from pipelines.core.config.arm import Arm
 
 COLUMNS = ("experiment", "variant", "scale", "ratio", "ci_low", "ci_high", "ref_ratio", "ref_ci_low",
            "ref_ci_high", "difference", "verdict", "ref_verdict", "reversed")
@@ -126,7 +127,7 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
                                         row.ci_high, ref.ratio, ref.ci_low, ref.ci_high, difference,
                                         row.verdict, ref.verdict, flipped))))
         if flipped:
-            reversals.append(f"{row.experiment} [{row.variant}] ({row.scale}): "
+            reversals.append(f"{Arm.of(row)} ({row.scale}): "
                              f"{ref.verdict} -> {row.verdict}")
     return Drift(Path(reference), ref_loaded, pd.DataFrame(lines, columns=list(COLUMNS)), reversals)
 

@@ -18,6 +18,7 @@ import click
 from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
 from pipelines.core.stats.intervals import fmt
+from pipelines.core.config.arm import Arm
 
 FORMATS = ("md", "csv", "html")
 
@@ -74,10 +75,10 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
         m = rec["metrics"]
         if rec["status"] != "ok":
             why = "; ".join(rec.get("notes", []))
-            click.echo(f"{rec['experiment']} [{rec['variant']}] repeat {rec['repeat']}: {rec['status']}"
+            click.echo(f"{Arm.of(rec)} repeat {rec['repeat']}: {rec['status']}"
                        + (f" ({why})" if why else ""))
             continue
-        click.echo(f"{rec['experiment']} [{rec['variant']}] repeat {rec['repeat']}: "
+        click.echo(f"{Arm.of(rec)} repeat {rec['repeat']}: "
                    f"train {fmt(m.get('train_s'))} s, warm-up {fmt(m.get('warmup_s'))} s, "
                    f"step {fmt(m.get('step_time_ms_median'), 1)} ms "
                    f"(p90 {fmt(m.get('step_time_ms_p90'), 1)}), "

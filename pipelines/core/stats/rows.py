@@ -28,6 +28,7 @@ from pipelines.core.config import experiments
 from pipelines.core.stats import pairing
 from pipelines.core.stats import intervals
 from pipelines.core.errors import ConfigError
+from pipelines.core.config.arm import Arm
 
 HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
 HIDDEN = {"table": False}  # Row fields that are not table columns
@@ -295,11 +296,11 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.verdict, row.why = "baseline", "the reference arm (ratio 1 by definition)"
         return
     row.base_key = (base[0], base[1], row.scale)
-    row.baseline = f"{base[0]} [{base[1]}]" + (f" ({base[2]})" if base[2] else "")
+    row.baseline = str(Arm(base[0], base[1])) + (f" ({base[2]})" if base[2] else "")
     base_recs = ran.get(row.base_key, [])
     if not base_recs:
         row.verdict = "not comparable"
-        row.why = f"baseline {base[0]} [{base[1]}] not run at {row.scale} scale"
+        row.why = f"baseline {Arm(base[0], base[1])} not run at {row.scale} scale"
         return
     difference = pairing.machine_difference(row.records + base_recs)
     if difference:
@@ -512,7 +513,7 @@ def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, f
             continue
         if row.key in compared:  # a baseline: its precision is its arms' ratios', not its own throughput's
             continue
-        key = f"{row.experiment} [{row.variant}]"
+        key = str(Arm.of(row))
         if row.ratio is not None and row.interval is not None:
             out[key] = _relative(row.interval, row.ratio)
             continue

@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from pipelines.core.config import experiments
 from pipelines.core.stats import rows as rows_of
 from pipelines.core.stats import intervals
+from pipelines.core.config.arm import Arm
 
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
 
@@ -110,13 +111,13 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
         for line in lines:
             row = line["_row"]
             noisy = f" (noisy: {row.noisy_repeats} of {row.n} repeats)" if row.noisy_repeats else ""
-            cells = [f"{row.experiment} [{row.variant}]", _measured(row), _published(row), row.verdict + noisy]
+            cells = [str(Arm.of(row)), _measured(row), _published(row), row.verdict + noisy]
             if book:
                 cells.append(_accuracy(row))
             table.append(cells)
         headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
         body = "verdict:\n" + _table(headers, table)
-        reasons = [f"  {line['experiment']} [{line['variant']}]: {line['why']}" for line in lines
+        reasons = [f"  {Arm.of(line)}: {line['why']}" for line in lines
                    if line["why"] and line["verdict"] not in ("baseline",)]
         if reasons:
             body += "\n" + "\n".join(reasons)
@@ -133,7 +134,7 @@ def _checks_table(lines: list[dict[str, Any]]) -> str:
     def shown(value: float) -> str:  # 1,630,090 as printed, 3.4e+38 and 1.079 as they are
         return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
 
-    table = [[f"{line['experiment']} [{line['variant']}]", metric, shown(measured), shown(published), verdict]
+    table = [[str(Arm.of(line)), metric, shown(measured), shown(published), verdict]
              for line in lines for metric, published, measured, verdict in line["_row"].checks]
     if not table:
         return ""
@@ -145,7 +146,7 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
     measured = [line["_row"] for line in lines if line["_row"].memory_ratio is not None]
     if not measured:
         return ""
-    table = [[f"{row.experiment} [{row.variant}]", row.memory_metric,
+    table = [[str(Arm.of(row)), row.memory_metric,
               f"{intervals.fmt(row.memory_ratio)}"
               + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
                  if row.memory_ci_low is not None else ""),

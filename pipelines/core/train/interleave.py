@@ -29,7 +29,6 @@ import math
 import statistics
 import sys
 from contextlib import contextmanager
-from dataclasses import dataclass, field
 from typing import Callable, Iterator, Sequence
 
 import torch
@@ -38,18 +37,6 @@ from pipelines.core.stats.stopping import order
 from pipelines.core.train.loop import Training
 
 BLOCK_COLUMNS = ("round", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples")
-
-
-@dataclass
-class Arm:
-    """One arm of the process: its label ("id [variant]"), its training, its own RNG state between blocks."""
-
-    label: str
-    training: Training
-    block_steps: int = 1
-    rng: torch.Tensor | None = None
-    cuda_rng: list[torch.Tensor] | None = None
-    recompiles: list[int] = field(default_factory=list)  # rounds whose block compiled a new graph
 
 
 def steps_per_block(warmup_times: Sequence[float], block_s: float | None, fixed_steps: int | None,
@@ -71,13 +58,12 @@ def _compiled_graphs() -> int:
 
 
 @contextmanager
-def own_rng(arm: Arm) -> Iterator[None]:
+def own_rng(arm: Training) -> Iterator[None]:
     """The arm's own random state while it runs (dropout, a loader's shuffle), the process's restored after:
     an arm's draws never depend on which arm ran before it."""
     outer = torch.random.get_rng_state()
     outer_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-    if arm.rng is not None:
-        torch.random.set_rng_state(arm.rng)
+    torch.random.set_rng_state(arm.rng)
     if arm.cuda_rng is not None and outer_cuda is not None:
         torch.cuda.set_rng_state_all(arm.cuda_rng)
     try:
@@ -96,26 +82,20 @@ def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> 
     return min(blocks, fixed_steps) if block_s is None and fixed_steps else blocks
 
 
-def measure_blocks(arms: Sequence[Arm], blocks: int, block_s: float | None, fixed_steps: int | None,
-        after_block: Callable[[Arm, int], None] | None = None, agree: Callable[[int], int] = lambda steps: steps,
-        ) -> None:
-    """Warm every arm up, size its blocks, then run `blocks` rounds of one block per arm. A lone arm runs
-    its blocks back to back with nothing dropped (there is no switch). `agree`: the block size every rank
-    of a launch runs (rank 0's), so their collectives stay in step."""
+def measure_blocks(arms: Sequence[Training], blocks: int, block_s: float | None, fixed_steps: int | None,
+                   agree: Callable[[int], int] = lambda steps: steps) -> None:
+    """Warm every arm's training up, size its blocks, then run `blocks` rounds of one block per arm. A lone
+    arm runs its blocks back to back with nothing dropped (there is no switch). `agree`: the block size every
+    rank of a launch runs (rank 0's), so their collectives stay in step."""
     blocks = block_count(blocks, block_s, fixed_steps)
     for arm in arms:
         with own_rng(arm):
-            arm.training.warm_up()
-        arm.block_steps = agree(steps_per_block(arm.training.warmup_times, block_s, fixed_steps, blocks))
+            arm.warm_up()
+        arm.block_steps = agree(steps_per_block(arm.warmup_times, block_s, fixed_steps, blocks))
     discard = 1 if len(arms) > 1 else 0
     for index in range(blocks):
         for arm in order(arms, index):
             with own_rng(arm):
                 graphs = _compiled_graphs()
-                arm.training.block(arm.block_steps, index, discard)
-                recompiled = _compiled_graphs() != graphs
-            arm.training.blocks[-1][5] = int(recompiled)
-            if recompiled:
-                arm.recompiles.append(index)
-            if after_block is not None:
-                after_block(arm, index)
+                arm.block(arm.block_steps, index, discard)
+                arm.blocks[-1][5] = int(_compiled_graphs() != graphs)

@@ -205,6 +205,11 @@ class Training:
         self.epoch, self.last_in_epoch = start_epoch, False
         self.window_started: float | None = None
         self.epoch_started = now(self.device)
+        # between interleaved blocks (train/interleave.py): the block's size, and this arm's own random state
+        # (taken here, after its seeding and building), so its draws never depend on the arm before it
+        self.block_steps = 1
+        self.rng: torch.Tensor = torch.random.get_rng_state()
+        self.cuda_rng: list[torch.Tensor] | None = None
 
     def settle(self) -> None:
         """Wait for the device once and turn this window's marks into seconds."""
@@ -359,7 +364,8 @@ class Training:
             "gc_paused_in_timed_steps": self.gc_paused,
         }
         if self.blocks:
-            metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded)
+            metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded,
+                           block_steps=self.block_steps, recompiled_blocks=[b[0] for b in self.blocks if b[5]])
         if not shared:
             metrics.update(memory.process_peaks(self.device))
         if self.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
