@@ -175,8 +175,16 @@ echo "== harness overhead"
 
 echo "== report"
 only="$(IFS=,; echo "${listed[*]}")"
+# The verdicts as CI systems show them (report/ci.py): JUnit XML beside the report, and Markdown into
+# GitHub's step summary when the job runs there (else summary.md beside the report). The drift run below
+# rewrites the JUnit file with the reversals; the Markdown is written once, by the last report.
+summary="${GITHUB_STEP_SUMMARY:-$REF_OUT/summary.md}"
+[[ -n "${GITHUB_STEP_SUMMARY:-}" ]] || rm -f "$summary"
+markdown=(--markdown "$summary")
+[[ -n "$AGAINST" ]] && markdown=()
 accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
-  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}"
+  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" \
+  --junit "$REF_OUT/verdicts.xml" "${markdown[@]}"
 
 if [[ -n "$AGAINST" ]]; then
   echo "== drift against $AGAINST"
@@ -186,7 +194,8 @@ if [[ -n "$AGAINST" ]]; then
   # Neither of the last two is a failure of this run: each is said in one line.
   rc=0
   accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
-    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" --fail-on-reversal || rc=$?
+    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" \
+    --junit "$REF_OUT/verdicts.xml" --markdown "$summary" --fail-on-reversal || rc=$?
   if [[ $rc -eq 1 ]]; then
     failed+=("drift (a conclusive verdict reversed against $AGAINST)")
   elif [[ $rc -ne 0 ]]; then
@@ -201,6 +210,28 @@ if [[ -n "$AGAINST" ]]; then
     accel diff "$AGAINST" "$REF_OUT" --fail-above "$DIFF_FAIL_ABOVE" --relative \
       || failed+=("accel diff (an arm significantly slower than $AGAINST, against the machine's shift, by more" \
                   "than $DIFF_FAIL_ABOVE %)")
+  fi
+fi
+
+# No reference of this machine class: the gate checks what holds on every class instead (an arm's direction
+# against its baseline where every committed reference agrees, core/report/invariants.py), and this run is
+# the new class's reference, ready to commit.
+if [[ -z "$SAME_CLASS_REF" ]]; then
+  shopt -s nullglob
+  others=()
+  for ref in results/reference/cpu-*-bench; do
+    [[ "$(realpath -m "$ref")" == "$(realpath -m "$REF_OUT")" ]] || others+=("$ref")
+  done
+  shopt -u nullglob
+  if [[ ${#others[@]} -gt 0 ]]; then
+    echo "== invariants: no reference of this machine class; the directions every committed class agrees on"
+    "$PYTHON" -m pipelines.core.report.invariants "$REF_OUT" "${others[@]}" \
+      || failed+=("invariants (an arm's direction opposite to every committed reference's)")
+  fi
+  new_ref="results/reference/cpu-${cores}core-${CLASS_TAG}-bench"
+  if [[ "$(realpath -m "$REF_OUT")" != "$(realpath -m "$new_ref")" ]]; then
+    echo "reference-timings: this machine class has no committed reference; to make this run its reference:" \
+      "rm -rf $new_ref && cp -r $REF_OUT $new_ref && git add $new_ref"
   fi
 fi
 

@@ -213,7 +213,7 @@ def test_offload_without_a_stage_is_refused(results_dir, data_root):
 
 
 def test_one_process_is_refused_with_the_launch_command(results_dir, data_root):
-    assert_refused(["run", "s004-deepspeed", "--variant", "ddp", *SMOKE], 3, "make s004-deepspeed NPROC=2",
+    assert_refused(["run", "s004-deepspeed", "--variant", "ddp", *SMOKE], 3, "NPROC=2 accel launch s004-deepspeed",
                    results_dir, data_root)
 
 

@@ -305,8 +305,8 @@ OTHER_CLASS = {"cpu_id": "AuthenticAMD family 26 model 2", "cpu_isa": "avx2 avx5
 def test_a_reference_of_another_machine_class_gives_the_full_report_and_says_why(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.18, **OTHER_CLASS)
     written = report.write_report(mine, tmp_path / "out", formats=("md",), against=ref)
-    assert written.drift is None
-    reason = written.drift_skipped
+    assert written.judged.drift is None
+    reason = written.judged.drift_skipped
     assert reason.startswith(f"{ref} is from another machine class: reference ")
     reference_part, this_part = reason.split(" vs this run ")
     assert "family 26 model 2, avx2 avx512f avx512_vnni avx512_bf16;" in reference_part
@@ -342,7 +342,7 @@ def test_a_reference_without_usable_records_is_refused_before_any_output(tmp_pat
 def test_same_class_reference_still_gets_its_drift_table(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.3)
     written = report.write_report(mine, tmp_path / "out", formats=("md",), against=ref)
-    assert written.drift is not None and written.drift_skipped is None
+    assert written.judged.drift is not None and written.judged.drift_skipped is None
     with pytest.raises(drift.OtherMachineClass, match="another machine class"):
         other_mine, other_ref = drift_pair(tmp_path / "b", 1.18, 1.18, **OTHER_CLASS)
         loaded = report_rows.load(other_mine)

@@ -342,7 +342,7 @@ def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_agai
     threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
     assert threads2[5] == "1.65" and threads2[13] in (intervals.REPRODUCED, intervals.FASTER,
                                                      intervals.SLOWER, intervals.INCONCLUSIVE)
-    assert not written.drift.reversals and "No conclusive verdict reversed." in md
+    assert not written.judged.drift.reversals and "No conclusive verdict reversed." in md
 
 
 def test_scaling_curves_from_record_fields(tmp_path):

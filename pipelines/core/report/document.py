@@ -32,9 +32,7 @@ INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time 
 
 class Written(NamedTuple):
     paths: list[Path]
-    loaded: Loaded
-    drift: report_drift.Drift | None  # None without a reference, or when the drift check was skipped
-    drift_skipped: str | None = None  # why --against was not compared (another machine class), one line
+    judged: report_drift.Judged
 
 
 def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | None = None,
@@ -44,14 +42,8 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     A reference of another machine class still gives the whole report: no drift table, and
     `drift_skipped` (also in report.md) says why, the two classes side by side. A reference that cannot
     be read at all is a ConfigError raised before out_dir is created, so a refusal leaves no empty folder."""
-    loaded = report_rows.load(results_dir)
-    rows = report_rows.build(loaded, only, strict)
-    drift, skipped = None, None
-    if against is not None:
-        try:
-            drift = report_drift.against(rows, loaded, against, only)
-        except report_drift.OtherMachineClass as other:
-            skipped = other.reason
+    judged = report_drift.judge(results_dir, only, against, strict)
+    rows, loaded, drift, skipped = judged
     out_dir = Path(out_dir or results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = out_dir if ("md" in formats or "html" in formats) else None
@@ -67,7 +59,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     if "html" in formats:  # every run a point over time, change points drawn
         paths.append(atomic.write_text(out_dir / "trend.html", trend.page(loaded.records)))
     paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
-    return Written(paths, loaded, drift, skipped)
+    return Written(paths, judged)
 
 
 def summary(results_dir: Path, strict: bool = False) -> str:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -130,6 +130,28 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
             reversals.append(f"{Arm.of(row)} ({row.scale}): "
                              f"{ref.verdict} -> {row.verdict}")
     return Drift(Path(reference), ref_loaded, pd.DataFrame(lines, columns=list(COLUMNS)), reversals)
+
+
+class Judged(NamedTuple):
+    rows: list[Row]
+    loaded: Loaded
+    drift: Drift | None  # None without a reference, or when the drift check was skipped
+    drift_skipped: str | None = None  # why --against was not compared (another machine class), one line
+
+
+def judge(results_dir: Path, only: list[str] | None = None, reference: Path | None = None,
+          strict: bool = False) -> Judged:
+    """The rows and verdicts of a results folder, and the drift check against `reference`. A reference of
+    another machine class gives no drift table, and `drift_skipped` says why (the two classes side by side)."""
+    loaded = report_rows.load(results_dir)
+    rows = report_rows.build(loaded, only, strict)
+    drift, skipped = None, None
+    if reference is not None:
+        try:
+            drift = against(rows, loaded, reference, only)
+        except OtherMachineClass as other:
+            skipped = other.reason
+    return Judged(rows, loaded, drift, skipped)
 
 
 def terminal_table(drift: Drift) -> str:
