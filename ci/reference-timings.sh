@@ -25,6 +25,9 @@
 #             never REF_OUT itself): the report gets a drift table (both intervals, the difference) and the
 #             job fails when a conclusive verdict reversed (faster <-> slower than published); a reference
 #             from another machine class is named and skipped, not compared.
+#   REFERENCES  the folder of committed references (default results/reference): with none of this machine's
+#             class there, the gate checks the directions every committed class agrees on instead
+#             (core/report/invariants.py) and names the command that commits this run as the class's
 #   DIFF_FAIL_ABOVE  with a same-class AGAINST, `accel diff AGAINST REF_OUT --fail-above` this percent
 #             `--relative`: an arm fails when it is significantly slower than the machine's shift (the
 #             median change of all arms) by more than this (default 50: a gross regression such as a lost
@@ -46,17 +49,18 @@ HARNESS_STEPS="${HARNESS_STEPS:-60}"
 HARNESS_REPEATS="${HARNESS_REPEATS:-6}"
 NOTE="${NOTE:-}"
 cores="$(nproc)"
-COMMITTED_REF="results/reference/cpu-${cores}core-bench"
+REFERENCES="${REFERENCES:-results/reference}"
+COMMITTED_REF="$REFERENCES/cpu-${cores}core-bench"
 # Machines change between sessions (AMD Zen 3 and 5, Intel Sapphire Rapids): each class keeps its own
 # committed reference, cpu-<cores>core-bench (the first) or cpu-<cores>core-<vendor>-f<family>m<model>-bench.
 shopt -s nullglob
-SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report.drift pick results/reference/cpu-"${cores}"core*-bench)"
+SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report.drift pick "$REFERENCES"/cpu-"${cores}"core*-bench)"
 shopt -u nullglob
 CLASS_TAG="$("$PYTHON" -c 'from pipelines.core.record import envinfo
 c = envinfo.cpu_class()["cpu_id"] or ""
 w = c.replace("AuthenticAMD", "amd").replace("GenuineIntel", "intel").split()
 print(f"{w[0]}-f{w[2]}m{w[4]}" if len(w) == 5 else "other")')"
-DEFAULT_REF_OUT="${SAME_CLASS_REF:-results/reference/cpu-${cores}core-${CLASS_TAG}-bench}"
+DEFAULT_REF_OUT="${SAME_CLASS_REF:-$REFERENCES/cpu-${cores}core-${CLASS_TAG}-bench}"
 [[ -d "$COMMITTED_REF" || -n "$SAME_CLASS_REF" ]] || DEFAULT_REF_OUT="$COMMITTED_REF"
 REF_OUT="${REF_OUT:-$DEFAULT_REF_OUT}"
 AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
@@ -219,7 +223,7 @@ fi
 if [[ -z "$SAME_CLASS_REF" ]]; then
   shopt -s nullglob
   others=()
-  for ref in results/reference/cpu-*-bench; do
+  for ref in "$REFERENCES"/cpu-*-bench; do
     [[ "$(realpath -m "$ref")" == "$(realpath -m "$REF_OUT")" ]] || others+=("$ref")
   done
   shopt -u nullglob
@@ -228,7 +232,7 @@ if [[ -z "$SAME_CLASS_REF" ]]; then
     "$PYTHON" -m pipelines.core.report.invariants "$REF_OUT" "${others[@]}" \
       || failed+=("invariants (an arm's direction opposite to every committed reference's)")
   fi
-  new_ref="results/reference/cpu-${cores}core-${CLASS_TAG}-bench"
+  new_ref="$REFERENCES/cpu-${cores}core-${CLASS_TAG}-bench"
   if [[ "$(realpath -m "$REF_OUT")" != "$(realpath -m "$new_ref")" ]]; then
     echo "reference-timings: this machine class has no committed reference; to make this run its reference:" \
       "rm -rf $new_ref && cp -r $REF_OUT $new_ref && git add $new_ref"
