@@ -15,7 +15,7 @@ The technique, all of it visible below:
 `scaler=false` with fp16 is what the book repository's last notebook cell actually ran (autocast
 float16, no scaler); the catalog keeps it as a labelled variant, not as the recommended recipe.
 
-On CPU, bf16 autocast runs for real. fp16 variants are skipped with a reason (see `skip`): torch can
+On CPU, bf16 autocast runs for real. fp16 variants are skipped with a reason (see `needs`): torch can
 run fp16 autocast on CPU, but the book's fp16 recipe is a CUDA Tensor Core technique and most CPUs have
 no fp16 arithmetic units, so a CPU time would not measure it.
 """
