@@ -1,4 +1,4 @@
-"""The report's sections, assembled from rows, tables and plots into one document (report_render.Doc).
+"""The report's sections, assembled from rows, tables and plots into one document (report/render.py's `Doc`).
 
 Section order follows a reader's questions: on what machine, did the ratios reproduce (with their
 intervals), what happened to accuracy (a learning check unless book scale on real data), did anything

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Sequence
 
 from pipelines.core.config.arm import Arm
+from pipelines.core.errors import ConfigError
 from pipelines.core.stats import intervals, rows as report_rows
 from pipelines.core.stats.rows import Row
 
@@ -81,8 +82,12 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m pipelines.core.report.invariants RUN REFERENCE...", file=sys.stderr)
         return 2
     run, references = Path(args[0]), [Path(a) for a in args[1:]]
-    checked = invariants(references)
-    rows = report_rows.build(report_rows.load(run))
+    try:
+        checked = invariants(references)
+        rows = report_rows.build(report_rows.load(run))
+    except ConfigError as error:  # a folder that is not there or holds no records: one line, as accel says it
+        print(f"invariants: error: {error}", file=sys.stderr)
+        return 2
     measured = {row.key for row in rows if direction(row) is not None or row.ci_low is not None}
     print(f"invariants: {len(checked)} arm(s) whose direction every reference agrees on "
           f"({', '.join(map(str, references))}):")
