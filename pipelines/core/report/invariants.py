@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as error:  # a folder that is not there or holds no records: one line, as accel says it
         print(f"invariants: error: {error}", file=sys.stderr)
         return 2
-    measured = {row.key for row in rows if direction(row) is not None or row.ci_low is not None}
+    measured = {row.key for row in rows if row.ci_low is not None}  # an interval: its direction is judged
     print(f"invariants: {len(checked)} arm(s) whose direction every reference agrees on "
           f"({', '.join(map(str, references))}):")
     for invariant in checked:
