@@ -64,3 +64,16 @@ def test_every_declared_process_option_is_a_torch_setting_or_the_pipeline_s_own(
         for name in getattr(pipeline, "process_options", ()):
             assert name in torch_state.SETTINGS or name in own, f"{info.name}: {name}"
             assert name in pipeline.Options.__dataclass_fields__, f"{info.name}: {name} is no option"
+
+
+def test_holders_this_torch_lacks_are_skipped_not_fatal(monkeypatch):
+    """torch 2.8 (the cpu-intel image, .venv-ipex) has no `cudnn.conv` or per-backend `fp32_precision`: the
+    snapshot and restore skip such holders and flags instead of failing every unit of that torch."""
+    assert torch_state._holder("cudnn.no_such_holder") is None
+    monkeypatch.setattr(torch_state, "PRECISION_HOLDERS", torch_state.PRECISION_HOLDERS + ("no_such.holder",))
+    monkeypatch.setattr(torch_state, "KEPT_FLAGS", torch_state.KEPT_FLAGS + (("no_such", "flag"),))
+    before = torch_state.snapshot()
+    assert all(path != "no_such.holder" for path, _ in before.precisions)
+    with torch_state.settings({"threads": 1}):
+        pass
+    assert torch_state.snapshot() == before

@@ -30,24 +30,33 @@ KEPT_FLAGS = (("cuda.matmul", "allow_fp16_reduced_precision_reduction"),
               ("cuda.matmul", "allow_bf16_reduced_precision_reduction"),
               ("cudnn", "benchmark"), ("cudnn", "deterministic"), ("cudnn", "enabled"))
 # torch 2.9+ keeps the float32 precision per backend (`fp32_precision`, the API that `allow_tf32` and
-# set_float32_matmul_precision now write through); the generic holder first, as torch resolves them
+# set_float32_matmul_precision now write through); the generic holder first, as torch resolves them.
+# torch 2.8 (the cpu-intel image, .venv-ipex) has none of these holders: the snapshot then skips them.
 PRECISION_HOLDERS = ("", "cuda.matmul", "cudnn", "cudnn.conv", "cudnn.rnn", "mkldnn", "mkldnn.matmul",
                      "mkldnn.conv", "mkldnn.rnn")
 
 
 def _holder(path: str):
+    """The object under torch.backends at `path`, or None where this torch has no such holder."""
     obj = torch.backends
     for part in filter(None, path.split(".")):
-        obj = getattr(obj, part)
+        obj = getattr(obj, part, None)
+        if obj is None:
+            return None
     return obj
 
 
-TORCH_DEFAULTS = {(path, attr): getattr(_holder(path), attr) for group in FLAGS.values() for path, attr in group}
+def _has(path: str, attr: str) -> bool:
+    return hasattr(_holder(path), attr)
+
+
+TORCH_DEFAULTS = {(path, attr): getattr(_holder(path), attr)
+                  for group in FLAGS.values() for path, attr in group if _has(path, attr)}
 
 
 def _switch(name: str) -> Callable[[str], None]:
     def apply(value: str) -> None:
-        for path, attr in FLAGS[name]:
+        for path, attr in filter(lambda flag: flag in TORCH_DEFAULTS, FLAGS[name]):
             setattr(_holder(path), attr, TORCH_DEFAULTS[(path, attr)] if value == "default" else value == "on")
     return apply
 
@@ -89,9 +98,9 @@ def snapshot() -> State:
     inductor = sys.modules.get("torch._inductor.config")
     return State(_matmul_precision(),
                  tuple((path, _holder(path).fp32_precision) for path in PRECISION_HOLDERS
-                       if hasattr(_holder(path), "fp32_precision")),
+                       if _has(path, "fp32_precision")),
                  torch.get_num_threads(),
-                 tuple((path, attr, getattr(_holder(path), attr)) for path, attr in KEPT_FLAGS),
+                 tuple((path, attr, getattr(_holder(path), attr)) for path, attr in KEPT_FLAGS if _has(path, attr)),
                  (torch.are_deterministic_algorithms_enabled(),
                   torch.is_deterministic_algorithms_warn_only_enabled()),
                  None if inductor is None else bool(inductor.force_disable_caches))
