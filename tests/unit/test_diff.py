@@ -29,7 +29,7 @@ def test_two_runs_of_the_same_code_pass_the_gate():
 
 def test_fewer_than_three_repeats_are_never_significant():
     (d,), _, _ = diff.compare(arm(1.0, repeats=2), arm(0.5, repeats=2))
-    assert not d.significant and "too few repeats" in d.word and diff.regressions([d], 5) == []
+    assert not d.significant and "too few processes" in d.word and diff.regressions([d], 5) == []
 
 
 def test_other_work_is_shown_but_never_judged_or_gated():

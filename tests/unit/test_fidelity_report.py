@@ -90,12 +90,13 @@ def test_a_basis_outside_the_list_is_refused():
 
 @pytest.mark.slow
 def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_path):
-    """s004-ckpt on CPU: autograd's saved activations per arm, 3 repeats; checkpointing alone judged on the
-    note's own range ~2-3x (the band is the range), checkpointing + bf16 on the recipe table's 4x."""
+    """s004-ckpt on CPU: autograd's saved activations per arm, in 3 rounds of processes (a verdict counts
+    processes); checkpointing alone judged on the note's own range ~2-3x (the band is the range),
+    checkpointing + bf16 on the recipe table's 4x."""
     from conftest import accel
 
-    out = accel("run", "s004-ckpt", "--scale", "smoke", "--dataset", "synthetic", "--repeats", "3",
-                "--results-dir", str(tmp_path), timeout=600)
+    out = accel("compare", "s004-ckpt@plain", "s004-ckpt@checkpointed", "s004-ckpt@amp-checkpointed", "--scale",
+                "smoke", "--dataset", "synthetic", "--rounds", "3", "--results-dir", str(tmp_path), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
     built = {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(tmp_path))}
     ckpt = built[("s004-ckpt", "checkpointed")]

@@ -103,3 +103,32 @@ def test_a_last_partial_batch_counts_what_it_holds():
                          loop.RunContext(torch.device("cpu")))
     assert metrics["samples_per_step"] == pytest.approx(10 / 3)
     assert metrics["throughput_samples_per_s"] == pytest.approx(10 / metrics["train_s"])
+
+
+def test_an_arm_s_draws_never_depend_on_the_arm_before_it():
+    """Between interleaved blocks each arm runs on its own random state: torch's, and Python's and NumPy's
+    global generators (a transform or a sampler may draw from them), taken when it was built."""
+    import random
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    from pipelines.core.train import interleave
+
+    def arm(seed: int) -> SimpleNamespace:
+        torch.manual_seed(seed), random.seed(seed), np.random.seed(seed)
+        return SimpleNamespace(rng=torch.random.get_rng_state(), cuda_rng=None,
+                               host_rng=(random.getstate(), np.random.get_state()))
+
+    def draws(training) -> tuple:
+        with interleave.own_rng(training):
+            return float(torch.rand(1)), random.random(), float(np.random.rand())
+
+    a, b = arm(1), arm(2)
+    alone = [draws(a) for _ in range(2)]
+    a, b = arm(1), arm(2)
+    first = draws(a)
+    draws(b)  # another arm between a's blocks
+    outer = (random.getstate(), np.random.get_state()[1].copy())
+    assert [first, draws(a)] == alone
+    assert random.getstate() == outer[0] and (np.random.get_state()[1] == outer[1]).all()  # the process's, back

@@ -137,7 +137,7 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
     built = report_rows.build(report_rows.Loaded(arm + base, [], 1))
     row = next(r for r in built if r.experiment == "ch2-nobias")
     assert row.pairing.startswith("same process: 3 processes, 36 block pairs")
-    assert row.verdict == "reproduced" and row.units == 3
+    assert row.verdict == "reproduced" and row.processes == 3
     widths = report_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
     assert list(widths) == ["ch2-nobias [nobias]"]  # the baseline is judged through its arm's ratio
 

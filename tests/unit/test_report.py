@@ -54,7 +54,7 @@ def test_too_few_repeats_never_give_a_conclusive_verdict(tmp_path):
     ch2(tmp_path, (2.0, 2.0))
     row = rows_for(tmp_path)[("ch2-nobias", "nobias")]
     assert row.ratio == pytest.approx(2.0, rel=1e-6) and row.ci_low > row.band_high  # would say "faster"
-    assert row.verdict == "inconclusive" and "2 repeat(s) on an arm" in row.why
+    assert row.verdict == "inconclusive" and "2 processes: the interval cannot see" in row.why
 
 
 def test_bootstrap_is_deterministic_and_widens_with_noise_between_repeats():

@@ -4,8 +4,8 @@ Ratios drift between machine classes (a Zen 5 with AVX-512 bf16 and a Zen 3 with
 differently), so the drift gate (report/drift.py) compares a run only with a reference of its own class.
 Hosted CI runners change CPU models often, and a class seen for the first time would then be checked for
 nothing but errors. What does hold across classes is an arm's *direction* against its baseline where every
-committed reference agrees on it: batch 256 faster than batch 64, pruning 80 % of the weights faster than
-none, torch.compile's end-to-end cost on a small CNN slower than eager. An *invariant* is such an arm: its
+committed reference agrees on it: pruning 80 % of the weights faster than none, two intra-op threads faster
+than one. An *invariant* is such an arm: its
 95 % interval lies entirely above 1 (faster than its baseline) in every committed reference that measured
 it, or entirely below 1 in every one. A run whose interval lies entirely on the other side of 1 breaks
 it; a run that cannot tell (its interval holds 1) breaks nothing. The references used are named.

@@ -4,7 +4,7 @@ last week and today), per arm, with what in the environment may explain a change
 Per arm present on both sides (experiment, variant, scale): B's throughput over A's with the same
 two-level bootstrap the report uses (repeats, then steps within a repeat; stats/intervals.py), as a
 change in percent with its 95 % interval. A change is significant only when the interval excludes zero
-and each side has at least `MIN_REPEATS_FOR_VERDICT` repeats: with fewer, run-to-run noise is unseen.
+and each side has at least `MIN_REPEATS_FOR_VERDICT` processes: with fewer, run-to-run noise is unseen.
 Only the same work is judged: an arm whose batch, model, dataset, device or world size differ between
 the sides, or whose timed steps differ by more than a factor of `STEPS_FACTOR`, is shown with that
 difference and never gated. Throughput is per step, so 20 timed steps compare with 30 (CI against the
@@ -36,7 +36,7 @@ from typing import Any, Callable
 
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import results
-from pipelines.core.stats import intervals
+from pipelines.core.stats import intervals, pairing
 from pipelines.core.stats.rows import load
 
 ArmKey = tuple[str, str, str]  # experiment, variant, scale
@@ -129,8 +129,8 @@ def compare_arm(key: ArmKey, before: list[dict[str, Any]], after: list[dict[str,
     else:  # a side without per-step times: whole repeats only
         ratio, interval = intervals.mean_ratio_interval(second, first)
     low, high = (interval.low - 1) * 100, (interval.high - 1) * 100
-    enough = min(len(first), len(second)) >= intervals.MIN_REPEATS_FOR_VERDICT
-    note = "" if enough else f"too few repeats to judge (fewer than {intervals.MIN_REPEATS_FOR_VERDICT} a side)"
+    enough = min(pairing.processes(before), pairing.processes(after)) >= intervals.MIN_REPEATS_FOR_VERDICT
+    note = "" if enough else f"too few processes to judge (fewer than {intervals.MIN_REPEATS_FOR_VERDICT} a side)"
     if other_work := work_difference(before, after):
         enough, note = False, f"not the same work: {other_work}"
     return ArmDiff(*key, repeats=(len(first), len(second)),

@@ -159,6 +159,7 @@ class Pairing:
     kind: str = ""
     units: list[intervals.Unit] = field(default_factory=list)
     dropped: int = 0  # block pairs left out: a recompile inside either block
+    processes: int = 0  # the fewest processes either arm's paired records came from (the verdict's gate)
 
     def text(self) -> str:
         if self.kind == "process":
@@ -166,12 +167,21 @@ class Pairing:
             dropped = f", {self.dropped} with a recompile left out" if self.dropped else ""
             return f"same process: {len(self.units)} processes, {pairs} block pairs{dropped}"
         if self.kind == "round":
-            return f"same round: {len(self.units)} rounds"
+            within = "" if self.processes >= len(self.units) else \
+                f" in {self.processes} process{'es' if self.processes != 1 else ''}"
+            return f"same round: {len(self.units)} rounds{within}"
         return "unpaired"
 
 
 def _mark(record: dict[str, Any]) -> dict[str, Any]:
     return record.get("pairing") or {}
+
+
+def processes(records: Records) -> int:
+    """How many processes measured these records: repeats of one process share its state (where its threads
+    landed, its allocator, the minute), most of a shared machine's noise, so the verdict counts processes, not
+    records. A record without a process mark counts as a process of its own."""
+    return len({_mark(r).get("process") or id(r) for r in records})
 
 
 def blocks_of(record: dict[str, Any]) -> list[tuple[int, int, float, bool, float]]:
@@ -214,14 +224,17 @@ def paired_units(records: Records, base_records: Records) -> Pairing:
             if logs:
                 units.append(logs)
         if units:
-            return Pairing("process", units, dropped)
+            return Pairing("process", units, dropped, len(units))
     by_round = lambda recs: {(_mark(r).get("group"), _mark(r).get("round")): r for r in recs  # noqa: E731
                              if _mark(r).get("group") is not None and _mark(r).get("round") is not None}
     mine_r, theirs_r = by_round(records), by_round(base_records)
-    units = []
+    units, used = [], []
     for key in mine_r:
         if key in theirs_r and mine_r[key] is not theirs_r[key]:
             variant, baseline = intervals.repeat_of(mine_r[key]), intervals.repeat_of(theirs_r[key])
             if variant is not None and baseline is not None:
                 units.append((variant, baseline))
-    return Pairing("round", units) if units else Pairing()
+                used.append((mine_r[key], theirs_r[key]))
+    if not units:
+        return Pairing()
+    return Pairing("round", units, processes=min(processes([m for m, _ in used]), processes([t for _, t in used])))

@@ -113,7 +113,7 @@ class Row:
     errors: list[str] = field(default_factory=list, metadata=HIDDEN)
     interrupted: list[str] = field(default_factory=list, metadata=HIDDEN)  # how far each stopped repeat got
     base_key: tuple[str, str, str] | None = field(default=None, metadata=HIDDEN)
-    units: int = field(default=0, metadata=HIDDEN)  # processes or rounds behind the interval (paired), else 0
+    processes: int = field(default=0, metadata=HIDDEN)  # the fewest processes behind either side of the interval
 
     @classmethod
     def columns(cls) -> list[str]:
@@ -325,7 +325,7 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
                 return
             steady = intervals.fmt(row.ratio)
             row.judged = "end-to-end, projected"
-            row.ratio, interval, row.units, how = projected
+            row.ratio, interval, row.processes, how = projected
             row.ci_low, row.ci_high = interval.low, interval.high
             row.why = f"{how}; steady state {steady}"
         else:
@@ -346,11 +346,8 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
     elif interval is None:
         row.verdict, row.why = intervals.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
-    elif (fewest := row.units or min(len(row.records), len(base_recs))) < intervals.MIN_REPEATS_FOR_VERDICT:
-        row.verdict = intervals.INCONCLUSIVE
-        what = "paired processes or rounds" if row.units else "repeat(s) on an arm"
-        row.why = (f"{fewest} {what}: the interval cannot see process-to-process noise; a verdict needs "
-                   f"{intervals.MIN_REPEATS_FOR_VERDICT}+ (--repeats, or accel compare --rounds)")
+    elif row.processes < intervals.MIN_REPEATS_FOR_VERDICT:
+        row.verdict, row.why = intervals.INCONCLUSIVE, too_few_processes(row, base_recs)
     else:
         row.verdict = intervals.verdict(interval, row.published_ratio, entry.tolerance,
                                     intervals.Interval(row.band_low, row.band_high))
@@ -358,6 +355,18 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
             straddles = (f"interval {interval.text()} straddles the band "
                          f"{intervals.Interval(row.band_low, row.band_high).text()}")
             row.why = f"{straddles}; {row.why}" if row.why else straddles
+
+
+def too_few_processes(row: Row, base_recs: list[dict[str, Any]]) -> str:
+    """Why fewer than MIN_REPEATS_FOR_VERDICT processes decide nothing, and the command that gives more."""
+    repeats = min(len(row.records), len(base_recs))
+    within = (f"{repeats} repeats in {row.processes} process{'es' if row.processes != 1 else ''}"
+              if repeats > row.processes else f"{row.processes} process{'es' if row.processes != 1 else ''}")
+    base = (row.base_key or ("BASELINE",))[0]
+    more = (f"accel compare {base} {row.experiment} --scale {row.scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}"
+            if repeats > row.processes else f"--repeats {intervals.MIN_REPEATS_FOR_VERDICT}, or accel compare --rounds")
+    return (f"{within}: the interval cannot see process-to-process noise; a verdict needs "
+            f"{intervals.MIN_REPEATS_FOR_VERDICT}+ processes ({more})")
 
 
 def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
@@ -368,8 +377,9 @@ def _ratio(row: Row, base_recs: list[dict[str, Any]]) -> None:
     row.pairing = paired.text()
     if paired.kind:
         row.ratio, interval = intervals.paired_ratio_interval(paired.units)
-        row.ci_low, row.ci_high, row.units = interval.low, interval.high, len(paired.units)
+        row.ci_low, row.ci_high, row.processes = interval.low, interval.high, paired.processes
         return
+    row.processes = min(pairing.processes(row.records), pairing.processes(base_recs))
     mine = [intervals.repeat_of(r) for r in row.records]
     theirs = [intervals.repeat_of(r) for r in base_recs]
     if None not in mine and None not in theirs:
@@ -469,7 +479,8 @@ def _memory(row: Row, entry: experiments.Experiment, base_recs: list[dict[str, A
     row.published_memory_ratio = figure and figure.same_work_value
     if figure is None:
         row.memory_verdict = "measured"
-    elif row.memory_ci_low is None or min(len(mine), len(theirs)) < intervals.MIN_REPEATS_FOR_VERDICT:
+    elif row.memory_ci_low is None or min(pairing.processes(row.records), pairing.processes(base_recs)) < \
+            intervals.MIN_REPEATS_FOR_VERDICT:
         row.memory_verdict = intervals.INCONCLUSIVE
     else:
         judged = intervals.verdict(intervals.Interval(row.memory_ci_low, row.memory_ci_high),

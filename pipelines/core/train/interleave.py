@@ -26,11 +26,13 @@ alternates eager and compiled inside one process on every repeat for the same re
 from __future__ import annotations
 
 import math
+import random
 import statistics
 import sys
 from contextlib import contextmanager
 from typing import Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from pipelines.core.stats.stopping import order
@@ -63,17 +65,23 @@ def own_rng(arm: Training) -> Iterator[None]:
     an arm's draws never depend on which arm ran before it."""
     outer = torch.random.get_rng_state()
     outer_cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
+    outer_host = (random.getstate(), np.random.get_state())
     torch.random.set_rng_state(arm.rng)
     if arm.cuda_rng is not None and outer_cuda is not None:
         torch.cuda.set_rng_state_all(arm.cuda_rng)
+    random.setstate(arm.host_rng[0])
+    np.random.set_state(arm.host_rng[1])
     try:
         yield
     finally:
         arm.rng = torch.random.get_rng_state()
         arm.cuda_rng = torch.cuda.get_rng_state_all() if outer_cuda is not None else None
+        arm.host_rng = (random.getstate(), np.random.get_state())
         torch.random.set_rng_state(outer)
         if outer_cuda is not None:
             torch.cuda.set_rng_state_all(outer_cuda)
+        random.setstate(outer_host[0])
+        np.random.set_state(outer_host[1])
 
 
 def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import gc
 import math
+import random
 import resource
 import statistics
 import time
@@ -206,10 +207,12 @@ class Training:
         self.window_started: float | None = None
         self.epoch_started = now(self.device)
         # between interleaved blocks (train/interleave.py): the block's size, and this arm's own random state
-        # (taken here, after its seeding and building), so its draws never depend on the arm before it
+        # (taken here, after its seeding and building), so its draws never depend on the arm before it:
+        # torch's generators, and Python's and NumPy's global ones (a transform or a sampler may draw from them)
         self.block_steps = 1
         self.rng: torch.Tensor = torch.random.get_rng_state()
         self.cuda_rng: list[torch.Tensor] | None = None
+        self.host_rng: tuple[Any, Any] = (random.getstate(), np.random.get_state())
 
     def settle(self) -> None:
         """Wait for the device once and turn this window's marks into seconds."""
