@@ -26,7 +26,7 @@ done
 
 # The chapter 2 ladder is one comparison. Its three arms share one process environment, so each round is one
 # process that measures them in interleaved blocks; rounds go on until every ratio's interval is within 3 %
-# (at least 3 rounds: process-to-process noise is sampled too) or the budget runs out. Eight blocks of
+# (from the 4th round; at least 3: process-to-process noise is sampled too) or the budget runs out. Eight blocks of
 # about 0.5 s per arm keep a round near 24 s on 2 cores, so the 3 rounds a verdict needs fit the budget
 # with room to spare (twelve made rounds of 30 s: the third round only just fitted 90 s).
 echo "== chapter 2 ladder: ch2-baseline, ch2-nobias, ch2-bs256, one process a round"

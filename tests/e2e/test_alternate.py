@@ -63,10 +63,10 @@ def _run(tmp_path, monkeypatch, rule, widths_by_round, per_process=10.0):
 def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch):
     narrow = {"b [x]": 0.01}
     summary, started = _run(tmp_path, monkeypatch, alternate.StopRule(None, 1000), [narrow] * 5)
-    assert summary.stopped_by == "precision" and summary.rounds == stopping.MIN_ROUNDS
-    assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b"][:2 * stopping.MIN_ROUNDS]
-    assert len({s[1].rsplit(":", 1)[0] for s in started}) == stopping.MIN_ROUNDS  # group:round per round
-    assert len({s[1] for s in started}) == 2 * stopping.MIN_ROUNDS  # and group:round:slot per process
+    assert summary.stopped_by == "precision" and summary.rounds == stopping.PRECISION_ROUNDS
+    assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b", "b", "a"][:2 * stopping.PRECISION_ROUNDS]
+    assert len({s[1].rsplit(":", 1)[0] for s in started}) == stopping.PRECISION_ROUNDS  # group:round per round
+    assert len({s[1] for s in started}) == 2 * stopping.PRECISION_ROUNDS  # and group:round:slot per process
     saved = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
     assert saved["stopped_by"] == "precision" and saved["halfwidths"] == narrow
 

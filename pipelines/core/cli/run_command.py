@@ -36,7 +36,7 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
               help="Run only this variant (repeatable; `accel show ID` lists them).")
 @click.option("--repeats", type=RepeatsArg(),
               help="Repeats of every variant, interleaved; auto (bench's default): rounds until every arm's 95 % "
-                   "interval is within 5 %, or --budget-s is spent (at least 3 rounds).")
+                   "interval is within 5 % (from the 4th round), or --budget-s is spent (at least 3 rounds).")
 @click.option("--budget-s", type=float, help="With --repeats auto: seconds for the whole run; no round starts "
                                              "that would overrun it (default: 300).")
 @click.option("--halfwidth", type=float, help="With --repeats auto: the relative 95 % interval half-width that is "

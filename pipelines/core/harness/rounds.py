@@ -14,7 +14,7 @@ run id), so the records' files are known before the process starts; they are rea
 searched for. No process started here runs a command of the `accel` CLI.
 
 Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
-applies inside a process): after `MIN_ROUNDS`, stop once every measured arm's 95 % interval has a
+applies inside a process): after `PRECISION_ROUNDS`, stop once every measured arm's 95 % interval has a
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
 budget. The summary file (alternation--<group>.json) says which rule stopped it, with the half-widths;
 every record carries its `pairing` (group, round, process).

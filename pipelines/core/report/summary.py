@@ -87,7 +87,7 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
     if records and (rule := records[-1].get("stopping")):
         click.echo(f"repeats auto: {rule['rounds']} round(s) in {rule['elapsed_s']:.0f} s, stopped by "
                    f"{rule['stopped_by']} (budget {rule['budget_s']:g} s, at most "
-                   f"±{rule['halfwidth'] * 100:g} % after {stopping.MIN_ROUNDS} rounds); 95 % half-widths: "
+                   f"±{rule['halfwidth'] * 100:g} % after {stopping.PRECISION_ROUNDS} rounds); 95 % half-widths: "
                    f"{stopping.describe_widths(rule['widths'])}")
     if path:
         click.echo(f"wrote {path}")
