@@ -103,9 +103,6 @@ NOT_CARRIED: tuple[NotCarried, ...] = (
         _another_run("164 s, 45.54 %, 12-17 s epochs"), source="repo:"),
     NotCarried(("ch4-iomp-cnn",), "*",
         _another_run("105 s, 47.12 %, about 10 s epochs"), source="repo:"),
-    NotCarried(("ch4-iomp-cnn",), "stated_speedup_x",
-        "the book's 'almost 1.7 times' vs the GNU default: carried exactly as vs_default_ratio 1.75 "
-        "(178/102)"),
     NotCarried(("ch4-ipex-densenet",), "*",
         "a 1-epoch run of the IPEX notebook with ipex.optimize commented out (108 s, 42.55 %) and its "
         "profiler totals (124.743 s self CPU, 782 Adam steps, 93,840 convolutions): not the book's 10-epoch "

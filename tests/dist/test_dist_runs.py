@@ -86,7 +86,7 @@ def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
     assert "ch9-cpu-threads [threads=2]  baseline of ch9-cpu-gloo" in run.stderr  # the plan
     line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=2]"))
-    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]\s+1\.26 \(book:ch9:table9\.2\)\s+"
+    assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]\s+1\.259 \(book:ch9:table9\.2\)\s+"
                      r"(reproduced|faster than published|slower than published|inconclusive)", line), line
     assert "paired same round: 3 rounds" in run.stdout
     recs = records(tmp_path)

@@ -132,3 +132,21 @@ def test_an_arm_s_draws_never_depend_on_the_arm_before_it():
     outer = (random.getstate(), np.random.get_state()[1].copy())
     assert [first, draws(a)] == alone
     assert random.getstate() == outer[0] and (np.random.get_state()[1] == outer[1]).all()  # the process's, back
+
+
+def test_a_page_fault_burst_is_flagged_in_the_record_and_named_in_the_report():
+    """With the allocator pinned a block faults a few pages; one that faults thousands (the heap trimmed and
+    grown again) is flagged by its round, kept in the ratio, and named beside the verdict."""
+    import copy
+
+    from pipelines.core.stats import rows as report_rows
+    from recordutil import GOLDEN
+
+    blocks = [[k, 10, 0.5, 3 + k % 2, 0, 0, 640] for k in range(12)]
+    blocks[7][3] = 3136  # one ch2-bs256 block of the Zen 4 reference
+    assert loop.fault_bursts(blocks) == [7]
+    assert loop.fault_bursts([[0, 10, 0.5, 900, 0, 0, 640], [1, 10, 0.5, 0, 0, 0, 640]]) == []  # under 1,000
+    rec = copy.deepcopy(GOLDEN)
+    rec["metrics"]["fault_burst_blocks"] = [7]
+    row = next(r for r in report_rows.build(report_rows.Loaded([rec], [], 1)) if r.records)
+    assert "1 timed block(s) with a page-fault burst" in row.why

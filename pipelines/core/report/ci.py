@@ -28,7 +28,7 @@ def _interval(row: Row) -> str:
     if row.ratio is None:
         return "no ratio"
     low_high = "no interval" if row.ci_low is None else intervals.Interval(row.ci_low, row.ci_high).text()
-    published = "" if row.published_ratio is None else f", published {row.published_ratio:g}"
+    published = "" if row.published_ratio is None else f", published {intervals.figure(row.published_ratio)}"
     return f"{intervals.fmt(row.ratio)}x {low_high}{published}"
 
 

@@ -17,14 +17,14 @@ import click
 
 from pipelines.core.config import experiments
 from pipelines.core.stats import stopping
-from pipelines.core.stats.intervals import fmt
+from pipelines.core.stats.intervals import figure, fmt
 from pipelines.core.config.arm import Arm
 
 FORMATS = ("md", "csv", "html")
 
 
 def published_ratio_text(entry: experiments.Experiment) -> str:
-    ratios = [f"{f.value:g}" + (f"@{f.variant}" if f.variant else "") for f in entry.published
+    ratios = [figure(f.value) + (f"@{f.variant}" if f.variant else "") for f in entry.published
               if f.metric == "ratio"]
     return ", ".join(ratios) if ratios else "-"
 

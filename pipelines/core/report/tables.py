@@ -38,7 +38,7 @@ def interval_text(ratios, lows, highs) -> list[str]:
 def results_view(data: pd.DataFrame) -> pd.DataFrame:
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant, "scale": data.scale, "n": data.n,
-        "published time": data.published_time, "published ratio": data.published_ratio.map(intervals.fmt),
+        "published time": data.published_time, "published ratio": data.published_ratio.map(intervals.figure),
         "basis": data.published_basis,
         "band": _pair(data.band_low, data.band_high, "{}-{}"),
         "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
@@ -81,7 +81,7 @@ def summary_view(data: pd.DataFrame) -> pd.DataFrame:
         "samples/s (mean ± sd)": _pm(data.throughput_mean, data.throughput_sd),
         "ratio": data.ratio.map(intervals.fmt),
         "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
-        "published": data.published_ratio.map(lambda v: "-" if pd.isna(v) else f"{v:g}"),
+        "published": data.published_ratio.map(intervals.figure),
         "verdict": [verdict + (f" ({why})" if verdict == "not comparable" else "")
                     for verdict, why in zip(data.verdict, data.why)],
     })

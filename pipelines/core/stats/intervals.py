@@ -45,9 +45,7 @@ SEED = 20240521  # fixed: a report regenerated from the same records is identica
 RESAMPLES = 2000
 CONFIDENCE = 0.95
 CLT_STEPS = 400  # above this many steps in a repeat, a resampled mean is drawn from its normal limit
-# Fewer repeats than this on either arm and the interval holds (almost) only step-to-step noise: most of a
-# shared machine's noise is between runs, and a percentile bootstrap over 1-2 repeats cannot see it.
-MIN_REPEATS_FOR_VERDICT = 3
+MIN_REPEATS_FOR_VERDICT = 3  # processes per arm: most of a shared machine's noise is between them
 
 REPRODUCED, FASTER, SLOWER = "reproduced", "faster than published", "slower than published"
 INCONCLUSIVE = "inconclusive"
@@ -60,6 +58,13 @@ def fmt(value: Any, digits: int = 2) -> str:
     if value is None or (isinstance(value, float) and math.isnan(value)):
         return "-"
     return f"{value:.{digits}f}"
+
+
+def figure(value: Any) -> str:
+    """A published figure: three decimals, a trailing zero dropped down to two (148/125 -> 1.184, 1.65 -> 1.65),
+    so a ratio derived from published times shows the digits its band edges depend on."""
+    text = fmt(value, 3)
+    return text[:-1] if text.endswith("0") and "." in text else text
 
 
 @dataclass(frozen=True)
@@ -130,8 +135,7 @@ def throughput(repeats: Sequence[Repeat]) -> float:
 
 
 def _step_means(steps: np.ndarray, count: int, rng: np.random.Generator) -> np.ndarray:
-    """`count` means of `steps` resampled with replacement. Past CLT_STEPS steps the mean of a resample
-    is normal to a very good approximation, and drawing it directly keeps memory flat for book-scale runs."""
+    """`count` means of `steps` resampled with replacement (past CLT_STEPS steps drawn from their normal limit)."""
     size = len(steps)
     if size > CLT_STEPS:
         spread = float(steps.std(ddof=1)) / math.sqrt(size)
@@ -164,7 +168,7 @@ def ratio_interval(variant: Sequence[Repeat], baseline: Sequence[Repeat]) -> tup
 Unit = Union[Sequence[float], tuple[Repeat, Repeat]]  # block pairs' log ratios, or one (variant, baseline) pair
 
 
-def _unit_means(unit: Unit, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+def _unit_means(unit: Unit, rng: np.random.Generator, trim: float) -> tuple[float, np.ndarray]:
     """(the unit's mean log ratio, RESAMPLES resampled means): pairs drawn with replacement (a trimmed mean of
     block pairs), or for a single pair of repeats, the steps of each repeat."""
     if isinstance(unit, tuple):
@@ -174,22 +178,20 @@ def _unit_means(unit: Unit, rng: np.random.Generator) -> tuple[float, np.ndarray
                  - np.log(baseline.samples_per_step / _step_means(baseline.step_times_s, RESAMPLES, rng)))
         return point, drawn
     logs = np.asarray(unit, dtype=float)
-    return trimmed_mean(logs[None, :])[0], trimmed_mean(logs[rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))])
+    drawn = logs[rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))]
+    return trimmed_mean(logs[None, :], trim)[0], trimmed_mean(drawn, trim)
 
 
 TRIM = 0.2  # of each end of a process's block pairs
 
 
-def trimmed_mean(rows: np.ndarray) -> np.ndarray:
-    """Each row's mean after dropping TRIM of its values at each end (none with fewer than 5 values).
-
-    Why: something outside the process (the host taking a core for 100-200 ms) lands on single blocks, and
-    on a 2-core VM one such block moved a process's mean block ratio by 4 % (0.73 beside eleven pairs at
-    1.00-1.03). Such blocks slow either arm as often, so their log ratios fall on both sides and trimming
-    both ends does not bias the ratio; for normal noise a 20 % trimmed mean keeps about 94 % of the mean's
-    efficiency."""
+def trimmed_mean(rows: np.ndarray, trim: float = TRIM) -> np.ndarray:
+    """Each row's mean after dropping TRIM of its values at each end (none with fewer than 5 values). Why: the
+    host taking a core for 100-200 ms lands on single blocks (on a 2-core VM one moved a process's mean block
+    ratio by 4 %: 0.73 beside eleven pairs at 1.00-1.03); such blocks slow either arm as often, so trimming
+    both ends does not bias the ratio, and keeps about 94 % of the mean's efficiency for normal noise."""
     count = rows.shape[1]
-    cut = int(TRIM * count) if count >= 5 else 0
+    cut = int(trim * count) if count >= 5 else 0
     kept = np.sort(rows, axis=1)[:, cut:count - cut]
     return kept.mean(axis=1)
 
@@ -231,12 +233,12 @@ def at_least(point: float, interval: Interval, halfwidth: float | None) -> Inter
     return Interval(min(interval.low, point * math.exp(-halfwidth)), max(interval.high, point * math.exp(halfwidth)))
 
 
-def paired_ratio_interval(units: Sequence[Unit]) -> tuple[float, Interval]:
+def paired_ratio_interval(units: Sequence[Unit], trim: float = TRIM) -> tuple[float, Interval]:
     """(point ratio, 95 % interval) of variant / baseline from pairs measured side by side (see the module
     docstring): units resampled, then the pairs within each drawn unit; at least Student's t interval over
     the units' means."""
     rng = np.random.default_rng(SEED)
-    points, draws = zip(*(_unit_means(unit, rng) for unit in units))
+    points, draws = zip(*(_unit_means(unit, rng, trim) for unit in units))
     per_unit = np.vstack(draws)  # units x resamples
     picked = rng.integers(0, len(units), size=(RESAMPLES, len(units)))
     ratios = np.exp(per_unit[picked, np.arange(RESAMPLES)[:, None]].mean(axis=1))

@@ -25,7 +25,7 @@ from typing import Any
 
 from pipelines.core.record import results
 from pipelines.core.config import experiments
-from pipelines.core.stats import pairing
+from pipelines.core.stats import pairing, sensitivity
 from pipelines.core.stats import intervals
 from pipelines.core.errors import ConfigError
 from pipelines.core.config.arm import Arm
@@ -192,7 +192,17 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
                 rows.append(row)
     for row in rows:
         _noisy(row, {(r.experiment, r.variant, r.scale): r for r in rows}, strict)
+        _fault_bursts(row)
     return rows
+
+
+def _fault_bursts(row: Row) -> None:
+    """Timed blocks with a page-fault burst (train/loop.py fault_bursts) are named beside the verdict: they
+    stay in the ratio (a burst slows the block it lands in by up to about 1 %), but a reader sees them."""
+    bursts = sum(len(r["metrics"].get("fault_burst_blocks") or ()) for r in row.records)
+    if bursts:
+        note = f"{bursts} timed block(s) with a page-fault burst (metrics.fault_burst_blocks)"
+        row.why = f"{row.why}; {note}" if row.why else note
 
 
 CONCLUSIVE = (intervals.REPRODUCED, intervals.FASTER, intervals.SLOWER)
@@ -349,12 +359,14 @@ def _verdict(row: Row, entry: experiments.Experiment, here, ran) -> None:
     elif row.processes < intervals.MIN_REPEATS_FOR_VERDICT:
         row.verdict, row.why = intervals.INCONCLUSIVE, too_few_processes(row, base_recs)
     else:
-        row.verdict = intervals.verdict(interval, row.published_ratio, entry.tolerance,
-                                    intervals.Interval(row.band_low, row.band_high))
-        if row.verdict == intervals.INCONCLUSIVE:
-            straddles = (f"interval {interval.text()} straddles the band "
-                         f"{intervals.Interval(row.band_low, row.band_high).text()}")
-            row.why = f"{straddles}; {row.why}" if row.why else straddles
+        band = intervals.Interval(row.band_low, row.band_high)
+        row.verdict = intervals.verdict(interval, row.published_ratio, entry.tolerance, band)
+        notes = [f"interval {interval.text()} straddles the band {band.text()}"
+                 if row.verdict == intervals.INCONCLUSIVE else "",
+                 sensitivity.at_the_edge(interval, band),
+                 "" if row.judged != "steady state" else
+                 sensitivity.infirm(row.verdict, row.records, base_recs, row.published_ratio, entry.tolerance, band)]
+        row.why = "; ".join(note for note in (*notes, row.why) if note)
 
 
 def too_few_processes(row: Row, base_recs: list[dict[str, Any]]) -> str:

@@ -55,7 +55,8 @@ def _published(row: rows_of.Row) -> str:
         return "-"
     source = published_source(row.entry, row.variant)
     basis = "" if row.published_basis in ("-", "same-work throughput") else f"; {row.published_basis}"
-    return f"{intervals.fmt(row.published_ratio)} ({source}{basis})" if source else intervals.fmt(row.published_ratio)
+    return f"{intervals.figure(row.published_ratio)} ({source}{basis})" if source else \
+        intervals.figure(row.published_ratio)
 
 
 def _accuracy(row: rows_of.Row) -> str:

@@ -147,6 +147,19 @@ def page_faults() -> tuple[int, int]:
     return usage.ru_minflt, usage.ru_majflt
 
 
+FAULT_BURST = 1000  # minor faults in one block, and 10x the arm's median block, make a burst
+
+
+def fault_bursts(blocks: Sequence[Sequence[float]]) -> list[int]:
+    """The rounds of the blocks whose minor page faults burst: at least FAULT_BURST and 10 times the arm's
+    median block. With the allocator pinned a block faults a few pages; a burst (the heap grown or trimmed,
+    thousands of pages faulted in again, up to about 1 % of a 0.5 s block) is flagged, never dropped."""
+    if not blocks:
+        return []
+    typical = statistics.median(b[3] for b in blocks)
+    return [int(b[0]) for b in blocks if b[3] >= max(FAULT_BURST, 10 * typical)]
+
+
 @contextmanager
 def collector_paused(paused: bool = True) -> Iterator[None]:
     """Python's cyclic garbage collector off for a timed window (a collection inside it is seconds of
@@ -368,7 +381,8 @@ class Training:
         }
         if self.blocks:
             metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded,
-                           block_steps=self.block_steps, recompiled_blocks=[b[0] for b in self.blocks if b[5]])
+                           block_steps=self.block_steps, recompiled_blocks=[b[0] for b in self.blocks if b[5]],
+                           fault_burst_blocks=fault_bursts(self.blocks))
         if not shared:
             metrics.update(memory.process_peaks(self.device))
         if self.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
