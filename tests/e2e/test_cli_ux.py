@@ -63,7 +63,7 @@ def test_show_json_holds_the_whole_entry():
     entry = json.loads(run.stdout)
     assert entry["id"] == "ch6-prune" and entry["reproduces"] == "book ch6: Table 6.1"
     assert [v["name"] for v in entry["variants"]] == [v.name for v in ENTRIES["ch6-prune"].variants]
-    assert {"metric": "ratio", "value": 1.61, "source": "book:ch6:table6.1", "note": "derived 122/76",
+    assert {"metric": "ratio", "value": 122 / 76, "source": "book:ch6:table6.1", "note": "derived 122/76",
             "variant": "s80", "basis": "same-work throughput", "work_ratio": 1.0, "devices": 1, "low": None,
             "high": None} in entry["published"]  # devices: one process, the book's and this entry's
 
@@ -71,7 +71,7 @@ def test_show_json_holds_the_whole_entry():
 def test_show_names_every_figures_basis_and_the_fidelity_decisions():
     finetune = json.loads(accel("show", "vit-finetune", "--json").stdout)
     ratio = next(f for f in finetune["published"] if f["metric"] == "ratio")
-    assert (ratio["value"], ratio["basis"], round(ratio["work_ratio"], 3)) == (3.29, "time-to-result", 3.333)
+    assert (ratio["value"], ratio["basis"], round(ratio["work_ratio"], 3)) == (61.48 / 18.70, "time-to-result", 3.333)
     fabric = json.loads(accel("show", "vit-fabric-baseline", "--json").stdout)
     published_arm = next(f["variant"] for f in fabric["published"] if f["metric"] == "ratio")
     arms = {v["name"]: {**fabric["options"], **v["options"]} for v in fabric["variants"]}
