@@ -24,13 +24,16 @@ help: ## This list: every target with its `##` comment (a test keeps it equal to
 
 venv: $(STAMP) ## Create .venv with the pinned host stack and the ccl backend (backends/ccl) built against it
 CCL_SOURCES := $(wildcard backends/ccl/setup.py backends/ccl/csrc/*.cpp backends/ccl/accel_ccl/*.py)
-$(STAMP): pyproject.toml $(CCL_SOURCES)
+$(STAMP): pyproject.toml containers/locks/ccl.lock $(CCL_SOURCES)
 	[[ -x $(VENV)/bin/python ]] || ci/need-free-disk.sh 7 $(VENV) 'make venv ($(VENV), the pinned host stack)'
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
 	# pip byte-compiles the 5.5 GB stack (a CUDA build of torch, even here) on one core; compileall uses every
 	# core: 110 s instead of 135 s on 2 cores. A few files written for newer Pythons (torch's testing
 	# helpers) fail to compile under both and are skipped under both, hence `|| true`.
+	# oneCCL's wheels by the cpu-intel image's hashes first (containers/locks/ccl.lock); the project's ccl group
+	# then finds them installed
+	$(VENV)/bin/pip install --quiet --no-compile --require-hashes --no-deps -r containers/locks/ccl.lock
 	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,notebook,ccl]'
 	# the ccl backend, compiled against this torch and the oneCCL wheels just installed (about 30 s)
 	$(VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
@@ -62,7 +65,7 @@ list: venv ## Every experiment id
 report: venv ## results/*.jsonl -> results/report.md (+ PNG plots), report.csv, report.html (AGAINST=results/reference/<run>)
 	$(ACCEL) report --results-dir results --out results $(if $(AGAINST),--against $(AGAINST))
 
-# Reference timings (issue 5): fixed output folder so a rerun on a quiet machine replaces the committed one.
+# Reference timings: fixed output folder so a rerun on a quiet machine replaces the committed one.
 # REF_OUT: the script's default is this machine class's committed folder (ci/reference-timings.sh).
 REF_OUT ?=
 reference-timings: venv ## CPU experiments at bench scale with repeats + harness overhead + report -> this machine class's results/reference/cpu-<N>core*-bench/

@@ -65,7 +65,7 @@ DEFAULT_REF_OUT="${SAME_CLASS_REF:-$REFERENCES/cpu-${cores}core-${CLASS_TAG}-ben
 REF_OUT="${REF_OUT:-$DEFAULT_REF_OUT}"
 AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 [[ -z "$AGAINST" || ! -d "$AGAINST" || "$(realpath -m "$AGAINST")" == "$(realpath -m "$REF_OUT")" ]] && AGAINST=""
-# The explicit list (chapter families of issue 5). After an id, colon-separated extras: KEY=VALUE
+# The explicit list, by chapter family. After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison (accel compare;
 # ID@ARM names one arm): its arms that share a process environment run in one process per round,
 # interleaved in blocks, the others in processes of their own, ABBA, REPEATS rounds. Thread and rank sweeps

@@ -93,7 +93,9 @@ class DataParallel(TrainingPipeline[Options]):
     # arm that fits it; a launch where no arm fits is refused with the same reason.
     needs = (Needs("", when={"strategy": ("ddp", "fsdp")}, ranks_option="ranks"),
              Needs("nn.DataParallel drives its GPUs from one process", when={"strategy": "dp"}, device="cuda",
-                   max_ranks=1))
+                   max_ranks=1),
+             Needs("FSDP gathers each block's parameters and reduce-scatters its gradients",
+                   when={"strategy": "fsdp"}, collectives=("all_gather", "reduce_scatter")))
 
     def skip(self, cfg, ctx) -> str | None:
         opts: Options = cfg.options

@@ -100,6 +100,8 @@ class FabricStrategies(TrainingPipeline[Options]):
     needs = (Needs("", ranks_option="ranks"),  # the single-device arm: 1
              Needs("the single-device arm is one process", when={"strategy": "single"}, max_ranks=1),
              Needs("a distributed strategy", when={"strategy": ("ddp", "fsdp", "fsdp2", "deepspeed")}, min_ranks=2),
+             Needs("a sharded strategy gathers parameters and reduce-scatters gradients", when={"strategy": SHARDED},
+                   collectives=("all_gather", "reduce_scatter")),
              Needs("Lightning's strategy='fsdp' is FSDP1, which needs an accelerator (Fabric refuses it on CPU, "
                    "torch raises 'FSDP needs a non-CPU accelerator device'); the arm with strategy fsdp2 (FSDP2 "
                    "per block) shards the same way on CPU", when={"strategy": "fsdp"}, device="cuda"),

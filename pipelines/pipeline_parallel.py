@@ -157,7 +157,8 @@ class PipelineParallel(TrainingPipeline[Options]):
                               f"ranks) does not split into microbatches={opts.microbatches}; pick a divisor "
                               f"of {global_batch}")
 
-    needs = (Needs("pipeline parallelism runs one stage per rank", min_ranks=2),)
+    needs = (Needs("pipeline parallelism runs one stage per rank", min_ranks=2),
+             Needs("stages hand activations and gradients on point to point", collectives=("send", "recv")))
 
     def skip(self, cfg, ctx) -> str | None:
         opts: Options = cfg.options

@@ -46,7 +46,7 @@ from torch.nn.parallel import DistributedDataParallel as DDP
 
 from pipelines.core.train import models
 from pipelines.core.harness.pipeline import (
-    BACKENDS, ConfigError, DistOptions, Hooks, NotRunnable, Supports, Trainable, TrainingPipeline
+    BACKENDS, ConfigError, DistOptions, Hooks, Needs, NotRunnable, Supports, Trainable, TrainingPipeline
 )
 from pipelines.core.distributed.sharding import RankBytes
 from pipelines.core.train.steps import plain_step
@@ -225,6 +225,10 @@ def torch_arm(model, cfg, opts: Options, ctx) -> Trainable:
 class Zero(TrainingPipeline[Options]):
     Options = Options
     supports = Supports(backends=BACKENDS)  # DeepSpeed reuses the Session's process group
+    needs = (Needs("ZeRO stages 1-3 gather parameters and reduce-scatter gradients", when={"impl": "deepspeed",
+                   "stage": (1, 2, 3)}, collectives=("all_gather", "reduce_scatter")),
+             Needs("FSDP2 gathers parameters and reduce-scatters gradients", when={"impl": "torch", "stage": (2, 3)},
+                   collectives=("all_gather", "reduce_scatter")))
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0}
 
     def check(self, cfg, ctx) -> None:

@@ -1,6 +1,6 @@
 """A tiny DDP run through pipelines.core.distributed.ranks, for the clean-exit test (started once per rank).
 
-Synthetic tensors, a linear model, three steps, then dist.shutdown(): it exits 0 on every rank, or
+Synthetic tensors, a linear model, three steps, then ranks.shutdown(): it exits 0 on every rank, or
 the test sees the SIGABRT that a Gloo thread racing interpreter teardown produces.
 """
 

@@ -7,12 +7,14 @@ C++17 for torch 2.8, C++20 for 2.14) and links libccl with an rpath, so no LD_LI
 relative to the extension (<prefix>/lib/pythonX.Y/site-packages/accel_ccl/ -> <prefix>/lib, so a venv that
 is moved or copied into an image keeps working), then the prefix it was built against.
 ONECCL_ROOT names another prefix holding include/oneapi/ccl.hpp and lib/libccl.so.1 (a cluster's oneAPI).
+Each environment builds in a folder of its own (build/<venv>-torch-<version>).
 """
 
 import os
 import sys
 from pathlib import Path
 
+import torch
 from setuptools import setup
 from torch.utils.cpp_extension import BuildExtension, CppExtension
 
@@ -32,4 +34,8 @@ setup(
                               library_dirs=[str(lib)], libraries=["ccl"], extra_compile_args=["-O2", "-g0"],
                               extra_link_args=[f"-Wl,-rpath,$ORIGIN/../../..:{lib}"])],
     cmdclass={"build_ext": BuildExtension},
+    # one build folder per environment (interpreter prefix and torch): the host venv (torch 2.14) and .venv-ipex
+    # (torch 2.8) build from this one source folder, and setuptools reuses an object file that is newer than
+    # its source, so a shared build/ would link one torch's objects into the other's extension
+    options={"build": {"build_base": f"build/{Path(sys.prefix).name.lstrip('.')}-torch-{torch.__version__}"}},
 )

@@ -214,7 +214,7 @@ def test_adam_step_bound_is_one_at_the_first_step_and_grows_slowly():
 
 
 def test_clean_exit_twenty_two_rank_runs(procs):
-    """The Gloo teardown race aborted naive runs at exit; dist.shutdown must make every exit clean."""
+    """The Gloo teardown race aborted naive runs at exit; ranks.shutdown must make every exit clean."""
     failures = []
     for attempt in range(20):
         port = free_port()

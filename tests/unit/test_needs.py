@@ -57,3 +57,19 @@ def test_technique_files_state_their_contract_in_one_import_and_name_no_make_tar
         strings = [node.value for node in ast.walk(tree)
                    if isinstance(node, ast.Constant) and isinstance(node.value, str)]
         assert not [s for s in strings if "make s0" in s or "make ch" in s or "`make " in s], path.name
+
+
+def test_an_arm_whose_collective_the_backend_lacks_is_skipped_with_the_backend_that_has_it():
+    """accel's oneCCL binding implements all-reduce, broadcast, all-gather and barrier: FSDP's reduce-scatter
+    and a pipeline's send/recv are declared by their technique files, so the arm is skipped with the command
+    that runs it, not failed inside the first step; a DDP arm over ccl still runs."""
+    def under_ccl(experiment_id: str, variant: str | None = None) -> str | None:
+        the_plan = planning.plan(experiments.get(experiment_id), "smoke", {}, {"backend": "ccl"}, ())
+        cfg = next(c for c in the_plan.configs if variant in (None, c.variant))
+        return refusals.skip_reason(the_plan.pipeline, cfg, RunContext(torch.device("cpu"), 0, 2))
+
+    fsdp = under_ccl("s004-fsdp")
+    assert fsdp is not None and "it calls reduce_scatter, which the ccl backend does not implement" in fsdp
+    assert "-o backend=gloo" in fsdp and "\n" not in fsdp
+    assert "send, recv" in under_ccl("s004-pp", "microbatches=2")
+    assert under_ccl("ch9-cpu-gloo", "ranks=2") is None  # DDP: all-reduce and broadcast

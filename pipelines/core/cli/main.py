@@ -73,7 +73,7 @@ def _interrupted(stop: Interrupted, whole_process: bool) -> None:
     (`whole_process`: the command or a worker, not `cli.main` called in a test) with no DataLoader workers
     to shut down leaves without interpreter teardown once everything is flushed: the records are on disk
     already, and torch's teardown alone takes about a second. A rank always does: its teardown could wait
-    on peers that are gone (dist.Session.abort)."""
+    on peers that are gone (`distributed.ranks.Session.abort`)."""
     import multiprocessing
 
     if stop.main:

@@ -1,5 +1,5 @@
 """`accel run ID`, and what run, launch, compare and preflight share: the run options (parsed by this command
-alone: `run.make_context`), the plans from them (plan_from_params, build_plan, plan_maker), the plan's text,
+alone: click's make_context of `run`), the plans from them (plan_from_params, build_plan, plan_maker), the plan's text,
 a comparison at bench scale (bench_rounds, measure_comparison: harness/comparison.py orchestrates it) and
 the verdict a run ends with (finish). The other command modules import this one; it imports none of them."""
 

@@ -16,7 +16,7 @@ one line.
   by a signal first: the others failed because of it), its exit code or signal, what it said, where rank 0
   recorded the error, and DIR. The ranks' own `accel: error:` lines stay in their logs, summarised in that
   line, so the terminal gets exactly one. Each rank that failed left torchrun's error.json beside its logs
-  (`dist.Session.abort`). A run that succeeds removes DIR.
+  (`distributed.ranks.Session.abort`). A run that succeeds removes DIR.
 """
 
 from __future__ import annotations

@@ -41,6 +41,16 @@ from pipelines.core.distributed.rendezvous import Budget, reach, without_torch_f
 from pipelines.core.train.loop import RunContext
 
 BACKENDS = ("gloo", "ccl", "nccl", "mpi")
+# What a backend implements where that is not every collective a technique may call: accel's own oneCCL binding
+# (backends/ccl/csrc/ccl_backend.cpp) has these four; FSDP's reduce-scatter or a pipeline's send/recv are not
+# among them. A technique declares what it calls (harness/pipeline.py Needs.collectives).
+COLLECTIVES = {"ccl": ("all_reduce", "broadcast", "all_gather", "barrier")}
+
+
+def missing_collectives(backend: str | None, wanted: tuple[str, ...]) -> list[str]:
+    """The collectives of `wanted` that `backend` does not implement (none for a backend not in COLLECTIVES)."""
+    has = COLLECTIVES.get(backend or "")
+    return [] if has is None else [name for name in wanted if name not in has]
 DEFAULT_TIMEOUT_S = 120
 EXIT_RUN_FAILED = 1
 SINGLE_PROCESS = {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}  # a record's `dist`
@@ -262,7 +272,9 @@ def global_batch(tensor: torch.Tensor) -> torch.Tensor:
         return tensor
     tensor = tensor.contiguous()
     out = tensor.new_empty((tensor.shape[0] * tdist.get_world_size(), *tensor.shape[1:]))
-    tdist.all_gather_single(out, tensor)
+    # torch 2.14's name; torch 2.8 (the cpu-intel image, .venv-ipex) has only all_gather_into_tensor
+    gather = getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor
+    gather(out, tensor)
     return out
 
 

@@ -1,8 +1,8 @@
 """One bounded wait for a rendezvous: the run's `timeout_s`, counted once, whoever waits.
 
 torch's store client retries a connection it could not make: a first attempt for the whole timeout, a
-backoff pause, then a second attempt for the whole timeout again, so `timeout_s=120` used to give up after
-about 237 s. Here a process that must reach a rendezvous host (a rank under mpirun or srun, a second node's
+backoff pause, then a second attempt for the whole timeout again, so on its own `timeout_s=120` gives up
+after about 237 s. Here a process that must reach a rendezvous host (a rank under mpirun or srun, a second node's
 torchrun agent) first proves, with plain sockets, that the host's port answers, and stops at the deadline
 when it does not; what is left of the budget then bounds the store and the group's creation. A port that
 answers makes torch's own connection succeed at once, so its retries never start.

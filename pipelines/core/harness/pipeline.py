@@ -87,6 +87,7 @@ class Needs:
     max_ranks: int | None = None  # processes at most (1: a one-process arm)
     ranks_option: str | None = None  # the option holding the exact process count the arm is sized for (0: any)
     module: str | None = None  # a Python package that must be installed (an optional extra)
+    collectives: tuple[str, ...] = ()  # what these arms call on the group (a backend lacking one cannot run them)
 
     def selects(self, options: Any) -> bool:
         return all(getattr(options, name) in (value if isinstance(value, tuple) else (value,))

@@ -131,6 +131,10 @@ def _unmet(need, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
         return f"this launch has {ctx.world_size} processes: run it alone with accel run {arm}"
     if need.module and importlib.util.find_spec(need.module) is None:
         return f"{need.module} is not installed here (make venv installs it)"
+    backend = getattr(cfg.options, "backend", None)
+    if missing := ranks.missing_collectives(backend, need.collectives):
+        return (f"it calls {', '.join(missing)}, which the {backend} backend does not implement (it has "
+                f"{', '.join(ranks.COLLECTIVES[backend])}): accel launch {arm} -o backend=gloo")
     return None
 
 

@@ -71,7 +71,7 @@ def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], r
 
 
 def this_machine_class() -> tuple:
-    """This machine's class, as a record of a run here would carry it (report_compare.machine_class)."""
+    """This machine's class, as a record of a run here would carry it (`stats.pairing.machine_class`)."""
     import os
 
     from pipelines.core.record import envinfo

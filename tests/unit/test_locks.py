@@ -1,0 +1,34 @@
+"""The host's oneCCL wheels are the image's: containers/locks/ccl.lock (what `make venv` installs with
+--require-hashes) pins pyproject.toml's ccl group at the versions and hashes of the cpu-intel image's lock."""
+
+from __future__ import annotations
+
+import re
+import tomllib
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+LOCKS = REPO / "containers" / "locks"
+
+
+def pins(text: str) -> dict[str, tuple[str, frozenset[str]]]:
+    """name -> (version, hashes) of every requirement in a pip-compile style lock."""
+    out = {}
+    for block in re.finditer(r"^([A-Za-z0-9_.-]+)==(\S+)((?:\s*\\\n\s+--hash=sha256:[0-9a-f]+)+)", text, re.M):
+        out[block.group(1).lower()] = (block.group(2), frozenset(re.findall(r"sha256:([0-9a-f]+)", block.group(3))))
+    return out
+
+
+def test_the_host_s_ccl_wheels_are_pinned_by_the_image_s_hashes():
+    host, image = pins((LOCKS / "ccl.lock").read_text()), pins((LOCKS / "ipex.lock").read_text())
+    group = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["optional-dependencies"]["ccl"]
+    wanted = dict(requirement.lower().split("==") for requirement in group)
+    assert {name: version for name, (version, _) in host.items()} == wanted
+    for name, pinned in host.items():
+        assert pinned == image[name] and pinned[1], name
+
+
+def test_make_venv_installs_them_with_hashes_before_the_project():
+    recipe = (REPO / "Makefile").read_text()
+    hashed = recipe.index("--require-hashes --no-deps -r containers/locks/ccl.lock")
+    assert hashed < recipe.index("pip install --quiet --no-compile -e '.[test,zero,notebook,ccl]'")
