@@ -11,8 +11,8 @@ ARGS ?=
 PYTEST_ARGS ?=
 ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 
-# Experiment ids come from the catalog (stdlib only, so no venv is needed to list them).
-IDS := $(shell python3 -m pipelines.core.config.experiments ids 2>/dev/null)
+# Experiment ids: catalog-ids.mk, generated from the catalog (ci/update-readme-map.py; a test keeps it current).
+include catalog-ids.mk
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
 .PHONY: help venv demo lint test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)

@@ -367,3 +367,13 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
             raise AssertionError("smoothing=2 was accepted")
     finally:
         del sys.modules["pipelines.label_smoothing"]
+
+
+def test_the_makefile_s_id_list_is_the_catalog_s():
+    """`make` reads its targets from catalog-ids.mk and starts no Python to list them: the file must equal the
+    catalog's ids, in order (regenerate: .venv/bin/python ci/update-readme-map.py)."""
+    from pipelines.core.report.summary import ids_makefile
+
+    stale = "catalog-ids.mk is stale: run ci/update-readme-map.py"
+    assert (REPO / "catalog-ids.mk").read_text() == ids_makefile(), stale
+    assert "include catalog-ids.mk" in (REPO / "Makefile").read_text()
