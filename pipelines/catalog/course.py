@@ -10,8 +10,6 @@ import dataclasses
 
 from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
-SINGLE = "single-device techniques issue (#3)"
-MULTI = "distributed training issue (#4)"
 A100 = "1x NVIDIA A100-SXM4-40GB"
 NOTE = "lecture-note (seed 004)"
 COURSE = {"model": "distilbert", "dataset": "imdb", "batch_size": 12, "epochs": 3, "lr": 5e-5,

@@ -10,8 +10,6 @@ VIT = {"model": "vit_b_16", "dataset": "cifar10", "batch_size": 16, "epochs": 3,
 # per-epoch validation pass follows the split (option validate, on by default).
 TALK_LOOP = {"train_accuracy": True, "loss_every": 300}
 VIT1 = {**VIT, "shuffle": True, "seed": 123}  # the single-device steps: shuffled sampling, L.seed_everything(123)
-SINGLE = "single-device techniques issue (#3)"
-MULTI = "distributed training issue (#4)"
 GPU_HW = "1 GPU, model unrecorded (bf16-capable)"
 # Talk step 05 (DDP) runs through pipelines/ddp.py (plain DDP + bf16 autocast); steps 06/07 (FSDP) through
 # pipelines/fabric_strategies.py with Fabric's strategy="fsdp", as the talk. All three: "medium" matmuls.
