@@ -149,7 +149,8 @@ ch11-multinode: venv ## Chapter 11: mpirun + NCCL across HOSTS=a:8,b:8 (NP = tot
 doctor: venv ## Check this machine for distributed runs (shm, rendezvous port, backends, OpenMP, SLURM, GPUs)
 	$(ACCEL) doctor
 
-# ---- Containers: containers/<target>/{Dockerfile,<target>.def,requirements.lock} (containers/build.sh) ----
+# ---- Containers: containers/Dockerfile (a stage per target), containers/<target>/<target>.def, ----
+# ---- containers/locks/<lock>.lock (containers/build.sh) ----
 TARGET ?=
 .PHONY: image sif sif-from-image wheelhouse lock image-digests recipes
 image: ## OCI image with Podman or Docker: make image TARGET=cpu [OFFLINE=1] [BASE_IMAGE=...]

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""One HPC Container Maker (hpccm) recipe for every container target: it writes each target's Dockerfile
-and Apptainer .def (containers/<target>/Dockerfile and <target>.def), which stay committed for users to
-read. Edit this file, never the generated ones; tests/containers/test_containers.py fails when they drift.
+"""One HPC Container Maker (hpccm) recipe for every container target: it writes the Dockerfile (one stage
+per target, containers/Dockerfile) and each target's Apptainer .def (containers/<target>/<target>.def), which
+stay committed for users to read. Edit this file, never the generated ones; tests/containers/test_containers.py fails when they drift.
 
     containers/build.sh recipes               regenerate all (make recipes)
     containers/build.sh recipes --check       name the generated files that differ from the recipe
