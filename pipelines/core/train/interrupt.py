@@ -165,11 +165,17 @@ def _helper_threads_quiet_after_a_signal(previous_hook):
     """multiprocessing's resource sharer (a daemon thread that hands tensor file descriptors to DataLoader
     workers) reports a worker killed by the process group's signal mid-handshake through sys.excepthook, as
     a traceback after the run's one line. After a signal, a helper thread's failure from multiprocessing is
-    part of the interruption; anything else still reaches the previous hook."""
+    part of the interruption. A broken pipe in the resource sharer is quiet even before the main thread has
+    run its handler (the group's signal reaches the worker first, while the main thread waits in C): a
+    worker that dies for any other reason is reported by the DataLoader in the main thread. Anything else
+    still reaches the previous hook."""
     def hook(kind, value, tb) -> None:
         frames = traceback.extract_tb(tb)
-        if _received is not None and threading.current_thread() is not threading.main_thread() and frames \
-                and "multiprocessing" in Path(frames[0].filename).parts:
+        helper = threading.current_thread() is not threading.main_thread() and frames \
+            and "multiprocessing" in Path(frames[0].filename).parts
+        peer_gone = issubclass(kind, (BrokenPipeError, ConnectionResetError)) and \
+            any(Path(frame.filename).name == "resource_sharer.py" for frame in frames)
+        if helper and (_received is not None or peer_gone):
             return
         previous_hook(kind, value, tb)
     return hook
