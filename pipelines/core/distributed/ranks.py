@@ -45,15 +45,15 @@ BACKENDS = ("gloo", "ccl", "nccl", "mpi")
 # (backends/ccl/csrc/ccl_backend.cpp) has these four; FSDP's reduce-scatter or a pipeline's send/recv are not
 # among them. A technique declares what it calls (harness/pipeline.py Needs.collectives).
 COLLECTIVES = {"ccl": ("all_reduce", "broadcast", "all_gather", "barrier")}
+DEFAULT_TIMEOUT_S = 120
+EXIT_RUN_FAILED = 1
+SINGLE_PROCESS = {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}  # a record's `dist`
 
 
 def missing_collectives(backend: str | None, wanted: tuple[str, ...]) -> list[str]:
     """The collectives of `wanted` that `backend` does not implement (none for a backend not in COLLECTIVES)."""
     has = COLLECTIVES.get(backend or "")
     return [] if has is None else [name for name in wanted if name not in has]
-DEFAULT_TIMEOUT_S = 120
-EXIT_RUN_FAILED = 1
-SINGLE_PROCESS = {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}  # a record's `dist`
 
 
 @dataclass(frozen=True)

@@ -204,12 +204,15 @@ def _block_throughputs(record: dict[str, Any]) -> dict[int, tuple[float, bool]]:
             if steps and seconds > 0 and samples}
 
 
+def _by_process(records: Records) -> dict[str, dict[str, Any]]:
+    return {_mark(r).get("process"): r for r in records if _mark(r).get("process")}
+
+
 def total_log_ratios(records: Records, base_records: Records) -> list[float]:
     """Per process that ran both arms in blocks: log(arm's samples / seconds) - log(baseline's), each side
     summed over the block rounds both ran without a recompile (the ratio of totals, untrimmed, unweighted by
     block: a second estimate beside the paired one, stats/sensitivity.py)."""
-    mine = {_mark(r).get("process"): r for r in records if _mark(r).get("process")}
-    theirs = {_mark(r).get("process"): r for r in base_records if _mark(r).get("process")}
+    mine, theirs = _by_process(records), _by_process(base_records)
     out = []
     for process in [p for p in mine if p in theirs and mine[p] is not theirs[p]]:
         a = {b[0]: b for b in blocks_of(mine[process]) if b[1] and b[2] > 0 and b[4] and not b[3]}
@@ -224,8 +227,7 @@ def total_log_ratios(records: Records, base_records: Records) -> list[float]:
 def paired_units(records: Records, base_records: Records) -> Pairing:
     """Pair an arm's records with its baseline's: by process and block round where both ran blocks in the
     same processes, else by alternation round (group and round), else not at all."""
-    mine = {_mark(r).get("process"): r for r in records if _mark(r).get("process")}
-    theirs = {_mark(r).get("process"): r for r in base_records if _mark(r).get("process")}
+    mine, theirs = _by_process(records), _by_process(base_records)
     shared = [p for p in mine if p in theirs and mine[p]["metrics"].get("blocks") and theirs[p]["metrics"].get("blocks")
               and mine[p] is not theirs[p]]
     if shared:
