@@ -1,6 +1,6 @@
 """Rewrite the experiment map in docs/experiments.md and the Makefile's id list (catalog-ids.mk) from the catalog.
 
-The README links the map; it no longer holds it. tests/unit/test_readme.py checks the block is in sync and
+The README links the map. tests/unit/test_readme.py checks the block is in sync and
 appears exactly once. Run: .venv/bin/python ci/update-readme-map.py
 """
 

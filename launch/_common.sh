@@ -5,9 +5,9 @@
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 repo="$(dirname "$here")" checked=""
 
-# The launcher's knobs, checked and completed in Python (pipelines/core/distributed/launchers.py, the one place
-# where launch refusals live): shell assignments on success; a bad knob ends the script with its one
-# `launch: error:` line and exit 2. resolve_knobs LAUNCHER ACCEL-ARGS...
+# The launcher's knobs, checked and completed in Python (pipelines/core/distributed/launchers.py and the knobs,
+# hosts and containers modules beside it: where launch refusals live): shell assignments on success; a bad
+# knob ends the script with its one `launch: error:` line and exit 2. resolve_knobs LAUNCHER ACCEL-ARGS...
 # Under `accel launch` that Python already ran: it resolved the knobs and preflighted the run in its own
 # process (pipelines/core/harness/launch.py prepare) and hands the assignments over in ACCEL_CHECKED_KNOBS, with
 # TIMEOUT_S and RUN_RESULTS; they are used as they are, and `preflight` below has nothing left to do.

@@ -26,7 +26,7 @@ set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
 # Checks IMAGE, GPUS and --device, and sets WANT_GPUS, DATA, RESULTS, PASS_NAMES (the knobs that cross in),
-# NETWORK and APPTAINER (pipelines/core/distributed/launchers.py); --check stops after the checks, silently.
+# NETWORK and APPTAINER (pipelines/core/distributed/containers.py); --check stops after the checks, silently.
 resolve_knobs container "$@"
 [[ "${1:-}" != --check ]] || exit 0
 # shellcheck disable=SC2206  # CONTAINER_ARGS and PASS_NAMES are lists of words
@@ -62,7 +62,7 @@ fi
 echo "+ $(printf '%q ' "${cmd[@]}")" >&2
 if [[ "$IMAGE" == *.sif ]]; then exec "${cmd[@]}"; fi
 # Docker/Podman: the engine runs as a child, so that a start it refuses (exit 125-127, before the command
-# inside ran) ends in one `launch: error:` line naming the knob that fixes it (launchers.py start_failure
+# inside ran) ends in one `launch: error:` line naming the knob that fixes it (containers.py start_failure
 # reads the engine's first 64 KiB of stderr, which still reach the terminal). TERM/INT/HUP are passed on.
 start_log="$(mktemp "${TMPDIR:-/tmp}/accel-container.XXXXXX")"
 trap 'rm -f "$start_log"' EXIT

@@ -25,7 +25,7 @@ import torch
 from torch.utils.data import DataLoader, RandomSampler
 
 from pipelines.core.data import datasets
-from pipelines.core.train import loop, memory, microbench, models
+from pipelines.core.train import evaluation, loop, memory, microbench, models
 from pipelines.core.harness.pipeline import ConfigError, Measured, Measurement
 from pipelines.core.train.steps import book_optimizer, plain_step
 
@@ -125,7 +125,7 @@ def train_at(cfg, ctx) -> dict:
     loaders = datasets.loaders(cfg, datasets.input_shape(cfg), rank=ctx.rank, world_size=ctx.world_size)
     metrics = loop.train(trainable, loaders, cfg, ctx)
     if ctx.is_main:
-        metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
+        metrics.update(evaluation.evaluate(trainable, loaders.test, cfg, ctx))
     return metrics
 
 

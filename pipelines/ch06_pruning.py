@@ -23,6 +23,7 @@ from torch import nn
 from torch.nn.utils import prune
 
 from pipelines.core.train import models
+from pipelines.core.train.architectures import BookCNN
 from pipelines.core.harness.pipeline import ConfigError, Trainable, TrainingPipeline
 from pipelines.core.train.steps import book_optimizer, plain_step
 
@@ -69,7 +70,7 @@ def _sliced_linear_inputs(linear: nn.Linear, channel_keep: torch.Tensor) -> nn.L
     return new
 
 
-def compress(model: models.BookCNN, keep: list[torch.Tensor]) -> models.BookCNN:
+def compress(model: BookCNN, keep: list[torch.Tensor]) -> BookCNN:
     """Physically remove pruned filters from the CNN's conv stack and the Linear that reads it."""
     convs = [i for i, m in enumerate(model.features) if isinstance(m, nn.Conv2d)]
     previous = None

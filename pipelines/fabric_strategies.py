@@ -39,7 +39,7 @@ from lightning.fabric import Fabric
 from lightning.fabric.strategies import DeepSpeedStrategy, ModelParallelStrategy
 from torch.distributed.fsdp import fully_shard
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import placement
 from pipelines.core.train import bookkeeping, models
 from pipelines.core.distributed.fabric import RunnerEnvironment
 from pipelines.core.harness.pipeline import (
@@ -117,7 +117,7 @@ class FabricStrategies(TrainingPipeline[Options]):
 
     def setup(self, cfg, ctx) -> Trainable:
         opts: Options = cfg.options
-        place = ranks.placement()
+        place = placement.placement()
         precision = resolved_precision(opts, ctx.device)
         deepspeed = import_deepspeed(ctx.device) if opts.strategy == "deepspeed" else None
         fabric = Fabric(accelerator=ctx.device.type, devices=place.local_world_size, num_nodes=place.nodes,

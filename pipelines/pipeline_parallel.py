@@ -34,8 +34,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.distributed.pipelining import PipelineStage, Schedule1F1B, ScheduleGPipe
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import collectives
 from pipelines.core.train import models
+from pipelines.core.train.architectures import PatchTransformer
 from pipelines.core.harness.pipeline import (
     BACKENDS, ConfigError, DistOptions, Hooks, Needs, Supports, Trainable, TrainingPipeline
 )
@@ -55,7 +56,7 @@ class Stage(nn.Module):
     Stage 0 owns the patch embedding, the last stage the classifier head; blocks keep their index
     (`blocks.3...`), so the stages' state_dicts together are exactly the full model's."""
 
-    def __init__(self, model: models.PatchTransformer, blocks: list[int], first: bool, last: bool):
+    def __init__(self, model: PatchTransformer, blocks: list[int], first: bool, last: bool):
         super().__init__()
         self.embed = model.embed if first else None
         self.blocks = nn.ModuleDict({str(index): model.blocks[index] for index in blocks})
@@ -69,7 +70,7 @@ class Stage(nn.Module):
         return self.head(x) if self.head is not None else x.contiguous()  # Gloo sends contiguous tensors
 
 
-def split(model: models.PatchTransformer, stages: int, index: int) -> Stage:
+def split(model: PatchTransformer, stages: int, index: int) -> Stage:
     """Stage `index` of `stages`: blocks dealt out as evenly as possible, in order."""
     blocks = np.array_split(np.arange(model.depth), stages)[index].tolist()
     return Stage(model, blocks, first=index == 0, last=index == stages - 1)
@@ -126,7 +127,7 @@ class BubbleReport(Hooks):
     def train_end(self, trainable: Trainable, epoch: int) -> None:
         mine = {**self.clock, "param_bytes": sum(p.nbytes for p in self.stage.parameters()),
                 "blocks": [int(name) for name in self.stage.blocks], "state": self.stage.state_dict()}
-        stages = ranks.gather_objects(mine)
+        stages = collectives.gather_objects(mine)
         if not self.ctx.is_main:
             return
         trainable.metrics.update({
@@ -180,7 +181,7 @@ class PipelineParallel(TrainingPipeline[Options]):
         clock: dict[str, list[float]] = {"busy": [], "span": []}
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            x, y = ranks.global_batch(x), ranks.global_batch(y)
+            x, y = collectives.global_batch(x), collectives.global_batch(y)
             optimizer.zero_grad(set_to_none=True)
             losses: list[torch.Tensor] = []
             timed.busy_s, started = 0.0, time.perf_counter()

@@ -34,9 +34,10 @@ from torch.distributed.tensor import DTensor
 from torch.distributed.tensor.parallel import ColwiseParallel, RowwiseParallel, parallelize_module
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import collectives
 from pipelines.core.distributed.sharded import GatherFullCopy
 from pipelines.core.train import models
+from pipelines.core.train.architectures import PatchTransformer
 from pipelines.core.harness.pipeline import (
     BACKENDS, ConfigError, DistOptions, Needs, Supports, Trainable, TrainingPipeline
 )
@@ -53,7 +54,7 @@ PLAN = {"attention.q": ColwiseParallel(), "attention.k": ColwiseParallel(), "att
         "attention.out": RowwiseParallel(), "mlp.up": ColwiseParallel(), "mlp.down": RowwiseParallel()}
 
 
-def parallelize(model: models.PatchTransformer, degree: int, device: torch.device) -> models.PatchTransformer:
+def parallelize(model: PatchTransformer, degree: int, device: torch.device) -> PatchTransformer:
     """Split every block over a 1-D mesh of `degree` ranks (the default process group's ranks)."""
     mesh = init_device_mesh(device.type, (degree,))
     for block in model.blocks:
@@ -107,7 +108,7 @@ class TensorParallel(TrainingPipeline[Options]):
         optimizer = torch.optim.AdamW(model.parameters(), lr=cfg.lr, weight_decay=cfg.weight_decay)
 
         def step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-            x, y = ranks.global_batch(x), ranks.global_batch(y)  # same samples on every rank of the group
+            x, y = collectives.global_batch(x), collectives.global_batch(y)  # same samples on every rank of the group
             loss = F.cross_entropy(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()  # DTensor all-reduces the row-parallel outputs' gradients' partial sums

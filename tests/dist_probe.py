@@ -7,9 +7,9 @@ the test sees the SIGABRT that a Gloo thread racing interpreter teardown produce
 import torch
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import placement, ranks
 
-place = ranks.placement()
+place = placement.placement()
 ranks.pin(place)
 ranks.init(place, "gloo", "cpu", timeout_s=30)
 model = DDP(torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4)))

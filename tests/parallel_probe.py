@@ -19,8 +19,9 @@ from torch.distributed.tensor import DTensor
 
 from pipelines import pipeline_parallel as pp
 from pipelines import tensor_parallel as tp
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import placement, ranks
 from pipelines.core.train import models
+from pipelines.core.train.architectures import PatchTransformer
 
 MODEL, BATCH, MICROBATCHES = "transformer_tiny", 8, 4
 
@@ -30,7 +31,7 @@ def batch() -> tuple[torch.Tensor, torch.Tensor]:
     return torch.rand(BATCH, 3, 32, 32, generator=generator), torch.randint(0, 10, (BATCH,), generator=generator)
 
 
-def seeded_model() -> models.PatchTransformer:
+def seeded_model() -> PatchTransformer:
     torch.manual_seed(0)
     return models.build(MODEL)
 
@@ -63,7 +64,7 @@ def pipeline_parallel(place, schedule: str) -> dict:
 
 
 def main(out: Path) -> None:
-    place = ranks.placement()
+    place = placement.placement()
     ranks.init(place, "gloo", "cpu", timeout_s=60)
     result = {"tp": tensor_parallel(place), "gpipe": pipeline_parallel(place, "gpipe"),
               "1f1b": pipeline_parallel(place, "1f1b")}

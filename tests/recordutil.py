@@ -9,6 +9,7 @@ from pathlib import Path
 
 from conftest import REPO
 from pipelines.core.stats import rows as report_rows
+from pipelines.core.record.results import load
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
 
@@ -48,7 +49,7 @@ def write(folder: Path, name: str, records: list[dict]) -> Path:
 
 
 def rows_for(folder: Path, only=None) -> dict[tuple[str, str], report_rows.Row]:
-    return {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(folder), only)}
+    return {(r.experiment, r.variant): r for r in report_rows.build(load(folder), only)}
 
 
 def table_rows(markdown: str, section: str) -> list[list[str]]:

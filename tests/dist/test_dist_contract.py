@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO, accel, without_ccl
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import backends, placement
 from pipelines.core.train import checkpoint, loop
 from pipelines.core.errors import ConfigError
 from pipelines.core.errors import NotRunnable
@@ -41,17 +41,17 @@ BATCH = {"SLURM_PROCID": "0", "SLURM_NTASKS": "4", "SLURM_JOB_ID": "7"}  # the b
     ({**SRUN, **OMPI}, ("mpirun", 5, 1, 8, 4)),
 ])
 def test_placement_precedence(env, expected):
-    place = ranks.placement(env)
+    place = placement.placement(env)
     assert (place.source, place.rank, place.local_rank, place.world_size, place.local_world_size) == expected
 
 
 def test_placement_reads_the_rendezvous_and_rejects_nonsense():
-    place = ranks.placement({**OMPI, "MASTER_ADDR": "10.2.0.1", "MASTER_PORT": "29600"})
+    place = placement.placement({**OMPI, "MASTER_ADDR": "10.2.0.1", "MASTER_PORT": "29600"})
     assert (place.master_addr, place.master_port, place.node_rank) == ("10.2.0.1", 29600, 1)
     with pytest.raises(ConfigError, match="RANK='x'"):
-        ranks.placement({"RANK": "x", "WORLD_SIZE": "2"})
+        placement.placement({"RANK": "x", "WORLD_SIZE": "2"})
     with pytest.raises(ConfigError, match="outside world size"):
-        ranks.placement({"RANK": "2", "WORLD_SIZE": "2"})
+        placement.placement({"RANK": "2", "WORLD_SIZE": "2"})
 
 
 @pytest.mark.parametrize("backend,device,error,needle", [
@@ -62,20 +62,20 @@ def test_backends_refused_here_say_why(backend, device, error, needle):
     if backend == "nccl" and torch.cuda.is_available():
         pytest.skip("a GPU is present: nccl is runnable here")
     with pytest.raises(error, match=needle):
-        ranks.check_backend(backend, device)
+        backends.check_backend(backend, device)
 
 
 def test_ccl_without_a_binding_that_loads_says_which_failed_and_how_to_build_one(monkeypatch):
     monkeypatch.setitem(sys.modules, "accel_ccl", None)  # an import of it fails, as an unbuilt one's does
     with pytest.raises(NotRunnable, match=r"backend ccl needs oneCCL .*accel_ccl: .*`make venv` and `make ipex-venv` "
                                           r"build .*the cpu-intel one carries it"):
-        ranks.check_backend("ccl", "cpu")
+        backends.check_backend("ccl", "cpu")
 
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch has MPI: the mpi backend runs here")
 def test_mpi_backend_refused_without_an_mpi_build():
     with pytest.raises(NotRunnable, match=r"built with MPI \(USE_MPI=1\)"):
-        ranks.check_backend("mpi", "cpu")
+        backends.check_backend("mpi", "cpu")
     from pipelines.core.distributed import doctor
 
     assert doctor.backend_availability()["gloo"] == "ok"

@@ -98,8 +98,10 @@ def _launcher_knobs() -> set[str]:
     echo_knobs), minus what the scripts set themselves, read from SLURM or get from `accel launch`."""
     text = "\n".join(path.read_text() for path in (REPO / "launch").iterdir() if path.is_file())
     names = set(re.findall(r"\$\{([A-Z][A-Z0-9_]+)(?::-|:\?|:\+|})", text))
-    # the knobs the scripts hand to pipelines/core/distributed/launchers.py, which reads them with knobs.get("NAME")
-    checks = (REPO / "pipelines/core/distributed/launchers.py").read_text()
+    # the knobs the scripts hand to pipelines/core/distributed/launchers.py, which reads them (as do the modules
+    # it uses) with knobs.get("NAME")
+    checks = "\n".join((REPO / "pipelines/core/distributed" / name).read_text()
+                       for name in ("launchers.py", "knobs.py", "hosts.py", "containers.py"))
     names |= set(re.findall(r'knobs\.get\("([A-Z][A-Z0-9_]+)"', checks))
     for listing in re.findall(r"(?:for name in|echo_knobs) ([A-Z0-9_ \\\n]+?)(?:;|\n[^ ])", text):
         names |= set(re.findall(r"[A-Z][A-Z0-9_]+", listing))

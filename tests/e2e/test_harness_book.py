@@ -11,7 +11,7 @@ import pytest
 
 from pipelines.core.data import datasets, generator
 from pipelines.core.report import tables
-from pipelines.core.stats import rows
+from pipelines.core.record.results import load
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -40,7 +40,7 @@ def test_book_mode_runs_both_arms_on_the_same_work_and_writes_records(harness, t
     printed = capsys.readouterr().out
     assert "shared / book loop" in printed and "spread (CV of training time)" in printed and "ratio" in printed
 
-    recs = rows.load(out).records
+    recs = load(out).records
     assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
     assert {r["experiment"] for r in recs} == {"harness-overhead"} and len({r["run_id"] for r in recs}) == 1
     # alternated: repeat 0 shared first, repeat 1 the book loop first (the file keeps the run order)

@@ -21,7 +21,7 @@ import torch
 
 from conftest import REPO, accel, records
 from pipelines.core.data import datasets
-from pipelines.core.train import loop, progress
+from pipelines.core.train import loop, progress, step_losses
 from pipelines.core.config.runconfig import RunConfig
 
 BAR_MARKS = ("\r", "it/s", "step/s", "s/step", "%|")  # what a tqdm bar writes; a log must hold none
@@ -141,9 +141,9 @@ def test_every_step_loss_reaches_the_curve():
 def test_loss_curve_is_binned_to_at_most_200_means():
     values = np.arange(1000, dtype=float)
     values[3] = math.nan
-    curve = loop.loss_curve(values)
-    assert len(curve["step"]) == len(curve["loss"]) == loop.LOSS_CURVE_POINTS
+    curve = step_losses.loss_curve(values)
+    assert len(curve["step"]) == len(curve["loss"]) == step_losses.LOSS_CURVE_POINTS
     assert curve["step"][0] == 5 and curve["step"][-1] == 1000  # each bin: its last step, 1-based
     assert curve["loss"][0] is None  # a non-finite bin mean is null, never NaN in JSON
     assert curve["loss"][1] == pytest.approx(np.mean(range(5, 10))) and curve["loss"][-1] == pytest.approx(997)
-    assert loop.loss_curve(np.array([])) == {"step": [], "loss": []}
+    assert step_losses.loss_curve(np.array([])) == {"step": [], "loss": []}

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import accel, assert_refused, records
-from pipelines.core.train import models, steps
+from pipelines.core.train import models, pretrained, steps
 
 CPU = torch.device("cpu")
 
@@ -87,7 +87,7 @@ def test_weights_are_loaded_into_the_body(tmp_path):
     source = models.build("vit_tiny", classes=1000)
     target = models.build("vit_tiny", classes=10)
     torch.save(source.state_dict(), tmp_path / "w.pt")
-    models.load_weights(target, tmp_path / "w.pt")
+    pretrained.load_weights(target, tmp_path / "w.pt")
     assert torch.equal(target.conv_proj.weight, source.conv_proj.weight)
     assert target.heads.head.weight.shape == (10, 192)
 

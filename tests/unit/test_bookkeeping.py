@@ -14,7 +14,7 @@ from pipelines.core.data import datasets
 from pipelines.core.harness import recording
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.train import bookkeeping, loop, steps
+from pipelines.core.train import bookkeeping, evaluation, loop, steps
 
 CPU = loop.RunContext(torch.device("cpu"))
 PAUSE_S = 0.05  # each validation batch waits this long, so its time is plain to see
@@ -56,7 +56,7 @@ def test_the_validation_pass_is_inside_the_timed_region_and_the_test_pass_is_not
     assert metrics["train_s"] == pytest.approx(training_part + metrics["validation_s"], abs=0.02)  # held inside
     assert len(metrics["val_accuracy_pct_per_epoch"]) == 2 and model.training
     before = metrics["train_s"]
-    tested = loop.evaluate(trainable, valid, cfg, CPU)  # the test pass: after the clock, never in train_s
+    tested = evaluation.evaluate(trainable, valid, cfg, CPU)  # the test pass: after the clock, never in train_s
     assert tested["test_samples"] == 4 and metrics["train_s"] == before
 
 

@@ -22,11 +22,12 @@ from matplotlib.colors import to_rgba
 from conftest import REPO, accel
 from pipelines.core.report import summary as report
 from pipelines.core.data import files, generator
-from pipelines.core.report import document, drift, plots
+from pipelines.core.report import document, drift, figures, speedup_plots, tradeoff_plots
 from pipelines.core.config import experiments, runconfig
 from pipelines.core.distributed import rendezvous
 from pipelines.core.report import tables
 from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.record.results import load
 from pipelines.core.errors import ConfigError
 from recordutil import ch2, drift_pair, record, table_rows, write
 
@@ -68,7 +69,7 @@ def _inside(fig, artist) -> bool:
 def _ch2_rows(tmp_path: Path) -> list[report_rows.Row]:
     """ch2-baseline and ch2-nobias ran (3 repeats each); ch2-bs128 is listed but did not run."""
     ch2(tmp_path, (1.18,))
-    return report_rows.build(report_rows.load(tmp_path), ["ch2-bs128"])
+    return report_rows.build(load(tmp_path), ["ch2-bs128"])
 
 
 def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legend_inside(tmp_path):
@@ -76,14 +77,14 @@ def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legen
     members = [r for r in rows if r.family == "ch2"]
     assert [(r.experiment, r.n) for r in members] == [("ch2-baseline", 3), ("ch2-nobias", 3),
                                                       ("ch2-bs128", 0)]
-    fig = plots.speedup_figure("ch2", members)
+    fig = speedup_plots.speedup_figure("ch2", members)
     fig.canvas.draw()
     ax = fig.axes[0]
     bars = [p for p in ax.patches if p.get_width() > 0 and p.get_height() > 0]
     not_run_x = 2  # ch2-bs128's slot: nothing may be drawn within half a slot of it
     near = [p for p in bars if not_run_x - 0.5 < p.get_x() + p.get_width() and p.get_x() < not_run_x + 0.5]
     assert not near
-    measured = [p for p in bars if p.get_facecolor() == to_rgba(plots.MEASURED)]
+    measured = [p for p in bars if p.get_facecolor() == to_rgba(figures.MEASURED)]
     assert len(measured) == sum(1 for r in members if r.n) == 2  # one reproduced bar per arm that ran
     labels = [t.get_text() for t in ax.texts]
     assert any(text.startswith("not run") and "published 1.54" in text for text in labels), labels
@@ -95,9 +96,9 @@ def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legen
 
 def test_a_one_panel_accuracy_plot_keeps_its_legend_inside_the_figure(tmp_path):
     rows = _ch2_rows(tmp_path)
-    panels = plots.tradeoff_panels(rows)
+    panels = tradeoff_plots.tradeoff_panels(rows)
     assert len(panels) == 1  # ch2-baseline's panel only: the narrowest figure the report draws
-    fig = plots.tradeoff_figure(panels)
+    fig = tradeoff_plots.tradeoff_figure(panels)
     fig.canvas.draw()
     assert fig.legends and all(_inside(fig, legend) for legend in fig.legends)
     assert all(_inside(fig, ax.get_legend()) for ax in fig.axes if ax.get_visible())
@@ -105,20 +106,20 @@ def test_a_one_panel_accuracy_plot_keeps_its_legend_inside_the_figure(tmp_path):
 
 def test_accuracy_axis_spans_at_least_the_minimum_around_the_data():
     """h100-bench's ch5 panel: published 92.50 vs 92.34 filled the whole axis (a 0.16-pp span)."""
-    rows = report_rows.build(report_rows.load(H100_BENCH))
-    fig = plots.tradeoff_figure(plots.tradeoff_panels(rows))
+    rows = report_rows.build(load(H100_BENCH))
+    fig = tradeoff_plots.tradeoff_figure(tradeoff_plots.tradeoff_panels(rows))
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert panels
     for ax in panels:
         low, high = ax.get_ylim()
-        assert high - low >= plots.MIN_ACCURACY_SPAN_PP - 1e-9 and 0 <= low and high <= 100
+        assert high - low >= tradeoff_plots.MIN_ACCURACY_SPAN_PP - 1e-9 and 0 <= low and high <= 100
         plotted = [y for line in ax.lines for y in line.get_ydata()]
         plotted += [xy[1] for coll in ax.collections for xy in coll.get_offsets()]
         assert plotted and all(low <= y <= high for y in plotted)
-    assert plots.accuracy_limits([92.34, 92.50]) == pytest.approx((89.92, 94.92))
-    assert plots.accuracy_limits([99.0, 99.5]) == (95.0, 100.0)  # moved inside 0-100, not shrunk
-    assert plots.accuracy_limits([1.0]) == (0.0, 5.0)
-    assert plots.accuracy_limits([20.0, 80.0]) == pytest.approx((14.0, 86.0))  # wide: data + 10 %
+    assert tradeoff_plots.accuracy_limits([92.34, 92.50]) == pytest.approx((89.92, 94.92))
+    assert tradeoff_plots.accuracy_limits([99.0, 99.5]) == (95.0, 100.0)  # moved inside 0-100, not shrunk
+    assert tradeoff_plots.accuracy_limits([1.0]) == (0.0, 5.0)
+    assert tradeoff_plots.accuracy_limits([20.0, 80.0]) == pytest.approx((14.0, 86.0))  # wide: data + 10 %
 
 
 def test_report_plots_are_written_as_pngs(tmp_path):
@@ -146,7 +147,7 @@ def test_machine_line_never_says_data_none():
     committed = H100_BENCH / "report.md"
     machine = committed.read_text().split("## Machines\n", 1)[1].split("\n## ", 1)[0]
     assert "None" not in machine and "data generated/synthetic" in machine
-    assert "data None" not in "\n".join(document.machines(report_rows.load(H100_BENCH).records))
+    assert "data None" not in "\n".join(document.machines(load(H100_BENCH).records))
 
 
 # ----- 4. harness overhead read by its interval ---------------------------------------------------------
@@ -285,12 +286,12 @@ def test_budget_rounds_torch_waits_up_and_never_below_its_floor(monkeypatch):
     ("wait timeout after 30000ms, keys: /accel/x", "wait timeout, keys: /accel/x"),
     ("Connection refused", "Connection refused")])
 def test_the_one_line_error_states_the_users_timeout_only(torch_says, kept):
-    from pipelines.core.distributed import agent, ranks
+    from pipelines.core.distributed import agent, placement, ranks
 
     assert rendezvous.without_torch_figure(torch_says) == kept
     line = agent.not_formed(0, "127.0.0.1:29500", 10, RuntimeError(torch_says))
     assert "within 10 s" in line and kept in line and "11 seconds" not in line and "10000ms" not in line
-    place = ranks.Placement("single", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500)
+    place = placement.Placement("single", rank=1, world_size=2, master_addr="127.0.0.1", master_port=29500)
     joined = ranks.not_joined(place, "gloo", 10, RuntimeError(torch_says))
     assert joined.startswith("rank 1 of 2 could not join the gloo group at 127.0.0.1:29500 within 10 s (")
     assert kept in joined and "11 seconds" not in joined
@@ -345,5 +346,5 @@ def test_same_class_reference_still_gets_its_drift_table(tmp_path):
     assert written.judged.drift is not None and written.judged.drift_skipped is None
     with pytest.raises(drift.OtherMachineClass, match="another machine class"):
         other_mine, other_ref = drift_pair(tmp_path / "b", 1.18, 1.18, **OTHER_CLASS)
-        loaded = report_rows.load(other_mine)
+        loaded = load(other_mine)
         drift.against(report_rows.build(loaded), loaded, other_ref)

@@ -12,7 +12,7 @@ import torch
 
 from pipelines.core.data import datasets
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.train import interleave, loop
+from pipelines.core.train import host_noise, interleave, loop
 
 
 def training(name: str, log: list, seconds: float, batch: int = 4, warmup: int = 2,
@@ -140,13 +140,14 @@ def test_a_page_fault_burst_is_flagged_in_the_record_and_named_in_the_report():
     import copy
 
     from pipelines.core.stats import rows as report_rows
+    from pipelines.core.record.results import Loaded
     from recordutil import GOLDEN
 
     blocks = [[k, 10, 0.5, 3 + k % 2, 0, 0, 640] for k in range(12)]
     blocks[7][3] = 3136  # one ch2-bs256 block of the Zen 4 reference
-    assert loop.fault_bursts(blocks) == [7]
-    assert loop.fault_bursts([[0, 10, 0.5, 900, 0, 0, 640], [1, 10, 0.5, 0, 0, 0, 640]]) == []  # under 1,000
+    assert host_noise.fault_bursts(blocks) == [7]
+    assert host_noise.fault_bursts([[0, 10, 0.5, 900, 0, 0, 640], [1, 10, 0.5, 0, 0, 0, 640]]) == []  # under 1,000
     rec = copy.deepcopy(GOLDEN)
     rec["metrics"]["fault_burst_blocks"] = [7]
-    row = next(r for r in report_rows.build(report_rows.Loaded([rec], [], 1)) if r.records)
+    row = next(r for r in report_rows.build(Loaded([rec], [], 1)) if r.records)
     assert "1 timed block(s) with a page-fault burst" in row.why

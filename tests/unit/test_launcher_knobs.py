@@ -1,6 +1,6 @@
-"""The launchers' knobs are checked in one place, in Python (pipelines/core/distributed/launchers.py), and the
-launch scripts only build a command line. The refusals run here in-process; tests/refusals/test_bad_inputs.py
-proves a handful through the real scripts."""
+"""The launchers' knobs are checked in Python (pipelines/core/distributed/launchers.py and the knobs.py,
+hosts.py and containers.py it uses), and the launch scripts only build a command line. The refusals run here
+in-process; tests/refusals/test_bad_inputs.py proves a handful through the real scripts."""
 
 import re
 import shlex
@@ -10,16 +10,18 @@ import pytest
 
 from conftest import REPO
 from pipelines.core.distributed import affinity, launchers
+from pipelines.core.distributed.containers import passed_names
+from pipelines.core.distributed.knobs import PINNED_GLIBC, KnobError, Knobs
 
 ARGS = ["run", "ch8-ddp-template", "--scale", "smoke"]
 
 
-def resolved(launcher: str, **env: str) -> launchers.Knobs:
+def resolved(launcher: str, **env: str) -> Knobs:
     return launchers.resolve_knobs(launcher, ARGS, {"PATH": "/usr/bin:/bin", **env})
 
 
 def refused(launcher: str, **env: str) -> str:
-    with pytest.raises(launchers.KnobError) as caught:
+    with pytest.raises(KnobError) as caught:
         resolved(launcher, **env)
     return str(caught.value)
 
@@ -48,7 +50,7 @@ def test_a_bad_knob_is_one_line_naming_it(launcher, env, needle):
 
 
 def test_no_accel_arguments_is_the_usage_line():
-    with pytest.raises(launchers.KnobError, match="usage: launch/torchrun.sh"):
+    with pytest.raises(KnobError, match="usage: launch/torchrun.sh"):
         launchers.resolve_knobs("torchrun", [], {})
 
 
@@ -77,7 +79,7 @@ def test_c10d_node_0_of_several_names_its_own_address():
 
 
 def test_the_shell_assignments_survive_any_value():
-    knobs = launchers.Knobs({})
+    knobs = Knobs({})
     knobs.set("A", "x y'z")
     knobs.export("B", "$(touch /tmp/never)")
     lines = knobs.shell().splitlines()
@@ -85,7 +87,7 @@ def test_the_shell_assignments_survive_any_value():
 
 
 def test_the_container_passes_exactly_the_knob_prefixes():
-    names = launchers.passed_names({"OMP_NUM_THREADS": "1", "HOME": "/root", "ACCEL_PRINT": "1", "NCCL_DEBUG": "x"})
+    names = passed_names({"OMP_NUM_THREADS": "1", "HOME": "/root", "ACCEL_PRINT": "1", "NCCL_DEBUG": "x"})
     assert names == ["NCCL_DEBUG", "OMP_NUM_THREADS"]
 
 
@@ -94,8 +96,8 @@ SCRIPTS = sorted((REPO / "launch").glob("*.sh"))
 
 @pytest.mark.parametrize("script", SCRIPTS, ids=lambda p: p.name)
 def test_launch_scripts_only_build_a_command_line(script):
-    """No refusal of their own (every check is in dist/launchers.py), and short enough to read and copy:
-    at most 50 lines besides comments."""
+    """No refusal of their own (every check is in distributed/launchers.py and the modules it uses), and short
+    enough to read and copy: at most 50 lines besides comments."""
     code = [line for line in script.read_text().splitlines() if line.strip() and not line.lstrip().startswith("#")]
     assert len(code) <= 50, f"{script.name}: {len(code)} lines of code"
     refusals = [line for line in code if re.search(r"\bdie\b|launch: error|exit [1-9]", line)]
@@ -120,7 +122,7 @@ def test_the_record_names_the_allocator_s_settings():
     from pipelines.core.record import envinfo
 
     pinned = envinfo.allocator_settings("libc", {"ALLOCATOR": "pinned", "GLIBC_TUNABLES": ":".join(
-        f"{name}={value}" for name, value in launchers.PINNED_GLIBC)})
+        f"{name}={value}" for name, value in PINNED_GLIBC)})
     assert pinned["glibc_malloc_tunables"] == {"mmap_threshold": "33554432", "trim_threshold": "268435456",
                                                "top_pad": "67108864"}
     assert pinned["text"] == "pinned (glibc: mmap_threshold 32 MiB, trim_threshold 256 MiB, top_pad 64 MiB)"

@@ -4,15 +4,15 @@ import pytest
 import torch
 
 from pipelines.core.data import datasets
-from pipelines.core.train import loop
+from pipelines.core.train import evaluation, loop, record_metrics
 from pipelines.core.config.runconfig import RunConfig
 
 
 def test_percentile_matches_linear_interpolation():
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
-    assert loop.percentile(values, 50) == 3.0
-    assert loop.percentile(values, 90) == pytest.approx(4.6)
-    assert loop.percentile([7.0], 90) == 7.0
+    assert record_metrics.percentile(values, 50) == 3.0
+    assert record_metrics.percentile(values, 90) == pytest.approx(4.6)
+    assert record_metrics.percentile([7.0], 90) == 7.0
 
 
 def _setup(steps=6, warmup=2, batch=4, epochs=1):
@@ -58,7 +58,7 @@ def test_evaluation_is_outside_training_time_and_restores_train_mode():
     trainable = loop.Trainable(model, lambda x, y: torch.tensor(0.0))
     metrics = loop.train(trainable, loaders, cfg, loop.RunContext(torch.device("cpu")))
     before = dict(metrics)
-    result = loop.evaluate(trainable, loaders.test, cfg, loop.RunContext(torch.device("cpu")))
+    result = evaluation.evaluate(trainable, loaders.test, cfg, loop.RunContext(torch.device("cpu")))
     assert metrics == before and model.training
     assert 0 <= result["test_accuracy_pct"] <= 100 and result["test_samples"] == len(loaders.test.dataset)
 

@@ -5,6 +5,7 @@ import json
 
 import recordutil
 from pipelines.core.stats import intervals, rows
+from pipelines.core.record.results import load
 
 
 def _mark_noisy(folder, name: str, repeat: int) -> None:
@@ -25,7 +26,7 @@ def test_a_noisy_arm_keeps_its_verdict_with_a_note_and_loses_it_under_strict(tmp
     marked = recordutil.rows_for(tmp_path)[("ch2-nobias", "nobias")]
     assert marked.verdict == quiet.verdict and marked.noisy_repeats == 1
     assert "1 repeat(s) of this arm and its baseline ran on a noisy machine (other processes kept" in marked.why
-    strict = {(r.experiment, r.variant): r for r in rows.build(rows.load(tmp_path), strict=True)}
+    strict = {(r.experiment, r.variant): r for r in rows.build(load(tmp_path), strict=True)}
     assert strict[("ch2-nobias", "nobias")].verdict == intervals.INCONCLUSIVE
     assert strict[("ch2-nobias", "nobias")].why.startswith("--strict:")
 
@@ -33,7 +34,7 @@ def test_a_noisy_arm_keeps_its_verdict_with_a_note_and_loses_it_under_strict(tmp
 def test_a_noisy_baseline_counts_too(tmp_path):
     recordutil.ch2(tmp_path)
     _mark_noisy(tmp_path, "base", 0)
-    strict = {(r.experiment, r.variant): r for r in rows.build(rows.load(tmp_path), strict=True)}
+    strict = {(r.experiment, r.variant): r for r in rows.build(load(tmp_path), strict=True)}
     assert strict[("ch2-nobias", "nobias")].verdict == intervals.INCONCLUSIVE
 
 

@@ -11,8 +11,9 @@ import math
 import numpy as np
 import pytest
 
-from pipelines.core.stats import intervals, pairing
+from pipelines.core.stats import end_to_end, intervals, record_pairing
 from pipelines.core.stats import rows as report_rows
+from pipelines.core.record.results import Loaded
 from recordutil import GOLDEN
 
 
@@ -48,7 +49,7 @@ def simulate(rng, ratio: float, processes: int, blocks: int, process_sd: float, 
 def test_blocks_pair_by_process_and_round():
     rng = np.random.default_rng(1)
     arm, base = simulate(rng, 1.10, processes=4, blocks=12, process_sd=0.2, block_sd=0.02)
-    paired = pairing.paired_units(arm, base)
+    paired = record_pairing.paired_units(arm, base)
     assert paired.kind == "process" and len(paired.units) == 4 and all(len(u) == 12 for u in paired.units)
     ratio, interval = intervals.paired_ratio_interval(paired.units)
     assert interval.low < 1.10 < interval.high and abs(ratio - 1.10) < 0.02
@@ -60,14 +61,14 @@ def test_the_unpaired_interval_carries_the_process_spread_the_paired_one_removes
     arm, base = simulate(rng, 1.10, processes=4, blocks=12, process_sd=0.2, block_sd=0.02)
     _, unpaired = intervals.ratio_interval([intervals.repeat_of(r) for r in arm],
                                            [intervals.repeat_of(r) for r in base])
-    _, paired = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
+    _, paired = intervals.paired_ratio_interval(record_pairing.paired_units(arm, base).units)
     assert (unpaired.high - unpaired.low) > 5 * (paired.high - paired.low)
 
 
 def test_a_block_with_a_recompile_leaves_its_pair_out():
     arm = [interleaved("x-arm", "b", "p0", 0, [1.0, 9.0, 1.0], recompiled=(1,))]
     base = [interleaved("x-base", "a", "p0", 0, [1.0, 1.0, 1.0])]
-    paired = pairing.paired_units(arm, base)
+    paired = record_pairing.paired_units(arm, base)
     assert paired.dropped == 1 and paired.units == [[0.0, 0.0]]
     assert "1 with a recompile left out" in paired.text()
 
@@ -75,7 +76,7 @@ def test_a_block_with_a_recompile_leaves_its_pair_out():
 def test_separate_processes_pair_by_round():
     arm = [interleaved("x-arm", "b", f"q{p}", p, [0.9] * 3) for p in range(3)]
     base = [interleaved("x-base", "a", f"p{p}", p, [1.0] * 3) for p in range(3)]
-    paired = pairing.paired_units(arm, base)
+    paired = record_pairing.paired_units(arm, base)
     assert paired.kind == "round" and len(paired.units) == 3
     ratio, _ = intervals.paired_ratio_interval(paired.units)
     assert ratio == pytest.approx(1 / 0.9, rel=1e-6)
@@ -86,7 +87,7 @@ def test_records_without_pairing_stay_unpaired():
     base = [interleaved("x-base", "a", "p0", 0, [1.0])]
     for rec in arm + base:
         rec.pop("pairing")
-    assert pairing.paired_units(arm, base).kind == ""
+    assert record_pairing.paired_units(arm, base).kind == ""
 
 
 def test_a_last_partial_batch_counts_the_samples_it_holds():
@@ -94,7 +95,7 @@ def test_a_last_partial_batch_counts_the_samples_it_holds():
     full = interleaved("x-base", "a", "p0", 0, [1.0, 1.0])
     short = interleaved("x-arm", "b", "p0", 0, [1.0, 0.9], samples=640)
     short["metrics"]["blocks"][1][6] = 576  # 9 full batches and one of 0 samples' worth less time
-    paired = pairing.paired_units([short], [full])
+    paired = record_pairing.paired_units([short], [full])
     assert paired.units[0][1] == pytest.approx(math.log(576 / 0.9) - math.log(640 / 1.0))
 
 
@@ -114,7 +115,7 @@ def test_a_a_intervals_hold_one_in_at_least_90_percent(shape, processes):
             arm = [interleaved("x-arm", "b", f"q{p}", p, [math.exp(rng.normal(0, 0.05))] * 4) for p in range(processes)]
             base = [interleaved("x-base", "a", f"p{p}", p, [math.exp(rng.normal(0, 0.05))] * 4)
                     for p in range(processes)]
-        _, interval = intervals.paired_ratio_interval(pairing.paired_units(arm, base).units)
+        _, interval = intervals.paired_ratio_interval(record_pairing.paired_units(arm, base).units)
         held += interval.low <= 1.0 <= interval.high
     assert held >= 0.90 * 200
 
@@ -134,7 +135,7 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
     for rec in base:
         rec.update(experiment="ch2-baseline", variant="baseline")
         rec["config"].update(experiment="ch2-baseline", variant="baseline")
-    built = report_rows.build(report_rows.Loaded(arm + base, [], 1))
+    built = report_rows.build(Loaded(arm + base, [], 1))
     row = next(r for r in built if r.experiment == "ch2-nobias")
     assert row.pairing.startswith("same process: 3 processes, 36 block pairs")
     assert row.verdict == "reproduced" and row.processes == 3
@@ -158,11 +159,11 @@ def test_an_end_to_end_figure_is_projected_onto_the_source_s_work_from_each_proc
         arm["metrics"].update(warmup_s=20.0 + 5 * 64 * 0.26 / 640, warmup_steps=5)
         eager.append(base)
         compiled.append(arm)
-    ratio, interval, units, how = report_rows.projected_end_to_end(entry, compiled, eager)
+    ratio, interval, units, how = end_to_end.projected(entry, compiled, eager)
     expected = (work * 0.2 / 640) / (20.0 + 3.0 + work * 0.26 / 640)  # the recompile block's 3 s excess counts
     assert ratio == pytest.approx(expected, rel=1e-6) and units == 3
     assert interval.low == pytest.approx(expected) and interval.high == pytest.approx(expected)
     assert "projected to the source's 10 x 54,000 samples: one-time cost 23.0 s" in how
-    built = report_rows.build(report_rows.Loaded(eager + compiled, [], 1))
+    built = report_rows.build(Loaded(eager + compiled, [], 1))
     row = next(r for r in built if r.variant == "compiled")
     assert row.judged == "end-to-end, projected" and row.verdict == "slower than published"  # 0.70 < 0.71

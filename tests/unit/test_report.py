@@ -23,9 +23,11 @@ from conftest import REPO, accel
 from recordutil import GOLDEN, SAMPLES, ch2, drift_pair, record, rows_for, steps, table_rows, write  # noqa: F401
 from pipelines.catalog import decisions
 from pipelines.core.report import summary as report
-from pipelines.core.report import drift as report_drift, plots
+from pipelines.core.report import drift as report_drift, scaling_plots
 from pipelines.core.config import experiments
 from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.record import machine_class
+from pipelines.core.record.results import load
 from pipelines.core.errors import ConfigError
 
 REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
@@ -177,7 +179,7 @@ def test_accuracy_compares_arms_only_at_equal_samples_seen(tmp_path):
     for rec in bs256:  # 4x the batch: 4x the samples in the same number of steps
         rec["config"]["batch_size"], rec["metrics"]["samples_per_step"] = 256, 256
     write(tmp_path, "all", base + nobias + bs256)
-    rows = report_rows.build(report_rows.load(tmp_path))
+    rows = report_rows.build(load(tmp_path))
     by_key = {r.key: r for r in rows}
     deltas = {r.experiment: report_rows.accuracy_delta(r, by_key) for r in rows}
     assert deltas["ch2-nobias"] == (pytest.approx(-2.0), "same samples seen")
@@ -209,7 +211,7 @@ def test_bad_input_is_skipped_with_reasons_and_the_rest_renders(tmp_path):
     (tmp_path / "half.jsonl").write_text(json.dumps(record("ch2-bs256", "bs256", 1.0))[:200])
     (tmp_path / "sub" / "reference").mkdir(parents=True)
     write(tmp_path / "sub" / "reference", "ref", [record("ch2-bs128", "bs128", 1.0)])
-    loaded = report_rows.load(tmp_path)
+    loaded = load(tmp_path)
     assert len(loaded.records) == 6
     assert any("unknown schema 'accel.result/9'" in s for s in loaded.skipped)
     assert any("half.jsonl:1: not JSON" in s for s in loaded.skipped)
@@ -272,7 +274,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
     mine, ref = drift_pair(tmp_path, 2.0, 0.5)
-    loaded = report_rows.load(mine)
+    loaded = load(mine)
     drift = report_drift.against(report_rows.build(loaded), loaded, ref)
     line = drift.data.set_index("variant").loc["nobias"]
     assert line.ratio == pytest.approx(2.0) and line.ref_ratio == pytest.approx(0.5)
@@ -301,7 +303,7 @@ def test_drift_without_reversal_passes(tmp_path):
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_a_reference_from_another_machine_class_gives_the_report_and_says_the_drift_check_is_skipped(tmp_path):
     mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
-    loaded = report_rows.load(mine)
+    loaded = load(mine)
     with pytest.raises(ConfigError, match="another machine class"):
         report_drift.against(report_rows.build(loaded), loaded, ref)
     for flags in ([], ["--fail-on-reversal"]):  # nothing to reverse against another class: exit 0
@@ -319,7 +321,7 @@ def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_r
     arm measured 0.84x on one such host and 0.07x on the other), so the vector units are part of the class."""
     mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_id="AuthenticAMD family 25 model 17",
                            cpu_isa="avx2 avx512f avx512_vnni avx512_bf16")
-    loaded = report_rows.load(mine)
+    loaded = load(mine)
     with pytest.raises(ConfigError, match="another machine class") as refused:
         report_drift.against(report_rows.build(loaded), loaded, ref)
     assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
@@ -333,9 +335,9 @@ CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  #
 def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path, reference):
     """Each committed CPU reference was made from a clean commit: every measured ratio has its bootstrap
     interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
-    assert REFERENCE in CPU_REFERENCES and len({report_drift.machine_classes(report_rows.load(p).records).pop()
+    assert REFERENCE in CPU_REFERENCES and len({report_drift.machine_classes(load(p).records).pop()
                                                   for p in CPU_REFERENCES}) == len(CPU_REFERENCES)
-    assert all(r["env"]["git_dirty"] is False for r in report_rows.load(reference).records)
+    assert all(r["env"]["git_dirty"] is False for r in load(reference).records)
     written = report.write_report(reference, tmp_path, formats=("md",), against=reference)
     md = written.paths[0].read_text()
     rows = table_rows(md, "Results")
@@ -351,15 +353,15 @@ def test_scaling_curves_from_record_fields(tmp_path):
     """Synthetic thread-sweep records (this machine has too few cores for a real sweep)."""
     recs = [record("ch9-cpu-threads", f"threads={t}", 100.0 * t ** 0.8, torch_threads=t)
             for t in (1, 2, 4, 8)]
-    series = plots.scaling_series(recs)
+    series = scaling_plots.scaling_series(recs)
     assert list(series[("ch9-cpu-threads", "bench")]["points"]) == [1, 2, 4, 8]
     ranks = [record("ch2-baseline", "baseline", 100.0 + r, torch_threads=16 // r) for r in (1, 2, 4)]
     for rec, r in zip(ranks, (1, 2, 4)):
         rec["dist"]["world_size"] = r
-    assert plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
-    assert plots.published_curve(experiments.get("ch9-cpu-threads")) == \
+    assert scaling_plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
+    assert scaling_plots.published_curve(experiments.get("ch9-cpu-threads")) == \
         [(n, pytest.approx(311 / t)) for n, t in ((1, 311), (2, 189), (4, 119), (8, 93), (12, 73), (16, 73))]
-    made = plots.scaling(recs, tmp_path)
+    made = scaling_plots.scaling(recs, tmp_path)
     assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
 
 
@@ -420,9 +422,9 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     """Also the gate of a machine class with no committed reference: REFERENCES holds only the committed
     references of other classes than this machine's, and the script checks their invariants instead."""
     out, others = tmp_path / "ref", tmp_path / "references"
-    here = report_drift.this_machine_class()
+    here = machine_class.this_machine()
     for folder in CPU_REFERENCES:
-        if report_drift.machine_classes(report_rows.load(folder).records) != {here}:
+        if report_drift.machine_classes(load(folder).records) != {here}:
             shutil.copytree(folder, others / folder.name)
     result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
                                                   "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "2",
@@ -438,7 +440,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
     assert (out / "report.html").is_file()
     # The two ids ran as one comparison in alternation: two rounds, one process per id and round, ABBA.
-    recs = [r for r in report_rows.load(out).records if r["experiment"].startswith("ch2-")]
+    recs = [r for r in load(out).records if r["experiment"].startswith("ch2-")]
     rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
     assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
     assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
@@ -451,7 +453,7 @@ def test_harness_overhead_reports_a_ratio(tmp_path):
                             capture_output=True, text=True, timeout=300)
     assert result.returncode == 0, result.stderr
     assert "ratio" in result.stdout
-    recs = report_rows.load(tmp_path).records
+    recs = load(tmp_path).records
     assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
     assert all(r["metrics"]["throughput_samples_per_s"] > 0 for r in recs)
 
@@ -515,7 +517,7 @@ def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
 def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     """Committed references outlive renamed arms: their records stay visible, marked, never silently lost."""
     write(tmp_path, "old", [record("ch2-nobias", "renamed-arm", 1000.0, repeat=i) for i in range(2)])
-    rows = {(r.experiment, r.variant): r for r in report_rows.build(report_rows.load(tmp_path))}
+    rows = {(r.experiment, r.variant): r for r in report_rows.build(load(tmp_path))}
     old = rows[("ch2-nobias", "renamed-arm")]
     assert old.n == 2 and old.verdict == "not in catalog" and "no arm renamed-arm" in old.why
     assert rows[("ch2-nobias", "nobias")].verdict == "not run"
@@ -524,7 +526,7 @@ def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones(tmp_path):
     """CI's drift check runs against the committed reference of the class it runs on (Zen 3, Zen 5, ...)."""
-    model, cpu_id, isa, cpus, _ = report_drift.this_machine_class()
+    model, cpu_id, isa, cpus, _ = machine_class.this_machine()
     write(tmp_path / "cpu-2core-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model="elsewhere")])
     write(tmp_path / "cpu-2core-x-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model=model, cpu_id=cpu_id,
                                                        cpu_isa=isa, logical_cpus=cpus, gpus=[])])

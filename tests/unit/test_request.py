@@ -8,7 +8,7 @@ import pytest
 from pipelines.core.cli.run_command import build_plan
 from pipelines.core.config import experiments
 from pipelines.core.config import request as requests
-from pipelines.core.distributed import launchers
+from pipelines.core.distributed import knobs
 from pipelines.core.errors import ConfigError
 from pipelines.core.harness import worker
 
@@ -53,11 +53,11 @@ def test_the_container_launcher_mounts_the_folders_the_request_names(tmp_path):
     plan = build_plan("ch2-nobias", "smoke", (), (), {"results_dir": tmp_path / "res", "data_root": tmp_path / "d"})
     path = worker.write_request(worker.request_of([plan], "r1"), tmp_path / "res")
     args = ["python3", "-m", "pipelines", requests.FLAG, str(path)]
-    assert launchers.arg_value(args, "--results-dir") == str(tmp_path / "res")
-    assert launchers.arg_value(args, "--data-root") == str(tmp_path / "d")
-    assert launchers.arg_value(args, "--device") == "cpu"
-    with pytest.raises(launchers.KnobError, match="does not exist"):
-        launchers.arg_value(["python3", "-m", "pipelines", requests.FLAG, str(tmp_path / "gone.json")], "--device")
+    assert knobs.arg_value(args, "--results-dir") == str(tmp_path / "res")
+    assert knobs.arg_value(args, "--data-root") == str(tmp_path / "d")
+    assert knobs.arg_value(args, "--device") == "cpu"
+    with pytest.raises(knobs.KnobError, match="does not exist"):
+        knobs.arg_value(["python3", "-m", "pipelines", requests.FLAG, str(tmp_path / "gone.json")], "--device")
 
 
 def test_a_launcher_started_without_checked_knobs_preflights_the_worker_s_request(tmp_path, accel_in_process):

@@ -3,7 +3,7 @@
 barrier, each run to completion). Importing this package registers the backend.
 
 Intel's own binding (oneccl_bindings_for_pytorch) exists only for torch <= 2.7 and only on Intel's index;
-pipelines/core/distributed/ranks.py prefers it where it is importable and records which one ran.
+pipelines/core/distributed/backends.py prefers it where it is importable and records which one ran.
 
 The transport (set here unless the environment already says otherwise; docs/cluster.md has the knobs):
 oneCCL's OFI layer over Intel MPI's libfabric from the impi-rt wheel, with libfabric's tcp provider, one

@@ -54,7 +54,7 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """
     from pipelines.core.config.runconfig import check_environment
     from pipelines.core.data import files
-    from pipelines.core.distributed.launchers import KnobError
+    from pipelines.core.distributed.knobs import KnobError
     from pipelines.core.harness import launch as launching, preview
 
     entry = experiments.get(experiment_id)

@@ -87,14 +87,14 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
-    from pipelines.core.distributed import ranks
+    from pipelines.core.distributed import placement
     from pipelines.core.harness import preview, runner
     from pipelines.core.train import progress
 
     plan = build_plan(experiment_id, scale, variants, option_items, overrides)
     first = plan.configs[0]
     # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
-    launched = ranks.placement().launched
+    launched = placement.placement().launched
     if first.scale == "bench" and not launched:
         bench_rounds(plan, click.get_current_context().params, no_baseline, dry_run, as_json)
         return

@@ -3,7 +3,7 @@
 One policy serves Python and the launchers: `rank_cores` gives each local rank a disjoint slice of the
 usable cores (shared single cores only when ranks outnumber cores), and `threads_per_rank` is the size of
 the smallest slice, so no rank runs more threads than it has cores. The launchers' THREADS default is
-`threads_per_rank` (distributed/launchers.py).
+`threads_per_rank` (distributed/knobs.py `threads`).
 
 `GOMP_CPU_AFFINITY=0-15` (a fixed list) is physical-cores-only only when the OS numbers hyper-thread
 siblings after all first threads, and it ignores taskset, cgroup cpusets and SLURM bindings. Here the

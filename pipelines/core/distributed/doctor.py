@@ -14,7 +14,7 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed.backends import ccl_binding, check_backend
 from pipelines.core.record import atomic, envinfo
 
 SHM_MIN_MIB = 512  # DataLoader workers and Gloo's shared-memory transport need room in /dev/shm
@@ -76,10 +76,10 @@ def backend_availability() -> dict[str, str]:
     out = {}
     for backend, device in (("gloo", "cpu"), ("mpi", "cpu"), ("ccl", "cpu"), ("nccl", "cuda")):
         try:
-            ranks.check_backend(backend, device)
+            check_backend(backend, device)
             out[backend] = "ok"
             if backend == "ccl":
-                binding = ranks.ccl_binding()
+                binding = ccl_binding()
                 out[backend] = f"ok: {binding['binding']} (oneCCL {binding['oneccl']})"
         except ValueError as exc:
             out[backend] = str(exc)

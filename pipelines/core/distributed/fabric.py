@@ -5,13 +5,13 @@ from __future__ import annotations
 
 from lightning.fabric.plugins.environments import ClusterEnvironment
 
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import placement
 
 
 class RunnerEnvironment(ClusterEnvironment):
     """The ranks the launcher started and the runner joined (core/distributed/ranks.py), told to Fabric."""
 
-    def __init__(self, place: ranks.Placement):
+    def __init__(self, place: placement.Placement):
         self.place = place
 
     @property

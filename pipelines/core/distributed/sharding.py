@@ -25,7 +25,7 @@ from typing import Any, Callable, Iterable
 import torch
 from torch import nn
 
-from pipelines.core.distributed import ranks as dist
+from pipelines.core.distributed import collectives
 from pipelines.core.train import memory
 from pipelines.core.train.loop import Hooks, RunContext, Trainable
 
@@ -110,7 +110,7 @@ class RankBytes(Hooks):
         mine = {"bytes": {name: self.measured.get(name) for name in CATEGORIES},
                 "host_bytes": {name: self.host.get(name) for name in CATEGORIES},
                 "peak_mib": memory.peak_mib(self.ctx.device)}
-        ranks = dist.gather_objects(mine)  # a collective: every rank runs train_end
+        ranks = collectives.gather_objects(mine)  # a collective: every rank runs train_end
         trainable.metrics["bytes_per_rank"] = {name: [r["bytes"][name] for r in ranks] for name in CATEGORIES}
         if self.ctx.device.type != "cpu":  # offloaded tensors: what lives in host memory on a GPU run
             trainable.metrics["host_bytes_per_rank"] = {name: [r["host_bytes"][name] for r in ranks]

@@ -13,7 +13,7 @@ import numpy as np  # so with GOMP_CPU_AFFINITY every thread of the process inhe
 
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.data import datasets
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import collectives
 from pipelines.core.harness.pipeline import Preparation, warmup_config
 from pipelines.core.harness.plan import Plan
 from pipelines.core.train import checkpoint, loop, progress, torch_state
@@ -67,4 +67,4 @@ def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Ho
     if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
     return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
-                                       ranks.barrier_if_initialized)]
+                                       collectives.barrier_if_initialized)]

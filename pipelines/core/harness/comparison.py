@@ -125,7 +125,7 @@ def measure(comparison: Comparison, echo: Callable[[str], None]) -> rounding.Mea
 
 
 def launcher_args(cfg) -> list[str]:
-    """What a launcher's knob checks read from the run (distributed/launchers.py): device, data, results."""
+    """What a launcher's knob checks read from the run (distributed/containers.py): device, data, results."""
     return ["--device", cfg.device, "--data-root", str(cfg.data_root), "--results-dir", str(cfg.results_dir)]
 
 
@@ -158,13 +158,13 @@ def _slot_env(group, allocator, env: Mapping[str, str]) -> dict[str, str]:
 
 def _ranks_fit(slot_envs: Sequence[Mapping[str, str]]) -> None:
     """A launcher's rank limit on this host (NPROC=99 on 2 cores), refused before round 1, not inside it."""
-    from pipelines.core.distributed import launchers
+    from pipelines.core.distributed import knobs
 
     for slot_env in slot_envs:
         if slot_env.get("NPROC", "").isdigit():
             try:
-                launchers.ranks_fit_here("NPROC", int(slot_env["NPROC"]))
-            except launchers.KnobError as error:
+                knobs.ranks_fit_here("NPROC", int(slot_env["NPROC"]))
+            except knobs.KnobError as error:
                 raise ConfigError(str(error)) from None
 
 

@@ -37,7 +37,7 @@ import torch  # noqa: F401, I001  (first: libgomp binds this thread before numpy
 # so with GOMP_CPU_AFFINITY every thread of the process inherits a bound core; harness/arms.py imports numpy)
 from pipelines.core.config.request import Pairing
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import collectives
 from pipelines.core.errors import ConfigError
 from pipelines.core.harness import recording
 from pipelines.core.config.arm import Arm
@@ -88,7 +88,7 @@ def work_order(configs: list[RunConfig], skips: Mapping[Arm, str], rule: stoppin
 def rank_zeros(session) -> Callable[[Any], Any]:
     """Rank 0's value on every rank of the session (all ranks must run the same repeats and block sizes, or
     a collective hangs); this process's own value without one."""
-    return (lambda mine: mine) if session is None else (lambda mine: ranks.gather_objects(mine)[0])
+    return (lambda mine: mine) if session is None else (lambda mine: collectives.gather_objects(mine)[0])
 
 
 def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:

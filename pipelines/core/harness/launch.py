@@ -52,7 +52,7 @@ def refuse(entry: experiments.Experiment, options: Mapping[str, Any], env: Mappi
                           "accel's binding (backends/ccl, built by `make venv`) nor Intel's; rebuild it with "
                           "`make venv`, or compare with -o backend=gloo")
     if "mpi-backend" in entry.requires and not in_image and not backend_chosen:
-        from pipelines.core.distributed.ranks import mpi_backend_missing  # torch: only for the entries that need it
+        from pipelines.core.distributed.backends import mpi_backend_missing  # torch: only for the entries that need it
 
         if missing := mpi_backend_missing():
             raise NotRunnable(f"{entry.id} {missing}")

@@ -69,7 +69,7 @@ class Measured:
     artifacts: dict[str, Any] = field(default_factory=dict)
 
 
-BACKENDS = ("gloo", "ccl", "nccl", "mpi")  # every collective backend a Session can join (distributed/ranks.py)
+BACKENDS = ("gloo", "ccl", "nccl", "mpi")  # every collective backend a Session can join (distributed/backends.py)
 
 
 @dataclass(frozen=True)

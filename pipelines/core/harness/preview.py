@@ -142,7 +142,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
         threads = arm_threads
     elif launcher is None:  # this process: what OpenMP was told, else what torch runs
         threads = _whole((env.get("OMP_NUM_THREADS") or "").split(",")[0]) or in_process_threads or usable
-    else:  # the launcher's own default (distributed/launchers.py): the smallest core slice per rank
+    else:  # the launcher's own default (distributed/knobs.py threads): the smallest core slice per rank
         threads = knob("THREADS") or affinity.threads_per_rank(ranks)
     return Layout(ranks, threads, usable, nodes)
 

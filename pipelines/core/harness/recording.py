@@ -18,7 +18,7 @@ from pipelines.core.config.request import Pairing
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.data import datasets
 from pipelines.core.record import envinfo, history, results
-from pipelines.core.train import loop, models, progress
+from pipelines.core.train import evaluation, loop, models, progress
 
 PROTOCOLS = {  # a record's `protocol`: how its timed steps were taken
     "blocks": "time-matched blocks, interleaved with the process's other arms (ABBA, a dropped step per switch)",
@@ -58,7 +58,7 @@ def measured(cfg: RunConfig, trainable: loop.Trainable, loaders: datasets.Loader
     rank 0, the technique's metrics, notes (the `engine_notes` last) and artifacts;
     `extra`: machine, energy, pairing."""
     if ctx.is_main:
-        metrics.update(loop.evaluate(trainable, loaders.test, cfg, ctx))
+        metrics.update(evaluation.evaluate(trainable, loaders.test, cfg, ctx))
     metrics["parameters"] = models.parameter_count(trainable.model)
     metrics["steps_per_epoch"] = len(loaders.train)  # this rank's batches an epoch: the split, batch and ranks
     metrics.update(trainable.metrics)

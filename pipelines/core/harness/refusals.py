@@ -15,13 +15,14 @@ from pathlib import Path
 import torch
 
 from pipelines.core.data import datasets, files
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import backends
 from pipelines.core.errors import ConfigError, NotRunnable
 from pipelines.core.record import atomic, envinfo, results
+from pipelines.core.harness.collective_needs import missing_collectives
 from pipelines.core.harness.plan import Plan, dist_options
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import RunConfig
-from pipelines.core.train import loop, models
+from pipelines.core.train import loop, models, pretrained
 
 
 # (launcher knob, what it selects, what this process actually loaded)
@@ -62,7 +63,7 @@ def refuse_before_work(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, cap
     if cfg.dataset != "synthetic" and data:
         files.verify(cfg.dataset, cfg.data_root)  # missing or damaged data: refuse before any work
     if cfg.weights is not None and not (Path(cfg.weights).is_dir() and models.spec(cfg.model).from_folder):
-        models.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
+        pretrained.read_state_dict(cfg.weights)  # a file of tensors (a folder model reads its folder in setup)
     if ctx.is_main:
         results.check_writable(cfg.results_dir)
         if the_plan.pipeline.supports.checkpoints and cfg.options.checkpoint_dir:
@@ -98,7 +99,7 @@ def _refuse_capabilities(the_plan: Plan, cfg: RunConfig, runtime: bool = True) -
                               f"with `accel launch {experiment.id} ...` (what `make {experiment.id}` runs) or "
                               f"`{knob}={wanted} launch/local.sh run {experiment.id} ...`")
     if the_plan.pipeline.supports.backends:
-        ranks.check_backend(cfg.options.backend, cfg.device)
+        backends.check_backend(cfg.options.backend, cfg.device)
 
 
 def skip_reason(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
@@ -132,9 +133,9 @@ def _unmet(need, cfg: RunConfig, ctx: loop.RunContext) -> str | None:
     if need.module and importlib.util.find_spec(need.module) is None:
         return f"{need.module} is not installed here (make venv installs it)"
     backend = getattr(cfg.options, "backend", None)
-    if missing := ranks.missing_collectives(backend, need.collectives):
+    if missing := missing_collectives(backend, need.collectives):
         return (f"it calls {', '.join(missing)}, which the {backend} backend does not implement (it has "
-                f"{', '.join(ranks.COLLECTIVES[backend])}): accel launch {arm} -o backend=gloo")
+                f"{', '.join(backends.COLLECTIVES[backend])}): accel launch {arm} -o backend=gloo")
     return None
 
 

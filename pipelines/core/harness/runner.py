@@ -17,7 +17,7 @@ import torch
 
 from pipelines.core.config.arm import Arm
 from pipelines.core.config.request import Pairing
-from pipelines.core.distributed import ranks
+from pipelines.core.distributed import placement, ranks
 from pipelines.core.errors import DistError
 from pipelines.core.harness.execute import Outcome, run_plans
 from pipelines.core.harness.plan import Plan, dist_options
@@ -35,7 +35,7 @@ def execute_plans(plans: list[Plan], shown: progress.Settings = progress.OFF,
     called on rank 0 once every refusal has passed and before any work (the CLI prints its plan there, so
     a refused run stays one line). `run_id`, `pairing`: a worker's request's (config/request.py)."""
     first = plans[0].configs[0]
-    place = ranks.placement()
+    place = placement.placement()
     device = torch.device(first.device)
     here = loop.RunContext(device, place.rank, place.world_size)
     for the_plan in plans:

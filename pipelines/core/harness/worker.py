@@ -65,12 +65,12 @@ def record_paths(request: requests.Request) -> list[Path]:
 
 def serve(request: requests.Request) -> tuple[list[Plan], list[Outcome]]:
     """Measure what the request asks, as described in the module docstring."""
-    from pipelines.core.distributed import ranks
+    from pipelines.core.distributed import placement
     from pipelines.core.harness import runner
     from pipelines.core.train import progress
 
     plans = plans_of(request)
-    launched = ranks.placement().launched
+    launched = placement.placement().launched
     mine = plans[:1] if launched else plans  # a launch's ranks run one plan (a comparison's slot of ranks: one arm)
     return mine, runner.execute_plans(mine, progress.settings(request.quiet, request.verbose), run_id=request.run_id,
                                       pairing=request.pairing)

@@ -211,9 +211,3 @@ def fingerprint() -> dict[str, Any]:
                  if k.startswith(RECORDED_PREFIXES) and k not in NOT_RECORDED},
     }
 
-
-def machine_key(env: dict[str, Any]) -> tuple:
-    """What must match for two runs' times to be compared (used by the report)."""
-    image = env.get("image") or {}
-    return (env.get("cpu_model"), env.get("cpu_id"), env.get("cpu_isa"), env.get("logical_cpus"), env.get("torch"),
-            image.get("target"), image.get("lock_sha256"), tuple(g["name"] for g in env.get("gpus") or ()))

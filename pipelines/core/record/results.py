@@ -5,9 +5,11 @@ renamed into place. The runner rewrites its file after every finished repeat, so
 A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
 writes "interrupted" for the repeat in flight (how far it got), which a report never compares. Optional
 keys: `error`, `artifacts`, `notes`, `stopping` (a `--repeats auto` run: which rule stopped it),
-`pairing` (the comparison's group, its round and the process that measured the arm: stats/pairing.py pairs
-two arms' records by it) and `protocol` (how the timed steps were taken: `blocks` or `window`; records
+`pairing` (the comparison's group, its round and the process that measured the arm: stats/record_pairing.py
+pairs two arms' records by it) and `protocol` (how the timed steps were taken: `blocks` or `window`; records
 written before it was added ran blocks at bench scale in a comparison's shared process, else one window).
+Readers: `read` (one file, damage raises), `read_tolerant` (one file, damage skipped with a reason) and `load`
+(every file of a results folder, as the report and `accel diff` read it).
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
+from pipelines.core.errors import ConfigError
 from pipelines.core.record import atomic
 from pipelines.core.config.arm import Arm
 
@@ -155,3 +158,30 @@ def read_tolerant(path: Path) -> Iterator[dict[str, Any] | Skipped]:
             yield _parse(path, number, line)
         except SchemaError as exc:
             yield Skipped(str(exc))
+
+
+@dataclass
+class Loaded:
+    records: list[dict[str, Any]]
+    skipped: list[str]  # "file[:line]: reason" for everything that could not be used
+    files: int
+
+
+def load(results_dir: Path) -> Loaded:
+    """Every valid record under results_dir (sub-folders too, except reference/ ones: those are compared
+    with --against, never mixed in); damaged lines and unknown schemas are skipped, each with a reason."""
+    root = Path(results_dir)
+    if not root.is_dir():
+        raise ConfigError(f"results dir {root} does not exist; run an experiment first "
+                          "(e.g. make <id> ARGS='--scale bench') or pass --results-dir")
+    loaded = Loaded([], [], 0)
+    for path in sorted(root.glob("**/*.jsonl")):
+        if "reference" in path.relative_to(root).parts[:-1]:
+            continue
+        loaded.files += 1
+        for item in read_tolerant(path):
+            if isinstance(item, Skipped):
+                loaded.skipped.append(item.reason)
+            else:
+                loaded.records.append(item)
+    return loaded

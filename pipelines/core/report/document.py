@@ -11,15 +11,15 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pipelines.core.record import atomic
+from pipelines.core.record import atomic, machine_class, results
 from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
 from pipelines.core.report import shares as report_shares
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
-from pipelines.core.record.envinfo import machine_key
 from pipelines.core.report.render import Doc
-from pipelines.core.stats.rows import Loaded, Row
+from pipelines.core.record.results import Loaded
+from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
 
 HARNESS_GOAL_PCT = tables.HARNESS_GOAL_PCT
@@ -66,7 +66,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
 
 def summary(results_dir: Path, strict: bool = False) -> str:
     """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
-    loaded = report_rows.load(results_dir)
+    loaded = results.load(results_dir)
     rows = report_rows.build(loaded, None, strict)
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
@@ -102,8 +102,8 @@ def machines(records: list[dict[str, Any]]) -> list[str]:
         gpus = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
         line = (f"{env.get('cpu_model')} ({env.get('logical_cpus')} logical CPUs), {gpus}; torch "
                 f"{env.get('torch')}; {image}")
-        item = out.setdefault(machine_key(env), {"line": line, "threads": set(), "omp": set(), "data": set(),
-                                                 "git": set()})
+        item = out.setdefault(machine_class.key(env, software=True), {"line": line, "threads": set(), "omp": set(),
+                                                                      "data": set(), "git": set()})
         item["threads"].add(str(env.get("torch_threads")))
         item["omp"].add(str(env.get("openmp_runtime")))
         if data_source(cfg) is not None:

@@ -4,8 +4,9 @@ both intervals and the difference, and whether any conclusive verdict reversed.
 Why only reversals fail: timings on shared machines drift by tens of percent, so a CI job that asserted
 ratios would fail on noise. A verdict that the intervals made conclusive and that flips (faster than
 published <-> slower than published) is not noise; everything else is a drift table to read. Ratios
-are comparable only on one machine class (CPU model, family/model, vector units, logical CPU count,
-GPUs), so a reference from another class is never shown beside this run: `against` refuses it
+are comparable only on one machine class (record/machine_class.py: CPU model, family/model, vector units,
+logical CPU count, GPUs; not torch or the image, whose changes are what drift shows), so a reference from
+another class is never shown beside this run: `against` refuses it
 (OtherMachineClass), and `accel report --against` then writes the full report without a drift table,
 saying in one line (on the terminal and in report.md) that the drift check was skipped and why, the two
 classes side by side. With nothing compared nothing can reverse, so --fail-on-reversal passes.
@@ -19,12 +20,13 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from pipelines.core.stats import pairing
+from pipelines.core.record import machine_class
+from pipelines.core.record.results import Loaded, load
 from pipelines.core.stats import rows as report_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
 from pipelines.core.errors import ConfigError
-from pipelines.core.stats.rows import Loaded, Row
+from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
 
 COLUMNS = ("experiment", "variant", "scale", "ratio", "ci_low", "ci_high", "ref_ratio", "ref_ci_low",
@@ -40,10 +42,7 @@ class Drift:
 
 
 def machine_classes(records: list[dict[str, Any]]) -> set[tuple]:
-    return {pairing.machine_class(r) for r in records if r["status"] == "ok"}
-
-
-SAME_CLASS = "CPU model, family/model, vector units, logical CPUs and GPUs"
+    return {machine_class.key(r["env"], software=False) for r in records if r["status"] == "ok"}
 
 
 class OtherMachineClass(ConfigError):
@@ -51,12 +50,13 @@ class OtherMachineClass(ConfigError):
     report prints when it skips the drift check instead (the two classes side by side)."""
 
     def __init__(self, reference: Path, ours: set[tuple], refs: set[tuple]) -> None:
-        theirs_text = "; ".join(sorted(map(pairing.class_text, refs)))
-        ours_text = "; ".join(sorted(map(pairing.class_text, ours)))
+        theirs_text = "; ".join(sorted(map(machine_class.text, refs)))
+        ours_text = "; ".join(sorted(map(machine_class.text, ours)))
+        same = machine_class.CLASS_WORDS
         self.reason = (f"{reference} is from another machine class: reference {theirs_text} vs this run "
-                       f"{ours_text}; ratios drift only against a reference with the same {SAME_CLASS}")
+                       f"{ours_text}; ratios drift only against a reference with the same {same}")
         super().__init__(f"--against {reference} is from another machine class ({theirs_text}) than this run "
-                         f"({ours_text}); ratios drift only against a reference with the same {SAME_CLASS}")
+                         f"({ours_text}); ratios drift only against a reference with the same {same}")
 
 
 def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], reference: Path) -> None:
@@ -70,26 +70,15 @@ def check_same_class(mine: list[dict[str, Any]], theirs: list[dict[str, Any]], r
         raise OtherMachineClass(reference, ours, refs)
 
 
-def this_machine_class() -> tuple:
-    """This machine's class, as a record of a run here would carry it (`stats.pairing.machine_class`)."""
-    import os
-
-    from pipelines.core.record import envinfo
-
-    env = {"cpu_model": envinfo.cpu_model(), **envinfo.cpu_class(), "logical_cpus": os.cpu_count(),
-           "gpus": envinfo.gpus()}
-    return pairing.machine_class({"env": env})
-
-
 def reference_for_this_machine(candidates: list[Path]) -> Path | None:
     """The committed reference among `candidates` whose every record is of this machine's class: machines
     change between sessions and CI (Zen 3, Zen 5, Sapphire Rapids), and a drift check is live only against
     a reference of the same class; None when no candidate is."""
-    here = this_machine_class()
+    here = machine_class.this_machine()
     for folder in candidates:
         if not Path(folder).is_dir():
             continue
-        classes = machine_classes(report_rows.load(folder).records)
+        classes = machine_classes(load(folder).records)
         if classes == {here}:
             return Path(folder)
     return None
@@ -113,7 +102,7 @@ def main(argv: list[str] | None = None) -> int:
 def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | None = None) -> Drift:
     """Compare `rows` (this run) with the reference run in `reference`; refuse another machine class
     (OtherMachineClass, a ConfigError: the report turns it into a skipped drift check)."""
-    ref_loaded = report_rows.load(reference)
+    ref_loaded = load(reference)
     check_same_class(loaded.records, ref_loaded.records, reference)
     ref_rows = {row.key: row for row in report_rows.build(ref_loaded, only)}
     lines, reversals = [], []
@@ -143,7 +132,7 @@ def judge(results_dir: Path, only: list[str] | None = None, reference: Path | No
           strict: bool = False) -> Judged:
     """The rows and verdicts of a results folder, and the drift check against `reference`. A reference of
     another machine class gives no drift table, and `drift_skipped` says why (the two classes side by side)."""
-    loaded = report_rows.load(results_dir)
+    loaded = load(results_dir)
     rows = report_rows.build(loaded, only, strict)
     drift, skipped = None, None
     if reference is not None:

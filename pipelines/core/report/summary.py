@@ -1,9 +1,10 @@
 """Published vs reproduced: the names the CLI, CI scripts and tests use, and the catalog's text views.
 
 The report itself is three layers: rows (`stats.rows`: records -> one Row per arm with its ratio, interval
-and verdict; the numbers in `stats.intervals`, baselines and pairing in `stats.pairing`, drift against a
-reference in `report.drift`), render (`report.tables`: DataFrames; `report.render`: Markdown, HTML and CSV
-from those DataFrames; `report.document`: the sections and the files) and plots (`report.plots`).
+and verdict; the numbers in `stats.intervals`, baselines in `stats.pairing`, the pairing of records in
+`stats.record_pairing`, the verdict in `stats.judging`, drift against a reference in `report.drift`),
+render (`report.tables`: DataFrames; `report.render`: Markdown, HTML and CSV from those DataFrames;
+`report.document`: the sections and the files) and plots (`report.plots`).
 The functions here that print catalog text (`accel list`, `accel run`) need none of that, so pandas
 and matplotlib are imported only when a report is written.
 """

@@ -36,8 +36,7 @@ from typing import Any, Callable
 
 from pipelines.core.errors import ConfigError
 from pipelines.core.record import results
-from pipelines.core.stats import intervals, pairing
-from pipelines.core.stats.rows import load
+from pipelines.core.stats import intervals, record_pairing
 
 ArmKey = tuple[str, str, str]  # experiment, variant, scale
 
@@ -67,7 +66,7 @@ def read(path: Path) -> list[dict[str, Any]]:
     if path.is_file():
         found = [item for item in results.read_tolerant(path) if not isinstance(item, results.Skipped)]
     elif path.is_dir():
-        found = load(path).records
+        found = results.load(path).records
     else:
         raise ConfigError(f"{path} does not exist; give a results folder or a .jsonl file "
                           "(e.g. accel diff results/reference/<run> results)")
@@ -129,7 +128,8 @@ def compare_arm(key: ArmKey, before: list[dict[str, Any]], after: list[dict[str,
     else:  # a side without per-step times: whole repeats only
         ratio, interval = intervals.mean_ratio_interval(second, first)
     low, high = (interval.low - 1) * 100, (interval.high - 1) * 100
-    enough = min(pairing.processes(before), pairing.processes(after)) >= intervals.MIN_REPEATS_FOR_VERDICT
+    fewest = min(record_pairing.processes(before), record_pairing.processes(after))
+    enough = fewest >= intervals.MIN_REPEATS_FOR_VERDICT
     note = "" if enough else f"too few processes to judge (fewer than {intervals.MIN_REPEATS_FOR_VERDICT} a side)"
     if other_work := work_difference(before, after):
         enough, note = False, f"not the same work: {other_work}"

@@ -28,7 +28,7 @@ Every interval that can decide a verdict has such a floor: the unpaired ratio (`
 of per-repeat means (`mean_ratio_interval`: book-scale end-to-end, memory) have Welch's t interval on their
 repeats' logs (Satterthwaite's df, rounded down), paired totals the paired t; a percentile bootstrap of 3
 repeats alone held the true ratio in 80-85 % of simulated comparisons. The verdict's gate counts processes
-(stats/rows.py). Coverage is measured, not assumed: tests/unit/test_coverage.py for every path,
+(stats/judging.py). Coverage is measured, not assumed: tests/unit/test_coverage.py for every path,
 ci/calibrate-intervals.py on a real machine (docs/timing.md).
 """
 

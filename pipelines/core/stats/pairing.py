@@ -1,27 +1,25 @@
-"""Which arm a reproduced arm is compared with, which published figures belong to it, and whether two
-sets of records may be compared at all, and how two arms' records pair up (`paired_units`).
+"""What an arm is compared with: the baseline arm, the published figures that belong to the arm, and whether
+the devices and hardware class it ran on are the ones the source's figure was measured on.
 
 The catalog is the only source: an entry's `baseline` ("id" or "id@variant"), or, without one, the
 entry's own first arm. A baseline id without "@variant" means the arm of that experiment with the same
 name when there is one (oneCCL ranks=4 against Gloo ranks=4), else its first arm. With `match_cores`,
 the arm of the baseline experiment that ran on the same total cores is used instead of the declared one
-(the book's 2x8 against 1x16 becomes 2x1 against 1x2 on a 2-core machine). Records are compared only
-when machine, torch and image agree (`envinfo.machine_key`); the report says which of them differ.
+(the book's 2x8 against 1x16 becomes 2x1 against 1x2 on a 2-core machine). Whether records may be compared
+at all is record/machine_class.py's; how they pair, stats/record_pairing.py's.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from pipelines.core.config import experiments
-from pipelines.core.record.envinfo import machine_key
-from pipelines.core.stats import intervals
 
-MACHINE_FIELDS = ("CPU model", "CPU family/model", "CPU vector units", "logical CPUs", "torch", "image target",
-                  "image lock", "GPUs")
 TIME_METRICS = {"train_time_s": 1.0, "train_time_min": 60.0, "fit_time_min": 60.0}  # metric -> s per unit
+
+# A source's stated factors (the scale note's recipe table: "2x speed, 2x memory"): judged like measured figures
+# when an arm has no published ratio of its own, and labelled as rules of thumb.
+STATED_SPEED, STATED_MEMORY = "stated_speed_factor_x", "stated_memory_factor_x"
 
 Records = list[dict[str, Any]]
 
@@ -45,6 +43,22 @@ def published_times(entry: experiments.Experiment, variant: str) -> list[tuple[s
     """(as printed, seconds) of an arm's published training times."""
     return [(f"{fig.value:g} {fig.metric.rsplit('_', 1)[-1]}", fig.value * TIME_METRICS[fig.metric])
             for fig in entry.published if fig.metric in TIME_METRICS and applies(entry, fig, variant)]
+
+
+def ratio_figure(entry: experiments.Experiment, variant: str) -> experiments.Published | None:
+    """The figure an arm's measured ratio is judged against: its published ratio, else the source's stated
+    speed factor."""
+    return published_figure(entry, "ratio", variant) or published_figure(entry, STATED_SPEED, variant)
+
+
+def basis_text(fig: experiments.Published) -> str:
+    """What a ratio figure measured, and how it became a ratio on the same work as the measured one."""
+    if fig.metric == STATED_SPEED:
+        return "stated rule of thumb"
+    if fig.work_ratio == 1.0:
+        return fig.basis_name
+    return (f"{fig.basis_name} {fig.value:g} over {fig.work_ratio:.3g}x the work: {fig.same_work_value:.2f} "
+            "on the same work")
 
 
 def declared_baseline(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
@@ -112,19 +126,6 @@ def _world_sizes(records: Records) -> list[int]:
     return sorted({int((r.get("dist") or {}).get("world_size") or 1) for r in records})
 
 
-def machine_difference(records: Records) -> str:
-    """'' when every record ran on one machine/torch/image, else what differs."""
-    keys = {machine_key(r["env"]) for r in records}
-    if len(keys) < 2:
-        return ""
-    parts = []
-    for index, name in enumerate(MACHINE_FIELDS):
-        values = sorted({str(k[index]) for k in keys})
-        if len(values) > 1:
-            parts.append(f"{name} {' vs '.join(values)}")
-    return "runs differ in " + "; ".join(parts)
-
-
 def hardware_class(entry: experiments.Experiment) -> str:
     """"gpu" or "cpu", where the source ran; "any" for a rule of thumb stated for no hardware (the notes)."""
     if entry.hardware.startswith("generic"):
@@ -134,126 +135,3 @@ def hardware_class(entry: experiments.Experiment) -> str:
 
 def run_class(records: Records) -> str:
     return "gpu" if any(r["config"].get("device") == "cuda" for r in records) else "cpu"
-
-
-def machine_class(record: dict[str, Any]) -> tuple:
-    """What a committed reference must share with a run to be compared: CPU model, family/model and vector
-    units (a VM's generic model name can hide another generation), logical CPUs, GPUs."""
-    env = record["env"]
-    return (env.get("cpu_model"), env.get("cpu_id"), env.get("cpu_isa"), env.get("logical_cpus"),
-            tuple(g.get("name") for g in env.get("gpus") or ()))
-
-
-def class_text(key: tuple) -> str:
-    model, cpu_id, isa, cpus, gpus = key
-    return f"{model} ({cpu_id or 'family/model not recorded'}, {isa or 'vector units not recorded'}; " \
-           f"{cpus} logical CPUs, {', '.join(gpus) or 'no GPU'})"
-
-
-@dataclass
-class Pairing:
-    """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by block
-    round), "round" (the arms' processes of one alternation round) or "" (not paired: the arms were measured
-    apart, and the interval resamples them as independent). `units`: what stats/intervals.py resamples."""
-
-    kind: str = ""
-    units: list[intervals.Unit] = field(default_factory=list)
-    dropped: int = 0  # block pairs left out: a recompile inside either block
-    processes: int = 0  # the fewest processes either arm's paired records came from (the verdict's gate)
-
-    def text(self) -> str:
-        if self.kind == "process":
-            pairs = sum(len(u) for u in self.units)
-            dropped = f", {self.dropped} with a recompile left out" if self.dropped else ""
-            return f"same process: {len(self.units)} processes, {pairs} block pairs{dropped}"
-        if self.kind == "round":
-            within = "" if self.processes >= len(self.units) else \
-                f" in {self.processes} process{'es' if self.processes != 1 else ''}"
-            return f"same round: {len(self.units)} rounds{within}"
-        return "unpaired"
-
-
-def _mark(record: dict[str, Any]) -> dict[str, Any]:
-    return record.get("pairing") or {}
-
-
-def processes(records: Records) -> int:
-    """How many processes measured these records: repeats of one process share its state (where its threads
-    landed, its allocator, the minute), most of a shared machine's noise, so the verdict counts processes, not
-    records. A record without a process mark counts as a process of its own."""
-    return len({_mark(r).get("process") or id(r) for r in records})
-
-
-def blocks_of(record: dict[str, Any]) -> list[tuple[int, int, float, bool, float]]:
-    """An interleaved record's blocks as (round, steps, seconds, recompiled, samples); samples count every
-    rank's. Blocks written before the samples column count full batches."""
-    metrics = record["metrics"]
-    ranks = int((record.get("dist") or {}).get("world_size") or 1)
-    out = []
-    for block in metrics.get("blocks") or ():
-        steps, seconds = int(block[1]), float(block[2])
-        recompiled = bool(block[5]) if len(block) > 5 else False
-        samples = block[6] * ranks if len(block) > 6 else steps * (metrics.get("samples_per_step") or 0)
-        out.append((int(block[0]), steps, seconds, recompiled, float(samples)))
-    return out
-
-
-def _block_throughputs(record: dict[str, Any]) -> dict[int, tuple[float, bool]]:
-    """Block round -> (samples/s of the block, a recompile inside it)."""
-    return {index: (samples / seconds, recompiled) for index, steps, seconds, recompiled, samples in blocks_of(record)
-            if steps and seconds > 0 and samples}
-
-
-def _by_process(records: Records) -> dict[str, dict[str, Any]]:
-    return {_mark(r).get("process"): r for r in records if _mark(r).get("process")}
-
-
-def total_log_ratios(records: Records, base_records: Records) -> list[float]:
-    """Per process that ran both arms in blocks: log(arm's samples / seconds) - log(baseline's), each side
-    summed over the block rounds both ran without a recompile (the ratio of totals, untrimmed, unweighted by
-    block: a second estimate beside the paired one, stats/sensitivity.py)."""
-    mine, theirs = _by_process(records), _by_process(base_records)
-    out = []
-    for process in [p for p in mine if p in theirs and mine[p] is not theirs[p]]:
-        a = {b[0]: b for b in blocks_of(mine[process]) if b[1] and b[2] > 0 and b[4] and not b[3]}
-        b = {b[0]: b for b in blocks_of(theirs[process]) if b[1] and b[2] > 0 and b[4] and not b[3]}
-        both = sorted(set(a) & set(b))
-        if both:
-            out.append(math.log(sum(a[k][4] for k in both) / sum(a[k][2] for k in both))
-                       - math.log(sum(b[k][4] for k in both) / sum(b[k][2] for k in both)))
-    return out
-
-
-def paired_units(records: Records, base_records: Records) -> Pairing:
-    """Pair an arm's records with its baseline's: by process and block round where both ran blocks in the
-    same processes, else by alternation round (group and round), else not at all."""
-    mine, theirs = _by_process(records), _by_process(base_records)
-    shared = [p for p in mine if p in theirs and mine[p]["metrics"].get("blocks") and theirs[p]["metrics"].get("blocks")
-              and mine[p] is not theirs[p]]
-    if shared:
-        units, dropped = [], 0
-        for process in shared:
-            a, b = _block_throughputs(mine[process]), _block_throughputs(theirs[process])
-            logs = []
-            for index in sorted(set(a) & set(b)):
-                if a[index][1] or b[index][1]:
-                    dropped += 1
-                    continue
-                logs.append(math.log(a[index][0]) - math.log(b[index][0]))
-            if logs:
-                units.append(logs)
-        if units:
-            return Pairing("process", units, dropped, len(units))
-    by_round = lambda recs: {(_mark(r).get("group"), _mark(r).get("round")): r for r in recs  # noqa: E731
-                             if _mark(r).get("group") is not None and _mark(r).get("round") is not None}
-    mine_r, theirs_r = by_round(records), by_round(base_records)
-    units, used = [], []
-    for key in mine_r:
-        if key in theirs_r and mine_r[key] is not theirs_r[key]:
-            variant, baseline = intervals.repeat_of(mine_r[key]), intervals.repeat_of(theirs_r[key])
-            if variant is not None and baseline is not None:
-                units.append((variant, baseline))
-                used.append((mine_r[key], theirs_r[key]))
-    if not units:
-        return Pairing()
-    return Pairing("round", units, processes=min(processes([m for m, _ in used]), processes([t for _, t in used])))

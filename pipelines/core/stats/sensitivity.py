@@ -18,7 +18,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from pipelines.core.stats import intervals, pairing
+from pipelines.core.stats import intervals, record_pairing
 from pipelines.core.stats.intervals import Interval
 
 EDGE = 0.005  # relative distance of an interval end from a band edge that makes a verdict "at the edge"
@@ -37,11 +37,11 @@ def other_estimates(records: Sequence[dict[str, Any]], base_records: Sequence[di
                     ) -> dict[str, tuple[float, Interval]]:
     """The untrimmed and the ratio-of-totals estimates (ratio, interval) where the arms ran in blocks of
     shared processes; none otherwise (a round-paired or unpaired ratio is already a ratio of totals)."""
-    paired = pairing.paired_units(list(records), list(base_records))
+    paired = record_pairing.paired_units(list(records), list(base_records))
     if paired.kind != "process":
         return {}
     out = {"untrimmed": intervals.paired_ratio_interval(paired.units, trim=0.0)}
-    logs = pairing.total_log_ratios(list(records), list(base_records))
+    logs = record_pairing.total_log_ratios(list(records), list(base_records))
     if len(logs) > 1:
         point = math.exp(statistics.fmean(logs))
         spread = intervals.paired_halfwidth(np.asarray(logs)) or 0.0

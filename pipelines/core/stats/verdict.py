@@ -14,8 +14,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from pipelines.core.config import experiments
+from pipelines.core.record.results import Loaded
 from pipelines.core.stats import rows as rows_of
-from pipelines.core.stats import intervals
+from pipelines.core.stats import intervals, pairing
 from pipelines.core.config.arm import Arm
 
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
@@ -31,7 +32,7 @@ def _table(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
 
 
 def published_source(entry: experiments.Experiment | None, variant: str,
-                     metrics: Sequence[str] = ("ratio", rows_of.STATED_SPEED)) -> str:
+                     metrics: Sequence[str] = ("ratio", pairing.STATED_SPEED)) -> str:
     """Where the published figure of this arm comes from (book:ch2, talk-slides, ...), or ''."""
     if entry is None:
         return ""
@@ -73,7 +74,7 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str],
          serving: dict[tuple[str, str], str] | None = None) -> list[dict[str, Any]]:
     """One dict per arm of `ids` that has records (the table's lines, and the --json objects). `serving`:
     arms measured only as another entry's baseline, shown as that ("baseline", the role as why)."""
-    built = rows_of.build(rows_of.Loaded(records, [], 1), list(ids))
+    built = rows_of.build(Loaded(records, [], 1), list(ids))
     out = []
     for row in built:
         if row.experiment not in ids or not (row.records or row.errors or row.interrupted):

@@ -11,51 +11,46 @@ Timing rules (why each one exists):
 - Warm-up steps (compilation, allocator growth, cache fills) are timed, but reported apart.
 - Data wait (from the step's start until its batch is on the device: the loader's hand-over and the
   copy, as far as they are not hidden behind earlier work) is measured apart from compute.
-- Evaluation runs with the clock stopped; it never leaks into training time. A source's own per-epoch
-  validation pass is another thing: a Hooks' `epoch_end`, which the loop calls inside the timed window, as
-  the source's clock held it (core/train/bookkeeping.py); `epoch_times_s` end before the hooks run.
+- Evaluation (train/evaluation.py) runs with the clock stopped; it never leaks into training time. A
+  source's own per-epoch validation pass is another thing: a Hooks' `epoch_end`, which the loop calls
+  inside the timed window, as the source's clock held it (core/train/bookkeeping.py); `epoch_times_s` end
+  before the hooks run.
 - Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
 - Every measured step's time is kept (`step_times_s`), so a report can put an interval on a ratio.
 - Every step's loss is kept on the device too (no synchronization per step) and leaves it once per
-  epoch; the record carries it binned to at most LOSS_CURVE_POINTS means (`loss_curve`).
+  epoch; the record carries it binned to at most LOSS_CURVE_POINTS means (train/step_losses.py).
 - `Hooks.step_end` runs after the step's clock stopped: progress bars count there, outside step times.
 - Page faults (getrusage) are counted over the timed windows and reported per step: glibc returning
   freed buffers to the OS and faulting them in again is most of a CPU step's spread (docs/timing.md).
-- With `pause_collector` (bench scale) Python's cyclic collector runs before a timed window, never in it.
+- With `pause_collector` (bench scale) Python's cyclic collector runs before a timed window, never in it
+  (both in train/host_noise.py).
 - The loop's state lives in `Training`, so one arm can run in blocks between other arms' blocks
-  (train/interleave.py): same steps, same clocks, `train_s` summed over the arm's own windows.
+  (train/interleave.py): same steps, same clocks, `train_s` summed over the arm's own windows. Its totals
+  become the record's metrics in train/record_metrics.py.
 
 Per-technique callbacks (an lr scheduler, FSDP's final gather) and the runner's (checkpoints) are one
 mechanism: `Hooks` objects, the Trainable's first, then the runner's, called in that order.
-
-Over 300 lines on purpose: it is the one loop, and its timing rules (clocks, windows, warm-up, page faults,
-the collector, the record's metrics) are checked by reading them together; split, a rule would sit apart
-from the steps it governs.
 """
 
 from __future__ import annotations
 
-import gc
-import math
 import random
-import resource
-import statistics
-import time
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import numpy as np
 import torch
 from torch import nn
-from torch.utils.flop_counter import FlopCounterMode
 
-from pipelines.core.train import clocks, interrupt, memory
+from pipelines.core.train import clocks, interrupt
 from pipelines.core.train.clocks import now
+from pipelines.core.train.flops import count_flops
+from pipelines.core.train.host_noise import collector_paused, page_faults
+from pipelines.core.train.step_losses import to_host
+from pipelines.core.train.record_metrics import arm_metrics
 from pipelines.core.config.runconfig import RunConfig
 
 Step = Callable[[torch.Tensor, torch.Tensor], torch.Tensor]
-LOSS_CURVE_POINTS = 200  # a loss curve's resolution in the record: enough for a plot, small in JSON
 SETTLE_EVERY = 1000  # steps between reads of a GPU clock's events when no epoch ends (bounds their number)
 
 
@@ -101,16 +96,6 @@ class RunContext:
         return self.rank == 0
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear-interpolated percentile (q in 0..100), as numpy's default."""
-    ordered = sorted(values)
-    if not ordered:
-        return math.nan
-    position = (len(ordered) - 1) * q / 100
-    low, high = math.floor(position), math.ceil(position)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def _batches(loader, hooks: list[Hooks], start_epoch: int) -> Iterator[tuple[int, bool, Any]]:
     """Endless (epoch, is_last_in_epoch, batch) stream; set_epoch reshuffles distributed samplers."""
     epoch = start_epoch
@@ -129,52 +114,6 @@ def _batches(loader, hooks: list[Hooks], start_epoch: int) -> Iterator[tuple[int
             yield epoch, following is None, pending
             pending = following
         epoch += 1
-
-
-def count_flops(trainable: Trainable, x: torch.Tensor, y: torch.Tensor) -> int | None:
-    """Forward + backward FLOPs of one batch through the eager model (torch.utils.flop_counter)."""
-    model = trainable.model
-    with FlopCounterMode(display=False) as counter:
-        torch.nn.functional.cross_entropy(model(x), y).backward()
-    model.zero_grad(set_to_none=True)
-    return counter.get_total_flops() or None
-
-
-def page_faults() -> tuple[int, int]:
-    """(minor, major) page faults of this process so far (getrusage): glibc handing freed activation
-    buffers back to the OS and faulting them in again is the main source of step-time spread on a CPU."""
-    usage = resource.getrusage(resource.RUSAGE_SELF)
-    return usage.ru_minflt, usage.ru_majflt
-
-
-FAULT_BURST = 1000  # minor faults in one block, and 10x the arm's median block, make a burst
-
-
-def fault_bursts(blocks: Sequence[Sequence[float]]) -> list[int]:
-    """The rounds of the blocks whose minor page faults burst: at least FAULT_BURST and 10 times the arm's
-    median block. With the allocator pinned a block faults a few pages; a burst (the heap grown or trimmed,
-    thousands of pages faulted in again, up to about 1 % of a 0.5 s block) is flagged, never dropped."""
-    if not blocks:
-        return []
-    typical = statistics.median(b[3] for b in blocks)
-    return [int(b[0]) for b in blocks if b[3] >= max(FAULT_BURST, 10 * typical)]
-
-
-@contextmanager
-def collector_paused(paused: bool = True) -> Iterator[None]:
-    """Python's cyclic garbage collector off for a timed window (a collection inside it is seconds of
-    another arm's garbage, billed to this step); it runs, untimed, before the window opens."""
-    if not paused:
-        yield
-        return
-    was_enabled = gc.isenabled()
-    gc.collect()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was_enabled:
-            gc.enable()
 
 
 class Training:
@@ -256,7 +195,7 @@ class Training:
         x = x.to(device, non_blocking=non_blocking)
         y = y.to(device, non_blocking=non_blocking)
         if self.done == 0 and self.trainable.count_flops and self.ctx.is_main:
-            self.flops = count_flops(self.trainable, x, y)
+            self.flops = count_flops(self.trainable.model, x, y)
             self.epoch_started = now(device)  # the count is not a training step
             if self.window_started is not None:
                 self.window_started = self.epoch_started
@@ -277,7 +216,7 @@ class Training:
             self.settle()
             self.epoch_times.append(now(device) - self.epoch_started)
             self.epoch_losses.append(float(loss.detach()))
-            self.loss_chunks.append(_to_host(self.step_losses))  # the clock synchronized already
+            self.loss_chunks.append(to_host(self.step_losses))  # the clock synchronized already
             for hook in self.hooks:
                 hook.epoch_end(epoch, self.epoch_losses[-1])
             self.epoch_started = now(device)
@@ -341,94 +280,16 @@ class Training:
         return self.last_in_epoch and self.epoch + 1 - self.offset >= self.cfg.epochs
 
     def finish(self, shared: bool = False) -> dict[str, Any]:
-        """The record's metrics. `shared`: other arms ran between this arm's blocks, so epoch wall times and
-        the process's memory peak are not this arm's and are left out. Blocks, when the arm ran any, are kept
-        with their switch time and dropped steps."""
+        """The record's metrics (train/record_metrics.py), once the last marks are settled, the losses are on
+        the host and the hooks have ended. `shared`: other arms ran between this arm's blocks (`arm_metrics`)."""
         self.settle()
-        cfg, ctx, step_times, train_s = self.cfg, self.ctx, self.step_times, self.train_s
-        self.loss_chunks.append(_to_host(self.step_losses))
+        self.loss_chunks.append(to_host(self.step_losses))
         for hook in self.hooks:
             hook.train_end(self.trainable, self.epoch + 1 if self.last_in_epoch else self.epoch)
-        final_loss = float(self.loss.detach())
-        flops, measured = self.flops, len(step_times)
-        epoch_times = [] if shared else self.epoch_times
-        metrics = {
-            "warmup_s": self.warmup_s,
-            "warmup_steps": min(self.done, cfg.warmup_steps),
-            "train_s": train_s,
-            "measured_steps": measured,
-            "step_times_s": [round(s, 7) for s in step_times],
-            # the mean samples of a timed step (a last partial batch holds fewer), times the ranks
-            "samples_per_step": (self.samples / measured if measured else cfg.batch_size) * ctx.world_size,
-            "step_time_ms_median": statistics.median(step_times) * 1e3 if step_times else None,
-            "step_time_ms_p90": percentile(step_times, 90) * 1e3 if step_times else None,
-            "data_wait_s": self.data_wait,
-            "compute_s": self.compute,
-            "throughput_samples_per_s": self.samples * ctx.world_size / train_s if step_times and train_s > 0 else None,
-            "final_loss": final_loss if math.isfinite(final_loss) else None,
-            "epochs_completed": len(self.epoch_times),
-            "epoch_times_s": epoch_times,
-            "epoch_last_loss": self.epoch_losses,
-            "loss_curve": loss_curve(torch.cat(self.loss_chunks).numpy()),
-            "first_epoch_s": epoch_times[0] if epoch_times else None,
-            "median_epoch_s": statistics.median(epoch_times[1:]) if len(epoch_times) > 1 else None,
-            "flops_per_step": flops,
-            "achieved_tflops": flops * measured * ctx.world_size / train_s / 1e12
-            if flops and step_times and train_s > 0 else None,
-            "page_faults_minor_per_step": self.faults[0] / measured if measured else None,
-            "page_faults_major_per_step": self.faults[1] / measured if measured else None,
-            "gc_paused_in_timed_steps": self.gc_paused,
-        }
-        if self.blocks:
-            metrics.update(blocks=self.blocks, switch_s=self.switch_s, discarded_steps=self.discarded,
-                           block_steps=self.block_steps, recompiled_blocks=[b[0] for b in self.blocks if b[5]],
-                           fault_burst_blocks=fault_bursts(self.blocks))
-        if not shared:
-            metrics.update(memory.process_peaks(self.device))
-        if self.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
-            metrics["start_epoch"] = self.start_epoch
-        return metrics
+        return arm_metrics(self, shared)
 
 
 def train(trainable: Trainable, loaders, cfg: RunConfig, ctx: RunContext, hooks: Sequence[Hooks] = (),
           start_epoch: int = 0, pause_collector: bool = False) -> dict[str, Any]:
     """The whole run of one arm (warm-up, then the timed steps or epochs): `Training(...).train()`."""
     return Training(trainable, loaders, cfg, ctx, hooks, start_epoch).train(pause_collector)
-
-
-def _to_host(losses: list[torch.Tensor]) -> torch.Tensor:
-    """Stack device losses into one float64 host tensor and empty the list."""
-    out = torch.stack(losses).double().cpu() if losses else torch.zeros(0, dtype=torch.float64)
-    losses.clear()
-    return out
-
-
-def loss_curve(losses: np.ndarray, points: int = LOSS_CURVE_POINTS) -> dict[str, list]:
-    """Per-step losses as at most `points` bins: `step` is each bin's last step (1-based, warm-up
-    included), `loss` the bin's mean (None where a loss was not finite: results hold finite numbers)."""
-    if not len(losses):
-        return {"step": [], "loss": []}
-    bins = np.array_split(np.arange(1, len(losses) + 1), min(points, len(losses)))
-    means = [losses[b - 1].mean() for b in bins]
-    return {"step": [int(b[-1]) for b in bins],
-            "loss": [float(f"{m:.6g}") if math.isfinite(m) else None for m in means]}
-
-
-def evaluate(trainable: Trainable, loader, cfg: RunConfig, ctx: RunContext) -> dict[str, Any]:
-    """Test accuracy with the clock stopped, in eval mode (the book skipped model.eval(); we do not)."""
-    predict = trainable.predict if trainable.predict is not None else trainable.model
-    model = trainable.model
-    model.eval()
-    correct = seen = 0
-    started = time.perf_counter()
-    with torch.no_grad():
-        for index, (x, y) in enumerate(loader):
-            interrupt.check()
-            if cfg.eval_batches is not None and index >= cfg.eval_batches:
-                break
-            logits = predict(x.to(ctx.device))
-            correct += int((logits.argmax(dim=1).cpu() == y).sum())
-            seen += len(y)
-    model.train()
-    return {"test_accuracy_pct": 100.0 * correct / seen if seen else None, "test_samples": seen,
-            "eval_s": time.perf_counter() - started}

@@ -1,0 +1,130 @@
+"""An arm judged against its baseline arm: which arm that is, whether their records compare at all, the ratio
+the verdict judges (steady state; or end to end where the source timed its whole run, projected onto the
+source's work at bench scale), the memory saving, and the verdict against the published ratio with the
+reasons beside it.
+
+A verdict is conclusive only when the ratio's bootstrap interval (stats/intervals.py) is, over at least
+`intervals.MIN_REPEATS_FOR_VERDICT` processes; records without per-step times (older schema) get the point
+ratio and the verdict "inconclusive" (no interval).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping
+
+from pipelines.core.config import experiments
+from pipelines.core.config.arm import Arm
+from pipelines.core.record import machine_class
+from pipelines.core.stats import end_to_end, intervals, memory_saving, pairing, record_pairing, sensitivity
+
+NO_INTERVAL = "no interval: records without per-step times (older schema)"
+NOT_COMPARABLE = "not comparable"
+
+Records = list[dict[str, Any]]
+
+
+@dataclass
+class Comparison:
+    """What judging an arm against its baseline sets on the arm's row (stats/rows.py `Row`, the same names;
+    `interval` is the judged ratio's, `e2e_interval` the whole repeats')."""
+
+    verdict: str
+    why: str
+    baseline: str = "-"  # "id [arm]" the arm is compared with, and why that arm
+    base_key: tuple[str, str, str] | None = None
+    pairing: str = "-"
+    ratio: float | None = None
+    interval: intervals.Interval | None = None
+    processes: int = 0  # the fewest processes behind either side of the interval
+    judged: str = "-"
+    e2e_ratio: float | None = None
+    e2e_interval: intervals.Interval | None = None
+    memory: memory_saving.Saving | None = None
+
+
+def compare(entry: experiments.Experiment, variant: str, scale: str, records: Records,
+            here: Mapping[tuple[str, str], Records], ran: Mapping[tuple[str, str, str], Records],
+            published: tuple[float, intervals.Interval] | None) -> Comparison:
+    """Judge an arm's records (at least one) against its baseline arm's at one scale. `here`: the ok records
+    of this scale by (experiment, arm); `ran`: by (experiment, arm, scale). `published`: the published ratio
+    on the same work and its band; None where nothing is published."""
+    chosen = pairing.baseline_arm(entry, variant, records, here)
+    if chosen is None:
+        return Comparison("baseline", "the reference arm (ratio 1 by definition)")
+    base, base_key = chosen[:2], (chosen[0], chosen[1], scale)
+    baseline = str(Arm(*base)) + (f" ({chosen[2]})" if chosen[2] else "")
+    base_records = ran.get(base_key, [])
+    if not base_records:
+        return Comparison(NOT_COMPARABLE, f"baseline {Arm(*base)} not run at {scale} scale", baseline, base_key)
+    difference = machine_class.difference(records + base_records)
+    if difference:
+        return Comparison(NOT_COMPARABLE, f"no ratio: {difference}", baseline, base_key)
+    steady = record_pairing.ratio(records, base_records)
+    e2e_ratio, e2e_interval = end_to_end.whole_repeats(records, base_records) or (None, None)
+    done = Comparison("", "", baseline, base_key, pairing=steady.pairing, ratio=steady.value,
+                      interval=steady.interval, processes=steady.processes, judged="steady state",
+                      e2e_ratio=e2e_ratio, e2e_interval=e2e_interval,
+                      memory=memory_saving.saving(entry, variant, records, base_records))
+    figure = pairing.published_figure(entry, "ratio", variant)
+    if figure is not None and figure.basis_name == "end-to-end" and pairing.hardware_class(entry) == \
+            pairing.run_class(records):
+        if scale != "book":
+            # the source's compilation is spread over its whole run, a bench run's over a few steps: project
+            # each process's compilation and steady steps onto the source's work, or say why not
+            projected = end_to_end.projected(entry, records, base_records)
+            if projected is None:
+                done.verdict = NOT_COMPARABLE
+                done.why = (f"end-to-end figure: judged at --scale book (here steady {intervals.fmt(done.ratio)}, "
+                            f"end-to-end {intervals.fmt(done.e2e_ratio)})")
+                return done
+            done.judged = "end-to-end, projected"
+            done.ratio, done.interval, done.processes, how = projected
+            done.why = f"{how}; steady state {intervals.fmt(steady.value)}"
+        else:
+            done.judged = "end-to-end"
+            done.ratio, done.interval = done.e2e_ratio, done.e2e_interval
+    done.verdict, done.why = _verdict(entry, variant, scale, records, base, base_records, published, done)
+    return done
+
+
+def _verdict(entry: experiments.Experiment, variant: str, scale: str, records: Records, base: tuple[str, str],
+             base_records: Records, published: tuple[float, intervals.Interval] | None,
+             done: Comparison) -> tuple[str, str]:
+    """(verdict, why) of the judged ratio: not comparable on other devices or hardware than the source's,
+    measured where nothing is published, else against the published band."""
+    devices = pairing.device_count_difference(entry, variant, base, records, base_records)
+    hardware = pairing.hardware_class(entry) not in ("any", pairing.run_class(records))
+    if devices or hardware:
+        stand_in = next((r["config"]["stand_in"] for r in records if r["config"].get("stand_in")), "")
+        return NOT_COMPARABLE, "; ".join(part for part in (devices, hardware and (
+            f"different hardware class: published on {pairing.hardware_class(entry).upper()} "
+            f"({entry.hardware or 'unstated'}), run on {pairing.run_class(records).upper()}"),
+            stand_in.split(": ", 1)[-1].split(";")[0]) if part)
+    interval = done.interval
+    if published is None:
+        return "measured", "nothing published to compare with" + ("" if interval else f"; {NO_INTERVAL}")
+    if interval is None:
+        return intervals.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
+    if done.processes < intervals.MIN_REPEATS_FOR_VERDICT:
+        return intervals.INCONCLUSIVE, too_few_processes(entry.id, scale, base[0], done.processes,
+                                                         min(len(records), len(base_records)))
+    ratio, band = published
+    verdict = intervals.verdict(interval, ratio, entry.tolerance, band)
+    notes = [f"interval {interval.text()} straddles the band {band.text()}" if verdict == intervals.INCONCLUSIVE
+             else "",
+             sensitivity.at_the_edge(interval, band),
+             "" if done.judged != "steady state" else
+             sensitivity.infirm(verdict, records, base_records, ratio, entry.tolerance, band)]
+    return verdict, "; ".join(note for note in (*notes, done.why) if note)
+
+
+def too_few_processes(experiment: str, scale: str, baseline: str, processes: int, repeats: int) -> str:
+    """Why fewer than MIN_REPEATS_FOR_VERDICT processes decide nothing, and the command that gives more;
+    `repeats`: the fewer repeats of the arm and its baseline."""
+    within = (f"{repeats} repeats in {processes} process{'es' if processes != 1 else ''}"
+              if repeats > processes else f"{processes} process{'es' if processes != 1 else ''}")
+    more = (f"accel compare {baseline} {experiment} --scale {scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}"
+            if repeats > processes else f"--repeats {intervals.MIN_REPEATS_FOR_VERDICT}, or accel compare --rounds")
+    return (f"{within}: the interval cannot see process-to-process noise; a verdict needs "
+            f"{intervals.MIN_REPEATS_FOR_VERDICT}+ processes ({more})")
