@@ -5,7 +5,7 @@ A benchmark, not a test (it takes tens of minutes and its numbers belong to the 
 through the whole method a user's command goes through: `accel run harness-calibration` at bench scale,
 rounds of processes under the stopping rule and its budget, paired intervals. The entry has four arms
 (pipelines/catalog/harness.py): `a`; `a-again`, built exactly as `a` (an A/A pair: the true ratio is 1);
-and `a` slowed by 5 % and 10 % of its step's compute (pipelines/calibration.py). Reported per method:
+and `a` slowed by 5 % and 10 % of its step's compute (pipelines/selfcheck/calibration.py). Reported per method:
 
 - A/A: how often `a-again`'s interval holds 1.00 (goal: 90 % or more), its half-width, the run's time;
 - injected effects: how often each slow-down is detected (interval entirely below 1) and how often the

@@ -3,7 +3,7 @@
 The course trains the same model on 1 GPU and then on 4 with Lightning's `strategy=` flag: "ddp"
 (a full replica per process, gradients all-reduced), "fsdp" (parameters, gradients and optimizer state
 sharded) and DeepSpeed's ZeRO stages 2 and 3 (stage 2 also with the optimizer offloaded to the CPU).
-Here the step is the talk's Fabric step (`fabric.backward`, from vit_ladder.py) and only the strategy
+Here the step is the talk's Fabric step (`fabric.backward`, from fabric_ladder.py) and only the strategy
 given to `Fabric(...)` changes. The talk's steps 06 and 07 are this file too: `Fabric(strategy="fsdp",
 precision="bf16-mixed")` on 4 GPUs, step 07 adding ExponentialLR(0.9) per epoch (`lr_gamma`), both with
 `torch.set_float32_matmul_precision("medium")` (`matmul_precision`).

@@ -13,7 +13,7 @@
 Tensor parallelism splits the layers, not the data: every rank of the group must see the same samples.
 The runner still gives each rank its own shard (DistributedSampler); the step gathers the shards into
 the global batch, so both arms train on global batch = per-rank batch x ranks. The other arm,
-`replicate`, is data parallelism (DDP from pipelines/ddp.py): the full block on every rank, its own
+`replicate`, is data parallelism (DDP from pipelines/data_parallel.py): the full block on every rank, its own
 shard each. The record carries parameter bytes per rank for both and the step time.
 
 Degree = world size (a 1-D device mesh over all ranks); it must divide the heads and the MLP width.

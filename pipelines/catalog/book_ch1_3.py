@@ -38,7 +38,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch1-profile-ops", compares="op-time breakdown of one CNN forward pass (no variant)",
         reproduces="book ch1: profiler op table (op shares)",
-        pipeline="ch01_profile", variant="profile", settings={**FMNIST, "epochs": 1},
+        pipeline="profiling", variant="profile", settings={**FMNIST, "epochs": 1},
         published=shares(PROFILE_CH1, "book:ch1", FORWARD + " (a 64-image batch)"),
         hardware="unstated CPU, PyTorch 2.0.0+cpu",
         expect="Compare op shares, not times: the report judges each of the 20 printed shares against a band "
@@ -53,7 +53,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch1-params-extra-fc", compares="CNN 1,630,090 params -> plus FC-256, 1,758,858 params",
         reproduces="book ch1: parameter counts (text)",
-        pipeline="ch01_params", variant="extra_fc", settings={**FMNIST, "epochs": 5},
+        pipeline="extra_layer", variant="extra_fc", settings={**FMNIST, "epochs": 5},
         published=(P("parameters", 1758858, "book:ch1"), P("baseline_parameters", 1630090, "book:ch1"),
                    P("param_ratio", 1.079, "derived"),
                    P("test_accuracy_pct", 80.25, "repo-output", "5 epochs; time includes the test pass")),
@@ -64,7 +64,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch1-onnx-export", compares="trained CNN -> ONNX file, checked by onnx's checker and onnxruntime",
         reproduces="book ch1: ONNX export of the trained model (text)",
-        pipeline="ch01_onnx", variant="onnx", settings=FMNIST,
+        pipeline="onnx_export", variant="onnx", settings=FMNIST,
         hardware="unstated CPU",
         expect="No published number: the file must pass onnx's checker and give torch's logits in onnxruntime "
                "(onnx_max_abs_diff within atol 1e-4 + rtol 1e-3).",
@@ -75,12 +75,12 @@ EXPERIMENTS = (
     Experiment(
         id="ch2-baseline", compares="reference: CNN/Fashion-MNIST, bs 64, 10 ep, GNU OpenMP",
         reproduces="book ch2: training times (text)",
-        pipeline="ch02_layers", variant="baseline", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
+        pipeline="plain_training", variant="baseline", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 148, "book:ch2"), P("test_accuracy_pct", 83.99, "book:ch2"),
                    P("ratio", 1.0, "book:ch2"), P("parameters", 1630090, "book:ch2")),
         hardware=BOOK_CPU, expect=CH2_BAND, decisions=(LR_DECISION, SPLIT_DECISION, EVAL_DECISION)),
     Experiment(
-        id="ch2-nobias", compares="bias on -> bias off (all 4 layers)", pipeline="ch02_layers",
+        id="ch2-nobias", compares="bias on -> bias off (all 4 layers)", pipeline="plain_training",
         reproduces="book ch2: training times (text)",
         variant="nobias", baseline="ch2-baseline", settings=FMNIST, options={"bias": False},
         knobs={"OMP_RUNTIME": "gnu"},
@@ -91,7 +91,7 @@ EXPERIMENTS = (
         expect="Removing 618 of 1.63 M parameters cannot plausibly save 15 %: expect about 1.0x.",
         decisions=(LR_DECISION, SPLIT_DECISION)),
     Experiment(
-        id="ch2-bs128", compares="bs 64 -> 128", pipeline="ch02_layers", variant="bs128",
+        id="ch2-bs128", compares="bs 64 -> 128", pipeline="plain_training", variant="bs128",
         reproduces="book ch2: training times (text)",
         baseline="ch2-baseline", settings={**FMNIST, "batch_size": 128}, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 96, "book:ch2"), P("test_accuracy_pct", 82.14, "book:ch2"),
@@ -99,7 +99,7 @@ EXPERIMENTS = (
         hardware=BOOK_CPU, expect=CH2_BAND,
         decisions=(LR_DECISION, "422 steps per epoch (54k images); the book's 469 assumes 60k.")),
     Experiment(
-        id="ch2-bs256", compares="bs 64 -> 256", pipeline="ch02_layers", variant="bs256",
+        id="ch2-bs256", compares="bs 64 -> 256", pipeline="plain_training", variant="bs256",
         reproduces="book ch2: training times (text)",
         baseline="ch2-baseline", settings={**FMNIST, "batch_size": 256}, knobs={"OMP_RUNTIME": "gnu"},
         published=(P("train_time_s", 76, "book:ch2"), P("test_accuracy_pct", 80.01, "book:ch2"),
@@ -108,7 +108,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch2-iomp", compares="GNU OpenMP -> Intel OpenMP + KMP env (launcher knob OMP_RUNTIME=intel)",
         reproduces="book ch2: training times (text)",
-        pipeline="ch02_layers", variant="iomp", baseline="ch2-baseline", settings=FMNIST,
+        pipeline="plain_training", variant="iomp", baseline="ch2-baseline", settings=FMNIST,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "0"},
         published=(P("train_time_s", 106, "book:ch2"), P("test_accuracy_pct", 83.25, "book:ch2"),
                    P("ratio", 148 / 106, "book:ch2", "derived 148/106")),
@@ -120,7 +120,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch2-both-layers", compares="nobias + bs 256 + Intel OpenMP (KMP_BLOCKTIME=1), repo only",
         reproduces="book repo ch2: notebook output",
-        pipeline="ch02_layers", variant="both", baseline="ch2-baseline",
+        pipeline="plain_training", variant="both", baseline="ch2-baseline",
         settings={**FMNIST, "batch_size": 256}, options={"bias": False},
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "1"},
         published=(P("train_time_s", 85, "repo-output", "%%time, includes the test pass"),
@@ -129,7 +129,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch3-compile-cnn-cpu", compares="eager -> torch.compile (default mode, inductor) on the CPU CNN",
         reproduces="book ch3: CPU compile times (text)",
-        pipeline="ch03_compile", settings=FMNIST,
+        pipeline="torch_compile", settings=FMNIST,
         variants=(Variant("eager", options={"compile": False}), Variant("compiled")),
         source_epoch_samples=54000,
         published=(P("train_time_s", 118, "book:ch3", variant="eager"),
@@ -158,7 +158,7 @@ EXPERIMENTS = (
         id="ch3-compile-modes-cnn-cpu",
         reproduces="beyond the book (ch3 Compile API)",
         compares="eager -> each torch.compile mode and the aot_eager backend on the CPU CNN (beyond the book)",
-        pipeline="ch03_compile", settings=FMNIST,
+        pipeline="torch_compile", settings=FMNIST,
         variants=(Variant("eager", options={"compile": False}), Variant("default"),
                   Variant("reduce-overhead", options={"mode": "reduce-overhead"}),
                   Variant("max-autotune-no-cudagraphs", options={"mode": "max-autotune-no-cudagraphs"}),
@@ -170,7 +170,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch3-profile-compiled", reproduces="book ch3: profile of the compiled model (CompiledFunction share)",
         compares="profile of one training step: eager ops -> CompiledFunction (torch.compile) on the CPU CNN",
-        pipeline="ch01_profile", settings={**FMNIST, "epochs": 1}, options={"step": "train", "warmup": 3},
+        pipeline="profiling", settings={**FMNIST, "epochs": 1}, options={"step": "train", "warmup": 3},
         variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
         hardware="CPU, unstated",
         expect="The book's shares are carried on ch3-compile-cnn-cpu (`accel show ch3-compile-cnn-cpu`: compiled "
@@ -187,7 +187,7 @@ EXPERIMENTS = (
         id="ch3-compile-densenet-gpu",
         reproduces="book ch3: Table 3.1",
         compares="eager -> compiled (inductor, reduce-overhead) DenseNet121, 1 GPU (Table 3.1)",
-        pipeline="ch03_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
+        pipeline="torch_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
         variants=(Variant("eager", options={"compile": False}),
                   Variant("compiled", options={"mode": "reduce-overhead"})),
         published=(*(P(metric, row[i], "book:ch3:table3.1", variant=arm, basis=EPOCH_BASIS.get(metric, ""))
@@ -208,7 +208,7 @@ EXPERIMENTS = (
         id="ch3-backends-densenet-gpu",
         reproduces="book ch3: Table 3.2 (eager arm: Table 3.1)",
         compares="eager -> cudagraphs / inductor (reduce-overhead) backends, DenseNet121, 1 GPU (Table 3.2)",
-        pipeline="ch03_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
+        pipeline="torch_compile", target="cuda", settings={**CIFAR_DENSENET, "device": "cuda"}, requires=("gpu",),
         variants=(Variant("eager", options={"compile": False}),
                   Variant("cudagraphs", options={"backend": "cudagraphs"}),
                   Variant("inductor", options={"mode": "reduce-overhead"})),

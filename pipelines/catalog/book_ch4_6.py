@@ -11,7 +11,7 @@ CNN_CIFAR = {"model": "cnn_cifar10", "dataset": "cifar10", "batch_size": 64, "ep
              "weight_decay": 0.005}
 CH4_HW = "Intel CPU, 16 physical / 32 logical cores"
 CH4_BAND = "The book used 16 physical cores; this machine has fewer: expect the direction, not the size."
-CH4_PLAIN = ("Same code as chapter 2 (pipelines/ch02_layers.py, the plain step): the technique is the "
+CH4_PLAIN = ("Same code as chapter 2 (pipelines/plain_training.py, the plain step): the technique is the "
              "launcher's knobs, and the record proves what loaded (env.openmp_runtime, env.thread_affinity).")
 THREADS = ("OMP_NUM_THREADS is the number of cores this process may use (THREADS=N overrides), "
            "not the book's 16.")
@@ -38,7 +38,7 @@ def _alloc(name: str) -> Experiment:
         id=f"ch4-alloc-{name}-cnn",
         reproduces="not in the book (ch4 topic: allocators)",
         compares=f"glibc malloc -> {name} preloaded (ALLOCATOR={name}), not in the book",
-        pipeline="ch02_layers", variant=name, baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
+        pipeline="plain_training", variant=name, baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "ALLOCATOR": name},
         expect="Not in the book. The small CNN allocates little per step on the CPU: expect about 1.0x.",
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
@@ -50,7 +50,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch4-gomp-default-cnn", compares="reference: CNN/CIFAR-10, 10 ep, GNU OpenMP defaults",
         reproduces="book ch4: OpenMP times (text)",
-        pipeline="ch02_layers", variant="gomp-default", settings=CNN_CIFAR,
+        pipeline="plain_training", variant="gomp-default", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "none"},
         published=(P("train_time_s", 178, "book:ch4"), P("ratio", 1.0, "book:ch4"),
                    P("test_accuracy_pct", 47.01, "repo-output")),
@@ -58,7 +58,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch4-gomp-pinned-cnn", compares="GNU default -> GNU pinned (PROC_BIND/SCHEDULE/GOMP_CPU_AFFINITY)",
         reproduces="book ch4: OpenMP times (text)",
-        pipeline="ch02_layers", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
+        pipeline="plain_training", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 178 / 114, "book:ch4", "derived 178/114")),
         hardware=CH4_HW, expect=CH4_BAND,
@@ -68,7 +68,7 @@ EXPERIMENTS = (
                    "physical-only only when the OS numbers hyper-thread siblings last.",
                    "OMP_DISPLAY_ENV (repo only) is not set: the record holds the variables and binding.")),
     Experiment(
-        id="ch4-iomp-cnn", compares="GNU pinned -> Intel OpenMP (KMP env)", pipeline="ch02_layers",
+        id="ch4-iomp-cnn", compares="GNU pinned -> Intel OpenMP (KMP env)", pipeline="plain_training",
         reproduces="book ch4: OpenMP times (text)",
         variant="iomp", baseline="ch4-gomp-pinned-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "0"},
@@ -89,7 +89,7 @@ EXPERIMENTS = (
         id="ch4-ipex-densenet",
         reproduces="book ch4: IPEX times (text)",
         compares="Intel-OpenMP baseline -> ipex.optimize fp32/bf16, and torch.compile (CPU) beside it",
-        pipeline="ch04_cpu_libs", target="cpu-intel", requires=("ipex",), settings=DENSENET_CIFAR,
+        pipeline="ipex_optimize", target="cpu-intel", requires=("ipex",), settings=DENSENET_CIFAR,
         knobs={"OMP_RUNTIME": "intel", "KMP_BLOCKTIME": "200"},
         variants=(Variant("baseline", options={"optimize": "none"}),
                   Variant("ipex-fp32", options={"optimize": "ipex"}),
@@ -121,7 +121,7 @@ EXPERIMENTS = (
         id="ch5-pipeline",
         reproduces="book ch5: data pipeline times (text)",
         compares="DataLoader workers 0, no pin -> 8 workers + pinned (heavy 224 transform)",
-        pipeline="ch05_dataloader", target="cuda", requires=("gpu",),
+        pipeline="data_loading", target="cuda", requires=("gpu",),
         settings={"model": "densenet121", "dataset": "cifar10", "batch_size": 128, "epochs": 10, "lr": 1e-5,
               "head_classes": 1000, "image_size": 224, "device": "cuda"},
         variants=(Variant("baseline", settings={"num_workers": 0, "pin_memory": False}),
@@ -161,7 +161,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch6-prune", compares="unpruned -> L1-norm filter pruning 10..80 % + compression",
         reproduces="book ch6: Table 6.1",
-        pipeline="ch06_pruning", settings=CNN_CIFAR, knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
+        pipeline="pruning", settings=CNN_CIFAR, knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         variants=(Variant("unpruned", options={"prune": False}),
                   *(Variant(f"s{s}", options={"sparsity": s / 100}) for s in SPARSITIES)),
         published=(P("train_time_s", UNPRUNED[0], "book:ch6:table6.1", "unpruned", variant="unpruned"),

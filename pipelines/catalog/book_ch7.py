@@ -11,7 +11,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch7-amp", compares="FP32 (+cudnn.benchmark) -> AMP bf16 / AMP fp16 (EfficientNet-B7)",
         reproduces="book ch7: AMP times (text)",
-        pipeline="ch07_amp", target="cuda", requires=("gpu",), settings=EFFNET_CH7,
+        pipeline="amp", target="cuda", requires=("gpu",), settings=EFFNET_CH7,
         cpu_form={"model": "efficientnet_b0", "batch_size": 64},  # what CI's reference run measures on CPU
         variants=(Variant("fp32", options={"precision": "fp32"}),
                   Variant("bf16", options={"precision": "bf16", **AMP_FLAGS}),

@@ -43,15 +43,15 @@ EXPERIMENTS = (
     Experiment(
         id="ch8-ddp-template", compares="DDP code template: 2 ranks over Gloo, checkpoints (no measurement)",
         reproduces="book ch8: DDP code template",
-        pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
+        pipeline="data_parallel", launcher="torchrun", knobs={"NPROC": "2"},
         settings={**CNN_CIFAR_DDP, "batch_size": 16, "epochs": 1},
-        decisions=("The book's 8 steps are pipelines/ddp.py + pipelines/core/distributed/ranks.py; "
+        decisions=("The book's 8 steps are pipelines/data_parallel.py + pipelines/core/distributed/ranks.py; "
                    "the checkpoint helper the "
                    "repo defines but never calls is real here (-o checkpoint_dir=DIR, rank 0 writes atomically, "
                    "resume restores model, optimizer, epoch/sampler and RNG)",
                    "Backend via -o backend=gloo|ccl|nccl|mpi (the repo's --backend flag)")),
     Experiment(
-        id="ch9-cpu-threads", compares="1 thread -> 2/4/8/12/16 threads (Table 9.1)", pipeline="ddp",
+        id="ch9-cpu-threads", compares="1 thread -> 2/4/8/12/16 threads (Table 9.1)", pipeline="plain_training",
         reproduces="book ch9: Table 9.1",
         settings=CH9_CNN, variants=THREADS, open_arm="threads",
         published=(*(P("train_time_s", t, "book:ch9:table9.1", f"{n} thread(s)", f"threads={n}")
@@ -67,7 +67,7 @@ EXPERIMENTS = (
                    "process; variants above the cores available run oversubscribed (the sweep skips them)",
                    "KMP_AFFINITY works only with Intel OpenMP; use OMP_RUNTIME=intel to get it", SHUFFLED)),
     Experiment(
-        id="ch9-cpu-gloo", compares="1 proc x 16 thr -> Gloo DDP 2x8 / 4x4 / 8x2 (Table 9.2)", pipeline="ddp",
+        id="ch9-cpu-gloo", compares="1 proc x 16 thr -> Gloo DDP 2x8 / 4x4 / 8x2 (Table 9.2)", pipeline="data_parallel",
         reproduces="book ch9: Table 9.2",
         launcher="torchrun", settings=CH9_CNN, baseline="ch9-cpu-threads@threads=16", variants=RANKS,
         match_cores=True, open_arm="ranks",
@@ -86,7 +86,7 @@ EXPERIMENTS = (
                    "Any rank count is an arm (open_arm): `make cpu-ddp NPROC=3` runs ranks=3 against threads=3 "
                    "and reports its ratio as measured, since the book printed no row for it")),
     Experiment(
-        id="ch9-cpu-oneccl", compares="Gloo DDP -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="ddp",
+        id="ch9-cpu-oneccl", compares="Gloo DDP -> oneCCL DDP 2x8 / 4x4 / 8x2 (Table 9.3)", pipeline="data_parallel",
         reproduces="book ch9: Table 9.3",
         launcher="torchrun", target="cpu-intel", requires=("ccl",), settings=CH9_CNN,
         options={"backend": "ccl"}, baseline="ch9-cpu-gloo", variants=RANKS, open_arm="ranks",
@@ -114,7 +114,7 @@ EXPERIMENTS = (
                    "change); the book's Table 9.3 ratios against 1x16 (1.38 / 1.74 / 2.09) are in the "
                    "figures' notes")),
     Experiment(
-        id="ch10-gpu-nccl", compares="1 GPU -> 2..8 GPUs, DDP + NCCL, torchrun (Table 10.2)", pipeline="ddp",
+        id="ch10-gpu-nccl", compares="1 GPU -> 2..8 GPUs, DDP + NCCL, torchrun (Table 10.2)", pipeline="data_parallel",
         reproduces="book ch10: Table 10.2",
         launcher="torchrun", target="cuda", requires=("gpu",), settings=EFFNET_DDP, options={"backend": "nccl"},
         knobs={"NPROC": "1"}, variants=GPUS,
@@ -136,7 +136,7 @@ EXPERIMENTS = (
     Experiment(
         id="ch11-multinode-mpi-nccl", compares="1 node x 8 GPUs -> 2 nodes x 8 GPUs (mpirun + NCCL)",
         reproduces="book ch11: two-node time (text)",
-        pipeline="ddp", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
+        pipeline="data_parallel", launcher="mpirun", target="mpi", requires=("gpu", "multi-gpu"), settings=EFFNET_DDP,
         options={"backend": "nccl"}, baseline="ch10-gpu-nccl@gpus=8",
         published=(P("train_time_s", CH11_TWO_NODES[0], "book:ch11", "16 GPUs", devices=16),
                    P("test_accuracy_pct", CH11_TWO_NODES[1], "book:ch11", "16 GPUs", devices=16),
@@ -152,7 +152,7 @@ EXPERIMENTS = (
                    "(the book built DDP without device_ids)",
                    "Test on rank 0 only (the book tested on all 16 ranks)")),
     Experiment(
-        id="ch11-mpi-backend-cpu", compares="CNN DDP with backend=mpi (repo only)", pipeline="ddp",
+        id="ch11-mpi-backend-cpu", compares="CNN DDP with backend=mpi (repo only)", pipeline="data_parallel",
         reproduces="book repo ch11: MPI backend script",
         launcher="mpirun", requires=("mpi-backend",), settings=CNN_CIFAR_DDP, options={"backend": "mpi"},
         expect="only where torch is built with MPI (USE_MPI=1; torch.distributed.is_mpi_available()). No "

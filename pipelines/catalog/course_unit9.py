@@ -25,7 +25,7 @@ SPLIT_DECISION = ("The course's split (unit 9's local_dataset_utilities.py), set
                   "validation / 10,000 test; its np.random.seed(0) reindex before that changes nothing (after "
                   "its pd.concat every row's index is 0, and reindexing to the same labels returns the frame as "
                   "it was), so it is not repeated. Batch 12 without drop_last: 2,917 steps an epoch "
-                  "(ceil(35,000 / 12)). The pipelines that validate (vit_ladder, fabric_strategies) run a "
+                  "(ceil(35,000 / 12)). The pipelines that validate (fabric_ladder, fabric_strategies) run a "
                   "validation pass over the 5,000 after every epoch inside the timed region, as the course's "
                   "Trainer.fit did (its 2-batch sanity check is not repeated); elsewhere the record notes that "
                   "they were held out unused. A tokenizer trained here learns from the 35,000 training reviews. "
@@ -71,7 +71,7 @@ def precision(name: str) -> Variant:
 
 EXPERIMENTS = (
     Experiment(id="dlf-u9-amp", compares="32-true -> 16-mixed / bf16-mixed (DistilBERT on IMDB)",
-               pipeline="vit_ladder", target="cuda", requires=("gpu",), settings={**COURSE, "device": "cuda"},
+               pipeline="fabric_ladder", target="cuda", requires=("gpu",), settings={**COURSE, "device": "cuda"},
                variants=(precision("32-true"), precision("16-mixed"), precision("bf16-mixed")),
                published=(P("fit_time_min", 21.64, "repo-output", "DistilBERT 32-true", variant="32-true"),
                           P("fit_time_min", 7.24, "repo-output", "DistilBERT 16-mixed", variant="16-mixed"),
@@ -124,7 +124,7 @@ EXPERIMENTS = (
                           "CPU processes. The course's deterministic=True is not set: ratios are compared by "
                           "direction only.", SPLIT_DECISION)),
     Experiment(id="dlf-u9-compile", compares="eager -> torch.compile, DistilBERT training (no published number)",
-               pipeline="vit_ladder", settings=COURSE,
+               pipeline="fabric_ladder", settings=COURSE,
                variants=(Variant("eager"), Variant("compiled", options={"compile": True})),
                expect="No published number: the course gives none. Compilation time lands in warm-up.",
                decisions=(COURSE_DECISION, SPLIT_DECISION,
@@ -156,14 +156,14 @@ EXPERIMENTS = (
                           "(the run's steps or epochs) and is evaluated; the record carries the curve of "
                           "samples/s per size.")),
     Experiment(id="dlf-u9-ex1", compares="exercise: 5 precision settings, DistilBERT on IMDB (no reference numbers)",
-               pipeline="vit_ladder", settings=COURSE,
+               pipeline="fabric_ladder", settings=COURSE,
                variants=tuple(precision(name) for name in ("32-true", "16-true", "64-true", "16-mixed", "bf16-mixed")),
                expect="No reference numbers. 16-true trains with fp16 weights and Adam state: expect instability.",
                decisions=(COURSE_DECISION, "16-mixed is skipped on CPU (recorded with the reason); the other "
                           "four run on CPU, all five with --device cuda.")),
     Experiment(id="dlf-u9-bow", compares="the course's baseline: logistic regression on bag-of-words counts (IMDB)",
                reproduces="course unit 9: bag-of-words baseline (IMDB)",
-               pipeline="ch02_layers",
+               pipeline="plain_training",
                settings={**COURSE, "model": "bag_of_words", "batch_size": 64, "epochs": 3, "lr": 1e-3,
                          "num_workers": 0},
                expect="No published number here. The reference accuracy a DistilBERT run must beat; seconds, "

@@ -123,7 +123,7 @@ NOT_CARRIED: tuple[NotCarried, ...] = (
         "the only profiling code of that commit, chapters/ch7/train.py, traces DenseNet121 at bs 512 with "
         "autocast disabled for 2 x 3 steps into TensorBoard, whose Tensor Core share counts kernels by name "
         "against a Volta/Ampere-era list (h884, s1688, xmma_gemm, ...): no ch7-amp workload is known to "
-        "have given these numbers, so a measurement here would answer another question; ch07_amp.py "
+        "have given these numbers, so a measurement here would answer another question; amp.py "
         "records step times, no kernel trace", source="repo:"),
     NotCarried(("ch7-amp",), "*",
         _another_run("the saved FP32 baseline: 809 s, 50.77 %, a 35 s first epoch then 15 s"),

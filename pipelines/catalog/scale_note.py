@@ -49,7 +49,7 @@ NOTE_DECISION = ("The note names no model or data: a registered torchvision mode
 
 EXPERIMENTS = (
     Experiment(id="s004-amp", compares="fp32 -> autocast bf16 / fp16 + GradScaler (claim: 2x speed, 2x memory)",
-               pipeline="ch07_amp", settings={**NOTE_SETUP, "model": "efficientnet_b0"},
+               pipeline="amp", settings={**NOTE_SETUP, "model": "efficientnet_b0"},
                options={"optimizer": "adamw", "cudnn_benchmark": False},
                variants=(Variant("fp32"), Variant("bf16", options={"precision": "bf16"}),
                          Variant("fp16", options={"precision": "fp16"})),
@@ -103,7 +103,7 @@ EXPERIMENTS = (
                           "the row under s004-amp's 2x/2x) on amp-checkpointed, bf16 autocast (the note's "
                           "precision advice for A100/H100; fp16 + GradScaler is the CUDA-only s004-amp arm).")),
     Experiment(id="s004-dp-vs-ddp", compares="one device -> nn.DataParallel (1 process, 2 GPUs) / "
-               "DistributedDataParallel (2 processes), global batch 64", pipeline="ddp", launcher="torchrun",
+               "DistributedDataParallel (2 processes), global batch 64", pipeline="data_parallel", launcher="torchrun",
                knobs={"NPROC": "2"}, settings={**NOTE_SETUP, "model": "cnn_cifar10"},
                variants=(Variant("one-device", settings={"batch_size": 32}, options={"strategy": "ddp", "ranks": 1}),
                          Variant("dataparallel", settings={"batch_size": 64}, options={"strategy": "dp", "ranks": 2}),
@@ -122,8 +122,9 @@ EXPERIMENTS = (
                           "against DDP is the note's exercise 3, with no figure: both arms' ratios to one-device "
                           "are measured side by side.",
                           "Same model and global batch: DataParallel takes the whole batch of 64 in one process and "
-                          "splits it over 2 GPUs; DDP takes 32 per rank on 2 ranks. Both through pipelines/ddp.py "
-                          "(-o strategy=dp|ddp); Adam (ddp.py's optimizer) at the note's lr 1e-4, wd 0.01.",
+                          "splits it over 2 GPUs; DDP takes 32 per rank on 2 ranks. Both through "
+                          "pipelines/data_parallel.py (-o strategy=dp|ddp); Adam (data_parallel.py's optimizer) at the "
+                          "note's lr 1e-4, wd 0.01.",
                           "DataParallel needs 2 CUDA devices in one process: in a multi-process launch it is skipped "
                           "with the command that runs it (`make s004-dp-vs-ddp` runs it after the DDP launch "
                           "when 2+ GPUs are visible); on GPUs pass --device cuda -o backend=nccl to the DDP arm.",
@@ -162,7 +163,7 @@ EXPERIMENTS = (
                           "A splittable transformer on CIFAR-10 4x4 patches (4 blocks, width 128, 4 heads), since "
                           "torchvision's ViT fuses q/k/v into one nn.MultiheadAttention weight.")),
     Experiment(id="s004-fsdp", compares="FSDP with transformer auto-wrap and bf16 MixedPrecision",
-               pipeline="ddp", launcher="torchrun", knobs={"NPROC": "2"},
+               pipeline="data_parallel", launcher="torchrun", knobs={"NPROC": "2"},
                settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,
                      "lr": 5e-5, "weight_decay": 0.0},
                options={"strategy": "fsdp", "precision": "bf16", "backend": "gloo"},
@@ -231,7 +232,7 @@ EXPERIMENTS = (
                           "keeps accumulation 4 and DeepSpeed's train_batch_size follows the batch (4 x 4 x 2 = 32, "
                           "said in the record); bench and book scale run the note's 256.")),
     Experiment(id="s004-dataloader", compares="DataLoader defaults -> the note's settings (8 workers, pin, prefetch)",
-               pipeline="ch02_layers",
+               pipeline="plain_training",
                settings={**NOTE_SETUP, "model": "cnn_cifar10", "lr": 1e-5, "weight_decay": 0.005},
                variants=(Variant("defaults"),
                          Variant("note", settings={"shuffle": True, "num_workers": 8, "pin_memory": True,

@@ -11,7 +11,7 @@ VIT = {"model": "vit_b_16", "dataset": "cifar10", "batch_size": 16, "epochs": 3,
 TALK_LOOP = {"train_accuracy": True, "loss_every": 300}
 VIT1 = {**VIT, "shuffle": True, "seed": 123}  # the single-device steps: shuffled sampling, L.seed_everything(123)
 GPU_HW = "1 GPU, model unrecorded (bf16-capable)"
-# Talk step 05 (DDP) runs through pipelines/ddp.py (plain DDP + bf16 autocast); steps 06/07 (FSDP) through
+# Talk step 05 (DDP) runs through pipelines/data_parallel.py (plain DDP + bf16 autocast); steps 06/07 (FSDP) through
 # pipelines/fabric_strategies.py with Fabric's strategy="fsdp", as the talk. All three: "medium" matmuls.
 TALK_DIST = {"backend": "nccl", "precision": "bf16", "matmul_precision": "medium", **TALK_LOOP}
 TALK_FSDP = {"backend": "nccl", "precision": "bf16-mixed", "matmul_precision": "medium", **TALK_LOOP}
@@ -59,8 +59,8 @@ FSDP_DECISIONS = (
     "encoder block, then the root, through Fabric's ModelParallelStrategy; it runs on CPU processes too.",
     SHUFFLED, PER_DEVICE, TALK_SPLIT, TALK_TIMED, TALK_BATCH_LOG)
 DIST_DECISIONS = (SHUFFLED, "Lightning Fabric's strategy='ddp' replaced by plain torch DDP (bf16 autocast, the loss "
-                  "in fp32 as Fabric's bf16-mixed) so the technique is visible in pipelines/ddp.py", PER_DEVICE,
-                  TALK_SPLIT, TALK_TIMED, TALK_BATCH_LOG)
+                  "in fp32 as Fabric's bf16-mixed) so the technique is visible in pipelines/data_parallel.py",
+                  PER_DEVICE, TALK_SPLIT, TALK_TIMED, TALK_BATCH_LOG)
 FINETUNE = {"pretrained": True, **TALK_LOOP}
 # Step 03's published run (logs.md, last changed 854a2b6, 2023-06-23) predates the "medium" call its script got
 # in 3d721dd (2023-10-23): it ran at torch's default "highest" (true fp32, no TF32). Steps 04+ set "medium".
@@ -86,7 +86,7 @@ PRETRAINED = ("Pretrained weights come only from a local state_dict (--weights P
               "record carries the note 'random init: no --weights given'.")
 
 EXPERIMENTS = (
-    Experiment(id="vit-scratch", compares="reference: ViT-B/16 random init, 10 ep", pipeline="vit_ladder",
+    Experiment(id="vit-scratch", compares="reference: ViT-B/16 random init, 10 ep", pipeline="fabric_ladder",
                reproduces="talk step 00 (slides; 00_pytorch-vit-random-init.py)",
                target="cuda", requires=("gpu",), settings={**VIT1, "epochs": 10}, options=TALK_LOOP,
                variant="scratch",
@@ -94,7 +94,7 @@ EXPERIMENTS = (
                           P("max_memory_reserved_gb", 3.71, "repo-output", MEMORY),
                           P("steps_per_epoch", 2812, "talk-slides", STEPS_1)),
                hardware=GPU_HW, expect=BAND, decisions=TALK_DECISIONS),
-    Experiment(id="vit-finetune", compares="scratch 10 ep -> ImageNet-pretrained 3 ep", pipeline="vit_ladder",
+    Experiment(id="vit-finetune", compares="scratch 10 ep -> ImageNet-pretrained 3 ep", pipeline="fabric_ladder",
                reproduces="talk step 01 (slides; 01_pytorch-vit.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options=FINETUNE, variant="finetune",
                baseline="vit-scratch",
@@ -106,7 +106,7 @@ EXPERIMENTS = (
                hardware=GPU_HW, expect=BAND + " The published 3.29 is time to result (10 vs 3 epochs); a "
                                               "same-work measurement is judged on its equivalent, 0.99.",
                decisions=(PRETRAINED, *TALK_DECISIONS)),
-    Experiment(id="vit-compile", compares="finetune -> + torch.compile", pipeline="vit_ladder",
+    Experiment(id="vit-compile", compares="finetune -> + torch.compile", pipeline="fabric_ladder",
                reproduces="talk step 02 (logs.md; 02_pytorch-vit-compile.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options={**FINETUNE, "compile": True},
                variant="compiled", baseline="vit-finetune",
@@ -118,7 +118,7 @@ EXPERIMENTS = (
                decisions=(PRETRAINED, *TALK_DECISIONS)),
     Experiment(id="vit-fabric-baseline", compares="plain PyTorch -> Lightning Fabric, 1 GPU, fp32",
                reproduces="talk step 03 (logs.md; 03_fabric-vit.py)",
-               pipeline="vit_ladder", target="cuda", requires=("gpu",), settings=VIT1, options=FABRIC_FP32,
+               pipeline="fabric_ladder", target="cuda", requires=("gpu",), settings=VIT1, options=FABRIC_FP32,
                variants=FABRIC_FP32_ARMS, baseline="vit-finetune",
                published=(P("train_time_min", 18.49, "repo-output", variant="fabric-32-true"),
                           P("test_accuracy_pct", 95.78, "repo-output", variant="fabric-32-true"),
@@ -136,7 +136,7 @@ EXPERIMENTS = (
                           "Fabric sets up model and optimizer and its backward runs inside the shared loop; the "
                           "loop moves batches to the device (no fabric.setup_dataloaders).",
                           PRETRAINED, *TALK_DECISIONS)),
-    Experiment(id="vit-bf16-mixed", compares="Fabric fp32 -> bf16-mixed", pipeline="vit_ladder",
+    Experiment(id="vit-bf16-mixed", compares="Fabric fp32 -> bf16-mixed", pipeline="fabric_ladder",
                reproduces="talk step 04 (logs.md; 04_fabric-vit-mixed-precision.py)",
                target="cuda", requires=("gpu",), settings=VIT1, options={**FABRIC, "precision": "bf16-mixed"},
                variant="fabric-bf16-mixed", baseline="vit-fabric-baseline",
@@ -146,7 +146,7 @@ EXPERIMENTS = (
                hardware=GPU_HW, expect=BAND,
                decisions=("A GPU without bf16 support skips the run with a reason (the talk's fallback was "
                           "16-mixed: -o precision=16-mixed).", PRETRAINED, *TALK_DECISIONS)),
-    Experiment(id="vit-ddp-4gpu", compares="bf16 on 1 GPU -> bf16 + DDP on 4 GPUs", pipeline="ddp",
+    Experiment(id="vit-ddp-4gpu", compares="bf16 on 1 GPU -> bf16 + DDP on 4 GPUs", pipeline="data_parallel",
                reproduces="talk step 05 (logs.md; 05_fabric-vit-mixed-ddp.py)",
                target="cuda", launcher="torchrun", requires=("gpu", "multi-gpu"), settings=VIT_DIST,
                options=TALK_DIST, knobs={"NPROC": "4"}, cpu_smoke=TINY_VIT, baseline="vit-bf16-mixed",

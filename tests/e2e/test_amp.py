@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from conftest import accel, assert_refused, records
-from pipelines import ch07_amp
+from pipelines import amp
 from pipelines.core.train import models
 
 CPU = torch.device("cpu")
@@ -18,7 +18,7 @@ def _cnn():
 def test_bf16_autocast_runs_for_real_on_cpu():
     model = _cnn()
     optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
-    step, predict = ch07_amp.make_step(model, optimizer, CPU, "bf16", True)
+    step, predict = amp.make_step(model, optimizer, CPU, "bf16", True)
     x, y = torch.rand(8, 3, 32, 32), torch.randint(0, 10, (8,))
     before = [p.detach().clone() for p in model.parameters()]
     loss = step(x, y)
@@ -30,7 +30,7 @@ def test_bf16_autocast_runs_for_real_on_cpu():
 
 def test_fp32_step_has_no_autocast():
     model = _cnn()
-    _, predict = ch07_amp.make_step(model, torch.optim.Adam(model.parameters()), CPU, "fp32", True)
+    _, predict = amp.make_step(model, torch.optim.Adam(model.parameters()), CPU, "fp32", True)
     assert predict(torch.rand(2, 3, 32, 32)).dtype == torch.float32
 
 
@@ -39,7 +39,7 @@ def test_fp32_step_has_no_autocast():
 def test_fp16_with_grad_scaler_on_cuda():
     device = torch.device("cuda")
     model = _cnn().to(device)
-    step, predict = ch07_amp.make_step(model, torch.optim.Adam(model.parameters()), device, "fp16", True)
+    step, predict = amp.make_step(model, torch.optim.Adam(model.parameters()), device, "fp16", True)
     x, y = torch.rand(8, 3, 32, 32, device=device), torch.randint(0, 10, (8,), device=device)
     assert torch.isfinite(step(x, y)) and predict(x).dtype == torch.float16
 

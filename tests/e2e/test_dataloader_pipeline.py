@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from conftest import accel
-from pipelines import ch05_dataloader
+from pipelines import data_loading
 from pipelines.core.harness import plan as planning, runner
 from pipelines.core.config import experiments
 
@@ -32,7 +32,7 @@ def _children() -> list[int]:
 def test_transform_is_the_books_seven_steps_at_224():
     from PIL import Image
 
-    transform = ch05_dataloader.heavy_transform()
+    transform = data_loading.heavy_transform()
     names = [type(step).__name__ for step in transform.transforms]
     assert names == ["Resize", "CenterCrop", "RandomHorizontalFlip", "RandomRotation", "GaussianBlur",
                      "ToTensor", "Normalize"]

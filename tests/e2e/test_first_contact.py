@@ -58,7 +58,7 @@ def test_a_smoke_launch_through_another_launcher_names_the_command_that_gives_th
 
 
 def _cfg(**fields) -> RunConfig:
-    base = dict(experiment="ch2-nobias", pipeline="ch02_layers", variant="nobias", model="cnn_fmnist",
+    base = dict(experiment="ch2-nobias", pipeline="plain_training", variant="nobias", model="cnn_fmnist",
                 dataset="synthetic", scale="bench", steps=40, warmup_steps=5, batch_size=64)
     return RunConfig(**{**base, **fields})
 

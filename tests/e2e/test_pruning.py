@@ -5,7 +5,7 @@ import torch
 from torch import nn
 
 from conftest import accel, records
-from pipelines import ch06_pruning
+from pipelines import pruning
 from pipelines.core.train import models
 
 
@@ -13,8 +13,8 @@ def _pruned(sparsity: float, model: nn.Module | None = None):
     torch.manual_seed(0)
     model = model or models.build("cnn_cifar10")
     with torch.no_grad():
-        keep = ch06_pruning.l1_filter_masks(model, sparsity)
-        return ch06_pruning.compress(model, keep), keep
+        keep = pruning.l1_filter_masks(model, sparsity)
+        return pruning.compress(model, keep), keep
 
 
 def test_half_sparsity_matches_the_book_count():

@@ -44,7 +44,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         if entry.knobs.get("ALLOCATOR", "default") != "default":
             assert rec["env"]["allocator"] == entry.knobs["ALLOCATOR"]
         metrics = rec["metrics"]
-        if rec["pipeline"] == "ch01_profile":  # eager ops in eager mode; CompiledFunction in compiled mode
+        if rec["pipeline"] == "profiling":  # eager ops in eager mode; CompiledFunction in compiled mode
             assert "profile_table" in rec["artifacts"]
             compiled = rec["config"]["options"]["compile"]
             assert (metrics["share_mkldnn_convolution_pct"] > 0) or compiled
@@ -58,7 +58,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
         if rec["pipeline"] == "batch_size_finder":
             assert metrics["chosen_batch_size"] >= 2 and rec["artifacts"]["curve"]
             assert metrics["samples_per_step"] == metrics["chosen_batch_size"]  # then trained at that size
-        if rec["pipeline"] == "ch01_onnx":  # the exported file is where the record says, and onnxruntime agreed
+        if rec["pipeline"] == "onnx_export":  # the exported file is where the record says, and onnxruntime agreed
             from pathlib import Path
 
             from pipelines.core.data.files import digest

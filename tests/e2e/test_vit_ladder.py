@@ -138,7 +138,7 @@ def test_gpu_entries_refuse_to_run_silently_on_cpu(entry, tmp_path, data_root):
 
 def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
     """Lightning must be imported before torch.compile to re-wrap a compiled model; a fresh process shows
-    the order in vit_ladder.setup is right (compilation itself is lazy, so this stays cheap)."""
+    the order in fabric_ladder.setup is right (compilation itself is lazy, so this stays cheap)."""
     import subprocess
     import sys
 
@@ -148,10 +148,10 @@ def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():
         "import torch\n"
         "from pipelines.core.config import experiments\nfrom pipelines.core.harness import plan as planning\n"
         "from pipelines.core.train.loop import RunContext\n"
-        "from pipelines import vit_ladder\n"
+        "from pipelines import fabric_ladder\n"
         "(cfg,) = planning.plan(experiments.get('dlf-u9-compile'), 'smoke', {'device': 'cpu'},\n"
         "    {'fabric': 'true', 'precision': 'bf16-mixed'}, ('compiled',)).configs\n"
-        "t = vit_ladder.PIPELINE.setup(cfg, RunContext(device=torch.device('cpu')))\n"
+        "t = fabric_ladder.PIPELINE.setup(cfg, RunContext(device=torch.device('cpu')))\n"
         "print(type(t.predict).__name__, cfg.options.compile)\n")
     run = subprocess.run([sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True,
                          timeout=300)

@@ -257,7 +257,7 @@ def world(tmp_path, data_root, request):
         records = paths.setdefault("records", tmp_path / "records")
         records.mkdir()
         record = {"schema": "accel.result/1", "status": "ok", "run_id": "x", "experiment": "ch2-baseline",
-                  "pipeline": "ch02_layers", "variant": "default", "scale": "smoke", "repeat": 0, "config": {},
+                  "pipeline": "plain_training", "variant": "default", "scale": "smoke", "repeat": 0, "config": {},
                   "metrics": [1, 2], "dist": {}, "env": {}}
         (records / "bad.jsonl").write_text(json.dumps(record) + "\n")
     if any("{" + name + "}" in text for name in ("bad_manifest", "empty_manifest", "garbage_origin",

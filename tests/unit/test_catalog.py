@@ -517,7 +517,15 @@ def test_a_rule_that_says_the_result_is_carried_holds_for_each_of_its_rows():
 
 
 def _pipeline_names() -> list[str]:
-    return sorted(p.stem for p in (REPO / "pipelines").glob("*.py") if not p.stem.startswith("_"))
+    """Every pipeline the catalog names (technique files, and the harness's self-checks as selfcheck.<name>)."""
+    return sorted({e.pipeline for e in ENTRIES.values() if e.pipeline})
+
+
+def test_every_technique_file_is_named_by_the_catalog_and_every_name_is_a_file():
+    files = {p.stem for p in (REPO / "pipelines").glob("*.py") if not p.stem.startswith("_")}
+    files |= {f"selfcheck.{p.stem}" for p in (REPO / "pipelines" / "selfcheck").glob("*.py")
+              if not p.stem.startswith("_")}
+    assert files == set(_pipeline_names())
 
 
 @pytest.mark.parametrize("name", _pipeline_names())

@@ -36,7 +36,7 @@ def test_the_loader_samples_exactly_those_images(tmp_path):
     from pipelines.core.config.runconfig import RunConfig
 
     generator.generate("fashion_mnist", tmp_path, train=600, test=100, seed=0)
-    cfg = RunConfig(experiment="ch2-baseline", pipeline="ch02_layers", variant="baseline", model="cnn_fmnist",
+    cfg = RunConfig(experiment="ch2-baseline", pipeline="plain_training", variant="baseline", model="cnn_fmnist",
                     dataset="fashion_mnist", data_root=tmp_path, batch_size=64, seed=0)
     loaders = datasets.loaders(cfg, (1, 28, 28))
     assert loaders.train_samples == 540

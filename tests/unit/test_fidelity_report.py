@@ -9,7 +9,7 @@ from pipelines.core.record.results import Loaded, load
 from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
 ENTRY = Experiment(
-    id="x-compile", compares="eager -> compiled", pipeline="ch03_compile", settings={},
+    id="x-compile", compares="eager -> compiled", pipeline="torch_compile", settings={},
     variants=(Variant("eager"), Variant("compiled")),
     published=(P("ratio", 0.84, "book:ch3", "118/140 s, compilation inside epoch 1", "compiled", basis="end-to-end"),
                P("memory_ratio", 2.0, "lecture", "stated", "compiled", basis="memory")))

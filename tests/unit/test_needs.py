@@ -13,7 +13,8 @@ from pipelines.core.config import experiments
 from pipelines.core.harness import plan as planning, refusals
 from pipelines.core.train.loop import RunContext
 
-TECHNIQUES = sorted(p for p in (Path(__file__).resolve().parents[2] / "pipelines").glob("*.py")
+PIPELINES_DIR = Path(__file__).resolve().parents[2] / "pipelines"
+TECHNIQUES = sorted(p for p in [*PIPELINES_DIR.glob("*.py"), *PIPELINES_DIR.glob("selfcheck/*.py")]
                     if not p.name.startswith("_"))
 
 

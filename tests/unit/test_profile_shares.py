@@ -58,7 +58,7 @@ def test_renamed_ops_are_found_under_today_s_names():
 def _ch1_forward_profile(grad: bool = True) -> dict[str, float]:
     import torch
 
-    from pipelines.ch01_profile import profile_call
+    from pipelines.profiling import profile_call
     from pipelines.core.train import models
 
     torch.manual_seed(0)
@@ -94,7 +94,7 @@ def test_the_report_judges_every_printed_share_of_a_recorded_profile(tmp_path):
     recs = []
     for repeat in range(2):
         rec = record("ch1-profile-ops", "profile", None, repeat=repeat)  # a measurement: no throughput, no row
-        rec["pipeline"] = "ch01_profile"
+        rec["pipeline"] = "profiling"
         rec["metrics"]["op_share_pct"] = copy.deepcopy(profile)
         recs.append(rec)
     write(tmp_path, "profile", recs)
@@ -123,7 +123,7 @@ def test_compiled_function_s_printed_share_is_found_in_today_s_compiled_profile(
     '## Call CompiledFxGraph' record inside it. A compiled forward pass (autograd on) shows it."""
     import torch
 
-    from pipelines.ch01_profile import profile_call
+    from pipelines.profiling import profile_call
     from pipelines.core.train import models
 
     torch._dynamo.reset()

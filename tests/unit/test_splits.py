@@ -108,7 +108,7 @@ def test_the_talk_trains_on_images_0_to_44999_and_validates_on_the_rest(cifar_si
 
 
 def test_the_generated_set_the_tests_use_is_split_450_50(data_root):
-    cfg = RunConfig(experiment="vit-finetune", pipeline="vit_ladder", variant="v", model="vit_tiny",
+    cfg = RunConfig(experiment="vit-finetune", pipeline="fabric_ladder", variant="v", model="vit_tiny",
                     dataset="cifar10", data_root=data_root, batch_size=16, drop_last=True, shuffle=True,
                     split="cvpr2023")
     loaders = datasets.loaders(cfg, (3, 32, 32))

@@ -5,8 +5,9 @@ from __future__ import annotations
 
 import torch
 
-import pipelines.ch07_amp as ch07_amp
-import pipelines.ddp as ddp
+import pipelines.amp as amp
+import pipelines.data_parallel as data_parallel
+import pipelines.plain_training as plain_training
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.train import torch_state
 
@@ -18,16 +19,19 @@ def config(pipeline, options, device: str = "cpu") -> RunConfig:
 
 def test_declared_options_hold_inside_the_unit_and_the_state_returns_after():
     before = torch_state.snapshot()
-    cfg = config(ddp.PIPELINE, ddp.Options(threads=1, matmul_precision="medium"))
-    with torch_state.settings(ddp.PIPELINE.process_values(cfg)):
+    threads = config(plain_training.PIPELINE, plain_training.Options(threads=1))
+    values = (*plain_training.PIPELINE.process_values(threads),
+              *data_parallel.PIPELINE.process_values(config(data_parallel.PIPELINE,
+                                                            data_parallel.Options(matmul_precision="medium"))))
+    with torch_state.settings(values):
         assert torch.get_num_threads() == 1 and torch.get_float32_matmul_precision() == "medium"
     assert torch_state.snapshot() == before
 
 
 def test_chapter_7_flags_are_set_on_cuda_arms_and_restored_even_after_a_failure():
     before = torch_state.snapshot()
-    options = ch07_amp.Options(tf32="on", reduced_precision_reduction="off", cudnn_benchmark=True)
-    values = ch07_amp.PIPELINE.process_values(config(ch07_amp.PIPELINE, options, device="cuda"))
+    options = amp.Options(tf32="on", reduced_precision_reduction="off", cudnn_benchmark=True)
+    values = amp.PIPELINE.process_values(config(amp.PIPELINE, options, device="cuda"))
     try:
         with torch_state.settings(values):
             assert torch.backends.cuda.matmul.allow_tf32 and torch.backends.cudnn.allow_tf32
@@ -37,7 +41,7 @@ def test_chapter_7_flags_are_set_on_cuda_arms_and_restored_even_after_a_failure(
     except KeyError:
         pass
     assert torch_state.snapshot() == before
-    assert ch07_amp.PIPELINE.process_values(config(ch07_amp.PIPELINE, options)) == ()  # CPU: no effect, not set
+    assert amp.PIPELINE.process_values(config(amp.PIPELINE, options)) == ()  # CPU: no effect, not set
 
 
 def test_default_switches_give_torch_s_own_defaults():

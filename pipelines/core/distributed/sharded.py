@@ -1,4 +1,4 @@
-"""Sharded training state, shared by every technique that shards it (FSDP in ddp.py and tensor_parallel.py,
+"""Sharded training state, shared by every technique that shards it (FSDP in data_parallel.py and tensor_parallel.py,
 ZeRO in zero.py, and Lightning Fabric's FSDP and DeepSpeed strategies in fabric_strategies.py).
 
 Rank 0 evaluates alone after training, so a sharded model must first become one full copy there: the

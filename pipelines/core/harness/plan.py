@@ -30,7 +30,8 @@ def load_pipeline(name: str) -> Pipeline:
     module = importlib.import_module(f"pipelines.{name}")
     pipeline = getattr(module, "PIPELINE", None)
     if not isinstance(pipeline, Pipeline):
-        raise TypeError(f"pipelines/{name}.py must expose PIPELINE, an instance of harness.pipeline.Pipeline")
+        path = name.replace(".", "/")
+        raise TypeError(f"pipelines/{path}.py must expose PIPELINE, an instance of harness.pipeline.Pipeline")
     return pipeline
 
 

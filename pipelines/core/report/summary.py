@@ -37,7 +37,7 @@ def map_markdown() -> str:
              "| status |",
              "|---|---|---|---|---|---|---|---|---|"]
     for e in experiments.all_experiments().values():
-        pipeline = f"`pipelines/{e.pipeline}.py`" if e.pipeline else "-"
+        pipeline = f"`pipelines/{e.pipeline.replace('.', '/')}.py`" if e.pipeline else "-"
         lines.append(f"| `{e.id}` | {e.compares} | {e.reproduces or '-'} | {pipeline} | `{e.target}` | "
                      f"`{e.launcher}` | `make {e.id}` | {published_ratio_text(e)} | {e.status} |")
     return "\n".join(lines)

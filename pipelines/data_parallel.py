@@ -55,7 +55,6 @@ class Options(DistOptions, CheckpointOptions, BookkeepingOptions):
     lr_scaling: Literal["none", "linear"] = "none"
     lr_gamma: Annotated[float, click.FloatRange(min=0, max=1)] = 0.0  # ExponentialLR per epoch; 0: none
     ranks: Annotated[int, click.IntRange(min=0)] = 0  # processes this variant needs (0: any); dp: its GPUs
-    threads: Annotated[int, click.IntRange(min=0)] = 0  # Table 9.1: intra-op threads (0: the launcher's)
     matmul_precision: Literal["highest", "high", "medium"] = "highest"  # the talk's scripts: medium
 
 
@@ -86,7 +85,7 @@ def dataparallel_skip(cfg, opts: Options, ctx) -> str | None:
 class DataParallel(TrainingPipeline[Options]):
     Options = Options
     supports = Supports(backends=BACKENDS, checkpoints=True)  # DDP/FSDP over any Session backend; resumable
-    process_options = ("threads", "matmul_precision")  # intra-op threads, matmul precision: the engine sets them
+    process_options = ("matmul_precision",)  # matmul precision: the engine sets it for the process
     smoke_settings = {"batch_size": 8}
 
     # An arm sized for another process count (ch9's ranks=N, ch10's gpus=N) is skipped, so one launch runs the
