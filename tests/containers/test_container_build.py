@@ -57,7 +57,7 @@ def test_image_builds_runs_unprivileged_and_smoke_runs_a_pipeline(target, tmp_pa
 
 
 def test_a_start_the_host_refuses_ends_in_one_line_naming_container_args(tmp_path):
-    """Issue 31: without CONTAINER_ARGS, rootful Podman on a host without CAP_SYS_RESOURCE fails in runc
+    """Without CONTAINER_ARGS, rootful Podman on a host without CAP_SYS_RESOURCE fails in runc
     ("error setting rlimit type 7"); the wrapper adds one `launch: error:` line naming the knob. On a host
     that allows it the run simply succeeds, and there is nothing to check."""
     image = built("cpu")

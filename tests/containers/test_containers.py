@@ -122,8 +122,21 @@ def test_base_digests_are_recorded_or_marked_unresolved():
     assert all(re.fullmatch(r"sha256:[0-9a-f]{64}|unresolved", line[1]) for line in lines)
 
 
+def check_env(folder: Path, pip_check_rc: int, *modules: str) -> tuple[subprocess.CompletedProcess, list[str]]:
+    """containers/check-env.sh (an image's self-test) run here with a stand-in `python3` on PATH that fails
+    `-m pip check` with `pip_check_rc` and passes anything else; the run and each python3's arguments."""
+    folder.mkdir()
+    calls, python = folder / "calls", folder / "python3"
+    python.write_text(f'#!/bin/sh\necho "$*" >> {calls}\ncat >/dev/null\n[ "$*" = "-m pip check" ] && '
+                      f'exit {pip_check_rc}\nexit 0\n')
+    python.chmod(0o755)
+    run = subprocess.run(["bash", str(CONTAINERS / "check-env.sh"), *modules], capture_output=True, text=True,
+                         timeout=60, env={"PATH": f"{folder}:/usr/bin:/bin"})
+    return run, calls.read_text().splitlines() if calls.exists() else []
+
+
 @pytest.mark.parametrize("target", TARGETS)
-def test_images_test_themselves_run_unprivileged_and_hold_no_code(target):
+def test_images_test_themselves_run_unprivileged_and_hold_no_code(target, tmp_path):
     text = dockerfile(target)
     steps = [line for line in text.splitlines() if re.match(r"^(RUN|USER|CMD|COPY|ENTRYPOINT)\b", line)]
     assert steps[-2].startswith("RUN /opt/accel/check-env.sh"), "the last build step must be the self-check"
@@ -137,7 +150,13 @@ def test_images_test_themselves_run_unprivileged_and_hold_no_code(target):
     for source in (text, (CONTAINERS / target / f"{target}.def").read_text()):
         assert "site-packages" not in source and "git clone" not in source
         assert not re.search(r"(COPY|ADD)\s+\.\.?/?\s", source), "images hold the environment, not the code"
-    assert "check-env.sh" in text and "pip check" in (CONTAINERS / "check-env.sh").read_text()
+    # the target's self-test step, run: `pip check` first, and an inconsistent environment stops it (and the
+    # build); then the imports the step names
+    modules = re.match(r"RUN /opt/accel/check-env.sh((?: [\w.]+)*)", steps[-2]).group(1).split()
+    broken, calls = check_env(tmp_path / "broken", 1, *modules)
+    assert broken.returncode != 0 and calls == ["-m pip check"], (broken.stderr, calls)
+    ok, calls = check_env(tmp_path / "ok", 0, *modules)
+    assert ok.returncode == 0 and calls == ["-m pip check", " ".join(["-", *modules])], (ok.stderr, calls)
 
 
 @pytest.mark.skipif(importlib.util.find_spec("hpccm") is None,
@@ -204,12 +223,26 @@ def test_bad_recipe_options_are_one_line_and_write_nothing(args, needle, tmp_pat
 
 
 @pytest.mark.parametrize("lock", ("torch", "ipex"))
-def test_locks_pin_every_package_with_hashes(lock):
+def test_locks_pin_every_package_with_hashes(lock, tmp_path):
     text = (CONTAINERS / "locks" / f"{lock}.lock").read_text()
     blocks = re.split(r"\n(?=[A-Za-z0-9])", text.split("\n", 2)[2])
     assert blocks and all("==" in b.splitlines()[0] and "--hash=sha256:" in b for b in blocks if b.strip())
     assert re.search(r"^#    make lock TARGET=", text, re.M), "the lock must name the command that made it"
-    assert "--require-hashes" in (CONTAINERS / "install-python.sh").read_text()
+    # the image's install step refuses this lock without its hashes before it installs anything (a stand-in
+    # apt-get on PATH would log a call), and its one pip install asks pip to check them
+    unhashed = tmp_path / f"{lock}.lock"
+    unhashed.write_text(re.sub(r"\s*\\\n\s+--hash=sha256:[0-9a-f]+", "", text))
+    assert "==" in unhashed.read_text() and "--hash" not in unhashed.read_text()
+    (tmp_path / "apt-get").write_text(f"#!/bin/sh\necho apt-get >> {tmp_path / 'calls'}\n")
+    (tmp_path / "apt-get").chmod(0o755)
+    run = subprocess.run(["bash", str(CONTAINERS / "install-python.sh"), str(unhashed), str(tmp_path / "wheels")],
+                         capture_output=True, text=True, timeout=60, env={"PATH": f"{tmp_path}:/usr/bin:/bin"})
+    assert run.returncode == 2 and run.stderr == (f"install-python: {unhashed} has no hashes; make it with: make "
+                                                  "lock TARGET=<target>\n"), run.stderr
+    assert not (tmp_path / "calls").exists()
+    script = (CONTAINERS / "install-python.sh").read_text().replace("\\\n", " ")
+    [pip] = [line for line in script.splitlines() if re.match(r'^"\$venv/bin/pip" install ', line)]
+    assert "--require-hashes" in pip.split() and pip.split()[-2:] == ["-r", '"$lock"'], pip
 
 
 def test_torch_lock_pins_every_runtime_dependency_of_the_host_venv():

@@ -1,6 +1,6 @@
 """Faults a distributed run must survive with one clear line: no rendezvous to join, a rank killed mid-run.
 
-Issue 11 items 3 and 4. A second node whose rendezvous host never answers gives up within its
+A second node whose rendezvous host never answers gives up within its
 `-o timeout_s` (the launcher's own checks aside) and says so in one line; a rank killed under torchrun
 leaves every survivor's error record, one `accel: error:` line instead of torchrun's ChildFailedError
 traceback, and the log folder that line names. Real launchers, real processes, loopback only.

@@ -69,4 +69,7 @@ def test_negative_workers_is_a_usage_error(tmp_path, data_root):
 def test_gpu_target_refuses_on_cpu_and_names_the_cpu_flag(tmp_path, data_root):
     run = accel("run", "ch5-pipeline", "--scale", "smoke", "--data-root", str(data_root),
                 "--results-dir", str(tmp_path))
-    assert run.returncode == 3 and "--device cpu" in run.stderr and not list(tmp_path.iterdir())
+    assert run.returncode == 3 and not list(tmp_path.iterdir()), run.stderr
+    assert run.stderr.strip().splitlines() == [
+        "accel: error: ch5-pipeline asks for --device cuda but no CUDA GPU is visible; run it on a GPU machine, or "
+        "smoke-test its code path on CPU: accel run ch5-pipeline --device cpu --scale smoke"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 
 import pytest
 
@@ -52,9 +53,15 @@ def test_a_baseline_another_launcher_runs_comes_along_in_the_same_rounds():
         assert "WARNING: oversubscribed (4 threads >" in out.stdout
 
 
-def test_a_smoke_launch_through_another_launcher_names_the_command_that_gives_the_verdict():
+def test_a_smoke_launch_through_another_launcher_runs_alone_and_says_no_ratio_is_judged():
+    """At smoke scale the entry runs under its own launcher without its baseline (no rounds), and the plan
+    says the baseline is not run and no ratio is judged. (It names no command for the verdict run.)"""
     out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=2", "--scale", "smoke", "--dry-run", timeout=120)
-    assert out.returncode == 0 and "plan: ch9-cpu-gloo under launch/torchrun.sh" in out.stdout
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("plan: ch9-cpu-gloo under launch/torchrun.sh\n"), out.stdout
+    assert "with its baseline" not in out.stdout and re.search(r"processes: +2 ranks x \d+ threads? on", out.stdout)
+    assert re.search(r"note: +smoke scale proves the code path only: ch9-cpu-threads@threads=\d+ is not run, and "
+                     r"no ratio is judged", " ".join(out.stdout.split())), out.stdout
 
 
 def _cfg(**fields) -> RunConfig:

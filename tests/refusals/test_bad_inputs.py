@@ -8,7 +8,7 @@ left in the results folder, and no process left behind.
 Cases that `accel` refuses itself run in this process through `cli.main`, the very function the console
 script calls (click parsing, validation, the error-to-exit-code mapping), with stderr captured at the file
 descriptor: a python start-up per case would cost seconds. Launcher cases and the ones that must train run
-as real subprocesses. The table absorbs the refusals test_cli_errors.py used to list.
+as real subprocesses.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def cli(name, argv, code, needle, **kw):
 
 
 CASES = [
-    # --- run: settings (the table test_cli_errors.py used to hold, and the bounds issue 11 asked for)
+    # --- run: settings and their bounds
     cli("unknown-id", ["run", "ch2-nope"], 2, "unknown experiment id 'ch2-nope'"),
     cli("batch-0", [*RUN, "--batch-size", "0"], 2, "--batch-size must be at least 1, got 0"),
     cli("batch-negative", [*RUN, "--batch-size", "-3"], 2, "got -3"),
@@ -173,7 +173,7 @@ CASES = [
     *([cli("planned", ["run", PLANNED], 3, "planned, not implemented yet")] if PLANNED else []),
     cli("preflight-no-arm-fits", ["preflight", "--world-size", "2", "run", "ch9-cpu-gloo", "--variant", "ranks=4",
                                   "--scale", "smoke", "--dataset", "synthetic"], 3, "needs 4 processes"),
-    # --- launchers: refused before torchrun / mpirun / srun start (issue 12's pre-flight)
+    # --- launchers: refused before torchrun / mpirun / srun start (the launchers' pre-flight)
     *[Case(f"{script}-{name}", (f"launch/{script}.sh", *argv), code, needle, via="launcher", env=env,
            needs=() if script == "torchrun" else (script,), slow=name in ("bad-option", "missing-data"))
       for script, count in (("torchrun", "NPROC"), ("mpirun", "NP"), ("srun", "NTASKS"))

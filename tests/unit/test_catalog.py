@@ -2,7 +2,7 @@
 and every published ratio recomputable from the published times of the arm and of its baseline.
 
 tests/published_reference.csv is the reference pack's published.csv (its 572 rows, columns and header) plus
-the rows issue 30 found missing (the talk's per-batch losses in logs.md, the note's precision table and its
+the rows it lacks (the talk's per-batch losses in logs.md, the note's precision table and its
 "+ CPU offload" row), kept in the repository so that no test reads files outside it. The catalog and the
 CSV are checked in both directions:
 
@@ -201,12 +201,12 @@ def test_every_reference_row_is_carried_or_explained():
     an explicit rule wins over a coincidence of value, e.g. the repo log's cudagraphs median of 45 s is not
     Table 3.1's eager median)."""
     rows = reference_rows()
-    assert len(rows) == 572 + 333  # published.csv's 572 rows + issue 30's: 328 talk losses, 3 formats, 2 words
+    assert len(rows) == 572 + 333  # published.csv's 572 rows + 333 added: 328 talk losses, 3 formats, 2 words
     orphans = [f"{row['id']} {row['metric']}={row['value']} ({row['source'][:40]}; {row['config'][:60]})"
                for row in rows if explain(row) is None and carries(row) is None]
     assert not orphans, "neither carried nor explained:\n" + "\n".join(orphans)
     carried = sum(explain(row) is None for row in rows)
-    assert carried >= 288  # 224 before issue 30; the reasons explain the rest: learning curves, other runs, wording
+    assert carried >= 288  # the reasons explain the rest: learning curves, other runs, wording
 
 
 def test_no_not_carried_rule_is_stale():
@@ -377,7 +377,7 @@ def test_an_open_arm_takes_any_whole_count_and_names_the_fix_for_a_bad_one():
     assert [c.variant for c in made.configs] == ["ranks=3"] and made.configs[0].options.ranks == 3
 
 
-# ---- issue 30, item 4: figures that weak rules hid are carried; every rule holds for its rows ----
+# ---- figures that weak rules would hide are carried; every rule holds for its rows ----
 
 
 def test_a_rule_hides_no_figure_the_catalog_carries():
@@ -483,7 +483,7 @@ def test_a_percent_faster_row_is_the_ratio_the_entry_carries():
 
 
 def test_the_coverage_holes_are_in_the_table_and_explained():
-    """Issue 30 item 5: the talk's per-batch losses (logs.md, every 300 batches; the slides show some of
+    """The talk's per-batch losses (logs.md, every 300 batches; the slides show some of
     these lines), the note's '+ CPU offload' row; each explained by a rule that names its rows."""
     rows = reference_rows()
     losses = [row for row in rows if row["metric"] == "batch_loss"]

@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from dataclasses import FrozenInstanceError, dataclass
@@ -5,7 +7,8 @@ from typing import Annotated, Literal
 
 import click
 
-from pipelines.core.config import options
+from conftest import accel
+from pipelines.core.config import options, runconfig
 from pipelines.core.config.runconfig import SCALE_DEFAULTS, RunConfig, resolve
 from pipelines.core.errors import ConfigError
 
@@ -84,3 +87,28 @@ def test_options_are_typed_checked_and_layered():
         options.build(Knobs, {"mode": "fast"})
     with pytest.raises(ConfigError, match="must be a finite number"):
         options.build(options.DistOptions, {"timeout_s": "inf"})
+
+
+# ---- OMP_NUM_THREADS: a positive whole number, or a comma list of them ----
+
+@pytest.mark.parametrize("value", ["1", "16", "4,2"])
+def test_a_positive_omp_num_threads_or_a_nesting_list_is_accepted(value):
+    runconfig.check_environment({"OMP_NUM_THREADS": value})
+
+
+@pytest.mark.parametrize("value", ["abc", "0", "-1", "", " 4", "4,", "4,0", "2.5", "\u0663"])
+def test_a_bad_omp_num_threads_is_refused_by_resolve(value, monkeypatch):
+    monkeypatch.setenv("OMP_NUM_THREADS", value)
+    with pytest.raises(ConfigError, match=re.escape(f"OMP_NUM_THREADS={value!r} is not a positive whole")):
+        runconfig.resolve({"model": "cnn_cifar10", "dataset": "synthetic"}, None, {}, experiment="x",
+                       pipeline="p", variant="v", scale="smoke")
+
+
+def test_accel_run_refuses_a_bad_omp_num_threads_in_one_line(results_dir):
+    run = accel("run", "ch2-baseline", "--scale", "smoke", "--dataset", "synthetic", "--results-dir",
+                str(results_dir), env={"OMP_NUM_THREADS": "abc"})
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1, run.stderr
+    assert lines[0] == ("accel: error: OMP_NUM_THREADS='abc' is not a positive whole number (or a comma list "
+                        "of them, one per nesting level); unset it or set e.g. OMP_NUM_THREADS=2")
+    assert not results_dir.exists()

@@ -1,5 +1,5 @@
 """A GPU entry asked to run on CPU runs its declared CPU form, says so, and is never judged against the GPU
-figure (issue 30, item 9: ch7-amp --device cpu planned EfficientNet-B7 at batch 2048, 7.3 hours)."""
+figure (planned as the GPU entry, ch7-amp --device cpu would be EfficientNet-B7 at batch 2048, 7.3 hours)."""
 
 from __future__ import annotations
 

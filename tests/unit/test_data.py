@@ -1,5 +1,7 @@
+import errno
 import gzip
 import struct
+import subprocess
 
 import pytest
 import torch
@@ -130,3 +132,44 @@ def test_fetch_lock_serialises_downloads(tmp_path):
     [t.join(timeout=60) for t in threads]
     assert set(spans) == {"first", "second"}, "a holder did not finish"
     assert spans["second"][0] >= spans["first"][1]
+
+
+# ---- a refused `accel data generate` leaves nothing behind ----
+
+def test_generate_refused_mid_write_leaves_no_lock_and_no_new_folder(tmp_path, monkeypatch):
+    def full(*_args, **_kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(generator, "write_fashion_mnist", full)
+    root = tmp_path / "new" / "data"
+    with pytest.raises(files.DataError, match="No space left on device"):
+        generator.generate("fashion_mnist", root, train=10, test=10)
+    assert list(tmp_path.iterdir()) == []
+    kept = tmp_path / "kept"
+    kept.mkdir()
+    (kept / ".fashion_mnist.lock").touch()  # another writer's lock: not this call's to remove
+    with pytest.raises(files.DataError):
+        generator.generate("fashion_mnist", kept, train=10, test=10)
+    assert [p.name for p in kept.iterdir()] == [".fashion_mnist.lock"]
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 64 KiB tmpfs: too small for the default generated Fashion-MNIST (2048 + 512 samples of 785 bytes)."""
+    mount = tmp_path / "tiny"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a small tmpfs needs root and mount: {done.stderr.strip() or done.returncode}")
+    yield mount
+    subprocess.run(["umount", str(mount)], check=True)
+
+
+def test_data_generate_on_a_full_disk_is_one_line_and_leaves_nothing(full_disk, accel_in_process):
+    run = accel_in_process("data", "generate", "fashion_mnist", "--root", str(full_disk / "data"))
+    lines = run.stderr.strip().splitlines()
+    assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
+    assert "No space left on device" in lines[0]
+    assert "Traceback" not in run.stderr
+    assert list(full_disk.iterdir()) == []  # no data/, no .fashion_mnist.lock

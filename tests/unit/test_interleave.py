@@ -86,7 +86,7 @@ def test_blocks_are_sized_from_the_warm_up_to_the_time_asked():
 
 
 def test_fewer_steps_than_blocks_run_that_many_steps_not_one_per_block():
-    """--steps 3 with 12 blocks: 3 blocks of 1 step (it used to run 12 steps, one in each block)."""
+    """--steps 3 with 12 blocks: 3 blocks of 1 step, not 12 blocks of one step each."""
     assert interleave.block_count(12, block_s=None, fixed_steps=3) == 3
     assert interleave.block_count(12, block_s=None, fixed_steps=30) == 12
     assert interleave.block_count(12, block_s=0.5, fixed_steps=None) == 12

@@ -1,5 +1,5 @@
 """A verdict resting on repeats from a noisy machine says so in the report, and `accel report --strict`
-gives no conclusive verdict from it (issue 24: the report marks noisy arms)."""
+gives no conclusive verdict from it."""
 
 import json
 

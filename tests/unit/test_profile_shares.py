@@ -1,4 +1,4 @@
-"""Printed profile shares against recorded profiles (pipelines/core/report/shares.py, issue 30 item 4).
+"""Printed profile shares against recorded profiles (pipelines/core/report/shares.py).
 
 The band is checked against the only evidence of a profile's spread there is, the book's own two profiles of
 the same eager forward pass (ch1 and ch3); the name map against a live torch profile of the book's CNN; the

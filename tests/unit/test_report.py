@@ -1,6 +1,7 @@
 """The reproduction report: verdict rules on synthetic records (interval inside / above / below /
 straddling the band, no interval for older records), refusals, accuracy rules, drift against a reference,
-bad input, the three output formats and plots, and the reference/GPU scripts' dry paths.
+bad input, the three output formats and plots, the reference/GPU scripts' dry paths, and the Machines
+section's data source (never "data None").
 
 Hand-made records stand in for runs where the maths needs exact step times (real runs are noisy) or
 hardware this machine lacks (GPUs, many cores); the slow tests run the real scripts end to end.
@@ -23,7 +24,7 @@ from conftest import REPO, accel
 from recordutil import GOLDEN, SAMPLES, ch2, drift_pair, record, rows_for, steps, table_rows, write  # noqa: F401
 from pipelines.catalog import decisions
 from pipelines.core.report import summary as report
-from pipelines.core.report import drift as report_drift, scaling_plots
+from pipelines.core.report import document, drift as report_drift, scaling_plots
 from pipelines.core.config import experiments
 from pipelines.core.stats import rows as report_rows, intervals
 from pipelines.core.record import machine_class
@@ -536,3 +537,26 @@ def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones
     printed = subprocess.run([sys.executable, "-m", "pipelines.core.report.drift", "pick", *map(str, candidates)],
                              cwd=REPO, capture_output=True, text=True, timeout=60)
     assert printed.returncode == 0 and printed.stdout.strip() == str(tmp_path / "cpu-2core-x-bench")
+
+
+# ---- the Machines section: where each run's data came from ----
+
+H100_BENCH = REPO / "results" / "reference" / "h100-bench"
+
+
+def test_machine_line_never_says_data_none():
+    ok = record("ch2-baseline", "baseline", 1000.0)
+    ok["config"]["data_source"] = "generated"
+    skipped = record("ch2-nobias", "nobias", 1000.0)
+    skipped["status"] = "skipped"
+    skipped["config"].pop("data_source", None)
+    synthetic = record("ch2-bs128", "bs128", 1000.0)
+    synthetic["config"].pop("data_source", None)
+    synthetic["config"]["dataset"] = "synthetic"
+    assert "; data generated; " in document.machines([ok, skipped])[0]
+    assert "; data generated/synthetic; " in document.machines([ok, skipped, synthetic])[0]
+    assert "; data not recorded; " in document.machines([skipped])[0]
+    committed = H100_BENCH / "report.md"
+    machine = committed.read_text().split("## Machines\n", 1)[1].split("\n## ", 1)[0]
+    assert "None" not in machine and "data generated/synthetic" in machine
+    assert "data None" not in "\n".join(document.machines(load(H100_BENCH).records))

@@ -1,4 +1,4 @@
-"""The sources' own splits (issue 30, item 3): the talk's CIFAR-10 holdout and the course's pooled IMDB split,
+"""The sources' own splits: the talk's CIFAR-10 holdout and the course's pooled IMDB split,
 image for image and review for review, and the epochs they make at book scale.
 
 The book-scale step counts are the project's own loaders (datasets.loaders on the entry's resolved config)

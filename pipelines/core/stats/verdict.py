@@ -128,7 +128,15 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
             body += "\n  measured: " + "; ".join([*(f"paired {p}" if p != "unpaired" else p for p in pairings),
                                                  *([method] if method else [])])
         body += _memory_table(lines) + _checks_table(lines)
+    body += "".join(f"\n  not run here: {arm}: {why}" for arm, why in not_run(records, ids).items())
     return f"{body}\n{closing_line(paths, results_dir)}"
+
+
+def not_run(records: list[dict[str, Any]], ids: Sequence[str]) -> dict[str, str]:
+    """Arms of `ids` skipped here (a declared need this run does not meet), each with the reason its record
+    holds: the table has no line for them, so the verdict names them after it."""
+    return {str(Arm.of(r)): "; ".join(r.get("notes", [])) or "skipped" for r in records
+            if r["status"] == "skipped" and r["experiment"] in ids}
 
 
 def _checks_table(lines: list[dict[str, Any]]) -> str:
@@ -168,6 +176,7 @@ def as_json(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[P
             serving: dict[tuple[str, str], str] | None = None) -> str:
     """The same table for scripts: one object with the arms, the record files and the report command."""
     arms = [{k: v for k, v in line.items() if k != "_row"} for line in rows(records, ids, serving)]
-    return json.dumps({"arms": arms, "records": [str(p) for p in paths],
+    skipped = [{"arm": arm, "why": why} for arm, why in not_run(records, ids).items()]
+    return json.dumps({"arms": arms, "not_run": skipped, "records": [str(p) for p in paths],
                        "report": f"accel report --results-dir {results_dir} --out {results_dir}"},
                       indent=1, allow_nan=False, default=str)

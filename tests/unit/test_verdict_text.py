@@ -1,0 +1,26 @@
+"""The verdict a command ends with (core/stats/verdict.py): an arm skipped here has no table line, so the
+verdict names it after the table with the reason its record holds, in the text and in --json."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from recordutil import record, steps
+
+from pipelines.core.stats import verdict
+
+
+def test_a_skipped_arm_is_named_after_the_table_with_its_reason():
+    ran = [record("ch7-amp", arm, repeat=i, step_times=steps(ratio)) for i in range(3)
+           for arm, ratio in (("fp32", 1.0), ("bf16", 1.2))]
+    skipped = record("ch7-amp", "fp16")
+    skipped.update(status="skipped", notes=["fp16 runs with --device cuda: accel run ch7-amp --variant fp16"])
+    records = [*ran, skipped]
+    text = verdict.text(records, ["ch7-amp"], [], Path("results"))
+    table, after = text.split("not run here:", 1)
+    assert "ch7-amp [bf16]" in table and "ch7-amp [fp16]" not in table
+    assert after.startswith(" ch7-amp [fp16]: fp16 runs with --device cuda: accel run ch7-amp --variant fp16\n")
+    shown = json.loads(verdict.as_json(records, ["ch7-amp"], [], Path("results")))
+    assert shown["not_run"] == [{"arm": "ch7-amp [fp16]", "why": skipped["notes"][0]}]
+    assert "not run here" not in verdict.text(ran, ["ch7-amp"], [], Path("results"))
