@@ -115,15 +115,16 @@ $(IPEX_STAMP): $(IPEX_LOCK) $(CCL_SOURCES)
 # ch9-cpu-threads, ch9-cpu-gloo and ch10-gpu-nccl have sweep targets of their own (DIST_IDS, above).
 CORES := $(shell nproc 2>/dev/null || echo 1)
 NPROC ?= 2
+ROUNDS ?= 3
 NGPU ?= $(or $(filter-out 0,$(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')),1)
 THREAD_SWEEP := $(foreach t,1 2 4 8 12 16,$(if $(shell [ $(t) -le $(CORES) ] && echo y),$(t)))
 RANK_SWEEP := $(foreach n,2 4 8,$(if $(shell [ $(n) -le $(CORES) ] && echo y),$(n)))
 
 .PHONY: cpu-ddp ch11-multinode doctor
 
-cpu-ddp: venv ## Chapter 9: NPROC Gloo ranks under torchrun, THREADS per rank (default: cores / NPROC), 3 bench repeats
+cpu-ddp: venv ## Chapter 9: NPROC Gloo ranks under torchrun, THREADS per rank (default: cores / NPROC), ROUNDS=3 rounds
 	@case "$(NPROC)" in ''|*[!0-9]*|0*) echo "make cpu-ddp: NPROC=$(NPROC) is not a number of ranks; use a whole number of at least 1 (e.g. make cpu-ddp NPROC=4)" >&2; exit 2;; esac
-	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) --repeats 3 $(ARGS)
+	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) $(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
 
 ch9-cpu-threads: venv ## Table 9.1: 1, 2, 4, ... threads, up to the cores this machine has
 	$(ACCEL) launch ch9-cpu-threads $(foreach t,$(THREAD_SWEEP),--variant threads=$(t)) $(ARGS)

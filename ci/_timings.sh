@@ -47,7 +47,7 @@ measure() {
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
   # shellcheck disable=SC2153  # SIZE is the sourcing script's array (see the header)
   if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" "${SIZE[@]}" \
-       --repeats "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
+       --rounds "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")
     return 0
   fi

@@ -69,7 +69,7 @@ print(x.knobs.get("NPROC", "") if x.launcher == "torchrun" else "")' "$1")"
 if [[ $dry -eq 1 ]]; then
   for id in "${run_ids[@]}"; do
     knob="$(nproc_knob "$id")"
-    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --repeats $REPEATS --data-root $DATA --results-dir $GPU_OUT --no-baseline"
+    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --rounds $REPEATS --data-root $DATA --results-dir $GPU_OUT --no-baseline"
   done
   exit 0
 fi

@@ -3,7 +3,7 @@
 # Every interpreter appends its sys.orig_argv to a log (a sitecustomize.py on PYTHONPATH); with PLANS=1 a
 # profile hook also logs each call of harness/plan.py `plan` (it slows the run: count with it, time without).
 # Usage: [PLANS=1] ci/process-count.sh CHECKOUT MAKE-ARGS...
-#   ci/process-count.sh . ch2-nobias ARGS="--repeats 3"
+#   ci/process-count.sh . ch2-nobias ARGS="--rounds 3"
 #   ci/process-count.sh . cpu-ddp NPROC=4
 set -euo pipefail
 checkout="$(cd "$1" && pwd)"

@@ -149,7 +149,7 @@ if [[ $dry -eq 1 ]]; then
     fi
     split_spec "$spec"
     line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" "${SIZE[@]}"
-          --repeats "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
+          --rounds "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
     echo "${line[*]}"
   done
   exit 0

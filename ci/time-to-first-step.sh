@@ -9,7 +9,7 @@ checkout="$(cd "${1:-$(dirname "$0")/..}" && pwd)" times="${2:-5}"
 for _ in $(seq "$times"); do
   out="$(mktemp -d)"
   start=$(date +%s.%N)
-  (cd "$checkout" && PYTHONPATH="$checkout" MASTER_PORT=29561 make -s cpu-ddp NPROC=2 ARGS="--scale smoke --steps 1 \
+  (cd "$checkout" && PYTHONPATH="$checkout" MASTER_PORT=29561 make -s cpu-ddp NPROC=2 ROUNDS= ARGS="--scale smoke --steps 1 \
     --warmup-steps 0 --repeats 1 --dataset synthetic --results-dir $out" >"$out.log" 2>&1) &
   until compgen -G "$out/*.jsonl" >/dev/null; do
     kill -0 $! 2>/dev/null || { cat "$out.log" >&2; exit 1; }

@@ -80,7 +80,7 @@ def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
 def test_the_chapter_runs_over_ccl_on_the_cpu_intel_lock_s_torch(python, tmp_path):
     """The book's line (torch 2.8, IPEX's), as the cpu-intel image has it: the oneCCL arm and its Gloo
     baseline alternate in that environment, and the records name its torch and the binding."""
-    run = subprocess.run([python, "-m", "pipelines", "run", "ch9-cpu-oneccl", "--variant", "ranks=2", "--repeats", "2",
+    run = subprocess.run([python, "-m", "pipelines", "run", "ch9-cpu-oneccl", "--variant", "ranks=2", "--rounds", "2",
                           "--dataset", "synthetic", "--steps", "4", "--results-dir", str(tmp_path)],
                          cwd=REPO, capture_output=True, text=True, timeout=600,
                          env={**os.environ, "PYTHON": python, "NPROC": "2"})

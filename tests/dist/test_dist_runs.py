@@ -150,7 +150,7 @@ BACKENDS = ["gloo", pytest.param("ccl", marks=pytest.mark.skipif(
 @pytest.mark.parametrize("backend", BACKENDS)
 def test_two_rank_ddp_matches_one_process_on_the_same_global_batch(backend, data_root, tmp_path):
     """Per-rank batch 8 on 2 ranks (DistributedSampler, no shuffle) = batch 16 in one process."""
-    common = ("--scale", "bench", "--steps", "3", "--warmup-steps", "0", "--repeats", "1", "--lr", "1e-3",
+    common = ("--scale", "bench", "--steps", "3", "--warmup-steps", "0", "--rounds", "1", "--lr", "1e-3",
               "--data-root", str(data_root), "-o", "checkpoint_every=0", "-o", f"backend={backend}")
     ddp_dir, one_dir = tmp_path / "ddp", tmp_path / "one"
     run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template",

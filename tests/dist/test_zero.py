@@ -166,7 +166,7 @@ def test_with_every_arm_a_rank_count_the_note_arm_cannot_split_skips_only_that_a
     accum_steps 4 x 4 ranks needs a micro-batch of 16). The verdict table lists the arms that ran, and the
     line after it names the skipped arm with its reason."""
     run = accel("launch", "s004-deepspeed", "--scale", "bench", "--dataset", "synthetic", "--model", "vit_tiny",
-                "--batch-size", "8", "--repeats", "1", "--blocks", "1", "--steps", "2", "--warmup-steps", "1",
+                "--batch-size", "8", "--rounds", "1", "--blocks", "1", "--steps", "2", "--warmup-steps", "1",
                 "--results-dir", str(tmp_path), env={"NPROC": "4", "MASTER_PORT": str(free_port())}, timeout=900)
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-4000:]
     found = {r["variant"]: r for r in records(tmp_path)}

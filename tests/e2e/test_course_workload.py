@@ -254,7 +254,7 @@ def test_distilbert_weights_come_from_a_local_save_pretrained_folder(tmp_path):
 @pytest.mark.slow
 def test_bag_of_words_learns_generated_imdb(data_root, tmp_path):
     """A short bench run of the course's baseline beats chance (50 %) clearly on the generated reviews."""
-    run = accel("run", "dlf-u9-bow", "--scale", "bench", "--repeats", "1", "--steps", "40", "--batch-size", "32",
+    run = accel("run", "dlf-u9-bow", "--scale", "bench", "--rounds", "1", "--steps", "40", "--batch-size", "32",
                 "--data-root", str(data_root), "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr[-3000:]
     (rec,) = records(tmp_path)

@@ -25,7 +25,7 @@ def test_dry_run_names_bench_scale_the_baseline_the_arms_and_an_estimate_and_wri
     assert "bench scale: 5 warm-up steps, then 12 blocks of about 0.5 s per arm" in plan  # the default scale
     assert "ch2-baseline [baseline]  baseline of ch2-nobias" in plan
     assert "ch2-nobias [nobias]      vs ch2-baseline" in plan
-    assert "estimate:" in plan and "repeats:   auto" in plan and "usable core" in plan
+    assert "estimate:" in plan and "rounds:    auto" in plan and "usable core" in plan
     assert "sharing:   ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in plan
     assert "allocator: pinned (glibc: mmap_threshold 32 MiB" in plan
     assert not (tmp_path / "r").exists()
@@ -119,7 +119,7 @@ def test_python_that_does_not_exist_is_one_line_before_any_launcher(tmp_path):
 @pytest.mark.slow
 def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_path):
     out = accel("run", "ch2-nobias", "--dataset", "synthetic", "--steps", "3", "--warmup-steps", "1",
-                "--repeats", "2", "--results-dir", str(tmp_path), "--json", timeout=600)
+                "--rounds", "2", "--results-dir", str(tmp_path), "--json", timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     assert out.stderr.startswith("plan: ch2-nobias with its baseline ch2-baseline")
     recs = records(tmp_path)

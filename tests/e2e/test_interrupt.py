@@ -101,7 +101,7 @@ def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_
     round in flight (once), which records its arms as interrupted; the finished round is kept."""
     results = tmp_path / "results"
     process = subprocess.Popen(
-        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--dataset", "synthetic", "--repeats", "3",
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--dataset", "synthetic", "--rounds", "3",
          "--blocks", "40", "--block-s", "0.2", "--warmup-steps", "1", "--results-dir", str(results)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     first_record(results, process)

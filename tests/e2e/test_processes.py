@@ -56,7 +56,7 @@ def _check_one_orchestrator(starts: list[list[str]], command: str) -> list[list[
 @pytest.mark.slow
 def test_run_at_bench_scale_is_one_orchestrator_and_one_worker_a_round(tmp_path):
     env, log = _counting(tmp_path)
-    out = accel("run", "ch2-nobias", "--dataset", "synthetic", "--repeats", "3", "--blocks", "2", "--block-s", "0.05",
+    out = accel("run", "ch2-nobias", "--dataset", "synthetic", "--rounds", "3", "--blocks", "2", "--block-s", "0.05",
                 "--warmup-steps", "1", "--results-dir", str(tmp_path / "r"), env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
     starts = _starts(log)
@@ -81,7 +81,7 @@ def test_compare_at_bench_scale_starts_only_workers(tmp_path):
 def test_launch_of_ranks_with_its_baseline_counts_its_processes(tmp_path):
     """`make cpu-ddp NPROC=2`'s shape: per round the baseline's worker, torchrun's agent and the 2 ranks."""
     env, log = _counting(tmp_path)
-    out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=2", "--repeats", "2", "--steps", "2",
+    out = accel("launch", "ch9-cpu-gloo", "--variant", "ranks=2", "--rounds", "2", "--steps", "2",
                 "--warmup-steps", "1", "--dataset", "synthetic", "--results-dir", str(tmp_path / "r"),
                 env={**env, "NPROC": "2"}, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]

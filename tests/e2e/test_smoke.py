@@ -75,7 +75,7 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
 
 def test_bench_scale_learns_on_generated_data(data_root, tmp_path):
     """Generated data carries a real signal: a short bench run beats chance (10 %) clearly."""
-    run = accel("run", "ch2-bs256", "--scale", "bench", "--repeats", "1", "--steps", "30", "--lr", "1e-3",
+    run = accel("run", "ch2-bs256", "--scale", "bench", "--rounds", "1", "--steps", "30", "--lr", "1e-3",
                 "--no-baseline", "--data-root", str(data_root), "--results-dir", str(tmp_path))
     assert run.returncode == 0, run.stderr
     (rec,) = records(tmp_path)

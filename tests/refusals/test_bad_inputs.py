@@ -75,7 +75,17 @@ CASES = [
     cli("repeats-auto-budget-nan", [*RUN, "--repeats", "auto", "--budget-s", "nan"], 2,
         "--budget-s nan must be a positive number of seconds"),
     cli("budget-without-auto", [*RUN, "--repeats", "3", "--budget-s", "60"], 2,
-        "--budget-s 60 applies to --repeats auto only"),
+        "--budget-s 60 applies to --rounds auto (or --repeats auto) only"),
+    # --rounds counts rounds of processes (bench, book), --repeats repeats in one process (smoke, book)
+    cli("repeats-at-bench", ["run", "ch2-baseline", "--repeats", "3"], 2,
+        "--repeats 3 counts repeats inside one process; at bench scale every round is a process of its own: "
+        "pass --rounds 3"),
+    cli("rounds-at-smoke", [*RUN, "--rounds", "3"], 2,
+        "smoke scale runs in this process: pass --repeats 3, or --scale bench"),
+    cli("rounds-and-repeats", ["run", "ch2-baseline", "--scale", "book", "--rounds", "2", "--repeats", "2"], 2,
+        "--rounds 2 and --repeats 2 both given"),
+    cli("rounds-0", ["run", "ch2-baseline", "--rounds", "0"], 2, "--rounds must be at least 1, got 0"),
+    cli("rounds-text", ["run", "ch2-baseline", "--rounds", "many"], 2, "(e.g. --rounds 5, --rounds auto)"),
     cli("warmup-negative", [*RUN, "--warmup-steps", "-1"], 2, "--warmup-steps must be 0 or more"),
     cli("workers-negative", [*RUN, "--num-workers", "-1"], 2, "--num-workers must be 0 or more"),
     cli("workers-huge", [*RUN, "--num-workers", "5000"], 2, "--num-workers must be at most"),

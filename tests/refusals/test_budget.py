@@ -31,6 +31,6 @@ def test_the_dry_run_shows_the_plan_and_says_it_would_be_refused(accel_in_proces
 
 
 def test_fixed_rounds_are_the_user_s_rule_and_are_not_refused(accel_in_process, tmp_path):
-    out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--repeats", "3", "--dry-run",
+    out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--rounds", "3", "--dry-run",
                            "--results-dir", str(tmp_path))
     assert out.returncode == 0 and "REFUSED" not in out.stdout and "3 rounds" in out.stdout

@@ -85,4 +85,4 @@ def test_repeats_of_one_process_count_as_one_process_for_the_verdict():
     assert row.pairing == "same round: 3 rounds in 1 process" and row.processes == 1
     assert row.verdict == "inconclusive"
     assert row.why.startswith("3 repeats in 1 process: the interval cannot see process-to-process noise")
-    assert "accel compare ch2-baseline ch2-nobias --scale book --rounds 3" in row.why
+    assert "accel run ch2-nobias --scale book --rounds 3, which brings ch2-baseline along" in row.why

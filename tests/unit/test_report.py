@@ -383,7 +383,7 @@ def script(name: str, *args: str, env: dict | None = None, timeout: int = 600) -
 def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path):
     result = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"))
     assert result.returncode == 0, result.stderr
-    assert f"launch ch3-compile-densenet-gpu --scale bench --device cuda --steps 30 --repeats 3 " \
+    assert f"launch ch3-compile-densenet-gpu --scale bench --device cuda --steps 30 --rounds 3 " \
            f"--data-root data --results-dir {tmp_path / 'g'} --no-baseline" in result.stdout  # pairs are listed
     assert not (tmp_path / "g").exists()
     bad = script("gpu-reference.sh", "--dry-run", env={"IDS": "ch7-amp no-such-id"})
@@ -402,7 +402,7 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline ch2-nobias ch99-x"})
     assert result.returncode == 0, result.stderr
-    assert "launch ch2-baseline --scale bench --blocks 6 --repeats 3" in result.stdout  # time-matched blocks
+    assert "launch ch2-baseline --scale bench --blocks 6 --rounds 3" in result.stdout  # time-matched blocks
     assert "ch2-nobias is excluded (EXCLUDE): reported as not run" in result.stdout
     assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
 

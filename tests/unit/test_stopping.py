@@ -1,5 +1,6 @@
-"""`--repeats auto` (core/stats/stopping.py, core/harness/execute.py): the stop rule, the ABBA schedule inside one
-process, rank 0's decision on every rank, and a real run whose records say which rule stopped it."""
+"""`--rounds auto` and `--repeats auto` (core/stats/stopping.py, core/harness/execute.py): the stop rule, the
+ABBA schedule inside one process, rank 0's decision on every rank, and a real run whose records say which rule
+stopped it."""
 
 from __future__ import annotations
 

@@ -30,7 +30,7 @@ class PathArg(click.Path):
 
 
 class RepeatsArg(click.ParamType):
-    """A repeat count (its bounds are RunConfig's), or `auto` (core/stats/stopping.py: until every arm is
+    """A count of rounds or repeats (its bounds are RunConfig's), or `auto` (core/stats/stopping.py: until every arm is
     precise enough, or the budget is spent)."""
 
     name = "N|auto"
@@ -41,8 +41,8 @@ class RepeatsArg(click.ParamType):
         try:
             return int(value)
         except ValueError:
-            self.fail(f"{value!r} is not a whole number or auto (e.g. --repeats 5, --repeats auto)",
-                      param, ctx)
+            flag = param.opts[0] if param is not None else "--rounds"
+            self.fail(f"{value!r} is not a whole number or auto (e.g. {flag} 5, {flag} auto)", param, ctx)
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:

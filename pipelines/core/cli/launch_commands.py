@@ -48,7 +48,7 @@ Details: the header of launch/<launcher>.sh and launch/_container.sh.
 def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     """Start an experiment through its launcher script (launch/<launcher>.sh), with the catalog's knobs.
 
-    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --repeats 5`. With --print,
+    ARGS go to `accel run` unchanged, e.g. `accel launch ID --scale bench --rounds 5`. With --print,
     the exact command line the launcher would run (torchrun, mpirun or srun; inside IMAGE's container
     when IMAGE is set) is printed after the same checks, and nothing starts.
     """

@@ -34,13 +34,17 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
                    "minutes to hours).")
 @click.option("--variant", "variants", multiple=True, shell_complete=complete_variant,
               help="Run only this variant (repeatable; `accel show ID` lists them).")
+@click.option("--rounds", type=RepeatsArg(),
+              help="Bench and book scale: rounds of processes, every arm's process once a round; auto (bench's "
+                   "default): rounds until every arm's 95 % interval is within 5 % (from the 4th round), or "
+                   "--budget-s is spent (at least 3 rounds).")
 @click.option("--repeats", type=RepeatsArg(),
-              help="Repeats of every variant, interleaved; auto (bench's default): rounds until every arm's 95 % "
-                   "interval is within 5 % (from the 4th round), or --budget-s is spent (at least 3 rounds).")
-@click.option("--budget-s", type=float, help="With --repeats auto: seconds for the whole run; no round starts "
-                                             "that would overrun it (default: 300).")
-@click.option("--halfwidth", type=float, help="With --repeats auto: the relative 95 % interval half-width that is "
-                                              "precise enough (default 0.05).")
+              help="Smoke and book scale: repeats of every arm in this process, interleaved (auto: ABBA repeats "
+                   "until precise enough); their verdict cannot judge process-to-process noise.")
+@click.option("--budget-s", type=float, help="With --rounds auto (or --repeats auto): seconds for the whole run; "
+                                             "no round starts that would overrun it (default: 300).")
+@click.option("--halfwidth", type=float, help="With --rounds auto (or --repeats auto): the relative 95 % interval "
+                                              "half-width that is precise enough (default 0.05).")
 @click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs); at bench scale, "
                                         "per arm and process, split over its blocks.")
 @click.option("--blocks", type=int, help="Bench scale: block rounds per arm in each process (default 12).")
@@ -91,11 +95,13 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core.harness import preview, runner
     from pipelines.core.train import progress
 
+    rounds = overrides.pop("rounds")
+    overrides["repeats"] = counted(scale, rounds, overrides["repeats"])
     plan = build_plan(experiment_id, scale, variants, option_items, overrides)
     first = plan.configs[0]
     # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
     launched = placement.placement().launched
-    if first.scale == "bench" and not launched:
+    if (first.scale == "bench" or rounds is not None) and not launched:
         bench_rounds(plan, click.get_current_context().params, no_baseline, dry_run, as_json)
         return
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
@@ -216,11 +222,31 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
                for cfg in plan.configs]
     rounds = None if first.repeats_auto else first.repeats
     how = f"{entry.id} under launch/{launcher}.sh" if launcher and launcher != "local" else entry.id
-    return preview.block(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
+    return preview.plan_text(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
                          preview.repeat_rule(first), estimate(plan.configs, first.results_dir, rounds,
                                                                       first.budget_s if rounds is None else None,
                                                                       layouts[0].ranks * layouts[0].nodes),
                          first.results_dir, [choice.note])
+
+
+def counted(scale: str, rounds, repeats):
+    """The plan's count from `--rounds` (rounds of processes: bench and book scale) or `--repeats` (repeats
+    inside this process: smoke and book scale); a flag on the scale that has no such thing is refused."""
+    if rounds is not None and repeats is not None:
+        raise ConfigError(f"--rounds {rounds} and --repeats {repeats} both given: --rounds counts rounds of processes, "
+                          "--repeats repeats inside one process; pass one")
+    if scale == "bench" and repeats is not None:
+        raise ConfigError(f"--repeats {repeats} counts repeats inside one process; at bench scale every round is a "
+                          f"process of its own: pass --rounds {repeats}")
+    if scale == "smoke" and rounds is not None:
+        raise ConfigError(f"--rounds {rounds} runs rounds of processes, and smoke scale runs in this process: pass "
+                          f"--repeats {rounds}, or --scale bench")
+    count = rounds if rounds is not None else repeats
+    if isinstance(count, int) and not 1 <= count <= 1000:
+        flag = "--rounds" if rounds is not None else "--repeats"
+        raise ConfigError(f"{flag} must be at least 1, got {count}" if count < 1 else
+                          f"{flag} must be at most 1,000, got {count:,}")
+    return count
 
 
 def plan_from_params(parsed: dict):
@@ -229,6 +255,7 @@ def plan_from_params(parsed: dict):
     params = dict(parsed)
     for shown in NOT_PLANNED:
         params.pop(shown, None)
+    params["repeats"] = counted(params["scale"], params.pop("rounds", None), params.get("repeats"))
     return build_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                       params.pop("option_items"), params)
 

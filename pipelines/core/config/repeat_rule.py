@@ -1,5 +1,6 @@
-"""The repeat rule's settings and their checks: what `--repeats auto`, `--budget-s` and `--halfwidth` mean
-before anything runs. RunConfig reads them here; the rule itself (when rounds stop) is stats/stopping.py.
+"""The repeat rule's settings and their checks: what `--rounds auto` (or `--repeats auto`), `--budget-s` and
+`--halfwidth` mean before anything runs. RunConfig reads them here; the rule itself (when rounds stop) is
+stats/stopping.py.
 """
 
 from __future__ import annotations

@@ -77,9 +77,9 @@ class RunConfig(Generic[O]):
     epochs: int = 1
     steps: int | None = None
     warmup_steps: int = 0
-    repeats: int = 1  # with repeats_auto: the most repeats the rule may run
-    repeats_auto: bool = False  # --repeats auto: stop when every arm is precise enough, or at budget_s
-    budget_s: float | None = None  # --repeats auto's time budget for the whole run (seconds)
+    repeats: int = 1  # --rounds (bench, book) or --repeats (smoke, book); with repeats_auto: the most the rule may run
+    repeats_auto: bool = False  # auto: stop when every arm is precise enough, or at budget_s
+    budget_s: float | None = None  # --rounds auto's time budget for the whole run (seconds)
     eval_batches: int | None = None
     # bench scale, a round's process (core/train/interleave.py): block rounds of every arm, each block about
     # block_s seconds of the arm's steps (None: `steps` split evenly over the blocks, as with --steps)
@@ -125,8 +125,8 @@ class RunConfig(Generic[O]):
         if self.budget_s is not None:
             repeat_rule.check_budget(self.budget_s)
             if not self.repeats_auto:
-                raise ConfigError(f"--budget-s {self.budget_s:g} applies to --repeats auto only; drop it, or "
-                                  "pass --repeats auto (bench scale's default)")
+                raise ConfigError(f"--budget-s {self.budget_s:g} applies to --rounds auto (or --repeats auto) only; "
+                                  "drop it, or pass --rounds auto (bench scale's default)")
         if self.block_s is not None and not (math.isfinite(self.block_s) and 0.01 <= self.block_s <= 600):
             raise ConfigError(f"--block-s must be between 0.01 and 600 seconds, got {self.block_s:g}")
         if self.prefetch_factor is not None and self.num_workers == 0:

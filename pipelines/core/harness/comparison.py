@@ -85,7 +85,7 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
                "or --model; --scale smoke checks the code path in seconds)") if too_long else ""
     against = [(cfg, serving.get((cfg.experiment, cfg.variant)) or preview.against_text(p.experiment, cfg.variant))
                for p, cfg in members]
-    text = preview.block(f"{title}, in rounds of processes", against, layouts,
+    text = preview.plan_text(f"{title}, in rounds of processes", against, layouts,
                          preview.repeat_rule(shown_rule, rounds, alternation=True, halfwidth=rule.halfwidth),
                          estimate, results_dir,
                          [*notes, f"each process's output: {results_dir}/alternation--<time>.log",

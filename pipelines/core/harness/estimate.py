@@ -2,7 +2,7 @@
 
 The step time is this arm's median recorded one: this folder's earlier records, else a committed reference
 (results/reference/*), preferring this machine's CPU and the same model (another model's step scaled by
-batch size is a rough guess, and says so). Without any, the estimate says so; `--repeats auto`'s budget
+batch size is a rough guess, and says so). Without any, the estimate says so; `--rounds auto`'s budget
 bounds the run anyway. A comparison in rounds (harness/comparison.py) adds each process's start-up and, for arms
 interleaved in blocks, their warm-up, blocks and dropped steps; its fewest rounds decide whether a budget
 can hold a verdict at all.

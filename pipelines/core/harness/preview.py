@@ -147,7 +147,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
     return Layout(ranks, threads, usable, nodes)
 
 
-# ---- the block ---------------------------------------------------------------------------------------------
+# ---- the plan's text -----------------------------------------------------------------------------------------
 
 def repeat_rule(cfg: RunConfig, rounds: int | None = None, alternation: bool = False,
                 halfwidth: float = DEFAULT_HALFWIDTH) -> str:
@@ -200,7 +200,7 @@ def device_text(devices: set[str]) -> str:
     return ", ".join(sorted(devices))
 
 
-def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[Layout], rule: str,
+def plan_text(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[Layout], rule: str,
           estimate_text: str, results_dir: Path, notes: Sequence[str] = (),
           extra: Sequence[tuple[str, Sequence[str]]] = ()) -> str:
     """The plan as lines: `arms` are (config, 'baseline' or 'vs <id [arm]>'); `extra` are (heading, lines)
@@ -213,7 +213,7 @@ def block(title: str, arms: Sequence[tuple[RunConfig, str]], layouts: Sequence[L
              *_lines("workload", [first.stand_in] if first.stand_in else []),
              *_lines("data", [data_text(first)]),
              "  arms:      " + arm_lines[0], *("             " + line for line in arm_lines[1:]),
-             *_lines("repeats", [rule]),
+             *_lines("rounds" if extra else "repeats", [rule]),
              "  processes: " + processes[0], *("             " + p for p in processes[1:]),
              *(line for heading, texts in extra for line in _lines(heading, texts)),
              *_lines("estimate", [estimate_text]),

@@ -124,7 +124,7 @@ def too_few_processes(experiment: str, scale: str, baseline: str, processes: int
     `repeats`: the fewer repeats of the arm and its baseline."""
     within = (f"{repeats} repeats in {processes} process{'es' if processes != 1 else ''}"
               if repeats > processes else f"{processes} process{'es' if processes != 1 else ''}")
-    more = (f"accel compare {baseline} {experiment} --scale {scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}"
-            if repeats > processes else f"--repeats {intervals.MIN_REPEATS_FOR_VERDICT}, or accel compare --rounds")
+    more = f"accel run {experiment} --scale {scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}, which brings " \
+           f"{baseline} along" if scale != "smoke" else "a bench or book scale run"
     return (f"{within}: the interval cannot see process-to-process noise; a verdict needs "
             f"{intervals.MIN_REPEATS_FOR_VERDICT}+ processes ({more})")

@@ -270,7 +270,7 @@ def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, f
     else of its own throughput; None where no interval exists yet (one repeat, or no per-step times). An
     arm that is the baseline of a measured ratio is left out: a comparison is precise when its ratios are,
     and a baseline's own throughput carries the process-to-process spread the pairing removes.
-    What `--repeats auto` and `accel compare --rounds auto` stop on (core/stats/stopping.py)."""
+    What `--rounds auto` (accel run, launch and compare) stops on (core/stats/stopping.py)."""
     out: dict[str, float | None] = {}
     built = build(Loaded(records, [], 1), ids)
     compared = {row.base_key for row in built if row.ratio is not None and row.base_key}

@@ -1,6 +1,6 @@
 """When repeats stop: a fixed count, or `auto` (precise enough, or the time budget spent).
 
-`--repeats auto` (the default at bench scale) runs rounds (every arm once, the order reversed every
+`--rounds auto` (the default at bench scale) runs rounds (every arm once, the order reversed every
 other round, ABBA, so a linear drift of the machine costs every arm the same) until, after at least
 `PRECISION_ROUNDS`, every arm's 95 % interval has a half-width of at most `halfwidth` (5 %) of its value, or
 until one more round would overrun the time budget, or `MAX_AUTO_REPEATS` rounds ran.
