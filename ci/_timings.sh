@@ -64,12 +64,12 @@ compare_argv() {
         "${SIZE[@]}" --data-root "$DATA")
 }
 
-# measure_alternating OUT ID...: the IDs as one comparison in alternation (see compare_argv); a non-zero
+# measure_alternating OUT ID...: the IDs as one comparison (see compare_argv); a non-zero
 # exit (or a run past ENTRY_TIMEOUT seconds per id) or an id left without a new record appends to `failed`.
 measure_alternating() {
   local out="$1" id before=()
   shift
-  echo "== in alternation: $*"
+  echo "== as one comparison: $*"
   for id in "$@"; do before+=("$(records_of "$out" "${id%%@*}")"); done
   compare_argv "$out" "$@"
   local limit=()

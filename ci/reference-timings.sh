@@ -118,7 +118,7 @@ keep() {
 
 run_ids=() listed=()
 for spec in $IDS; do
-  if [[ "$spec" == *+* && "$spec" != *:* ]]; then  # a comparison in alternation: its runnable members
+  if [[ "$spec" == *+* && "$spec" != *:* ]]; then  # one comparison: its runnable members
     kept=()
     IFS=+ read -r -a members <<< "$spec"
     for member in "${members[@]}"; do keep "$member" && kept+=("$member"); done

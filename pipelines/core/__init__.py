@@ -4,7 +4,7 @@
     errors   the exceptions that end a command with one line and an exit code (top-level: every room uses it)
     spec     what a run is: catalog types, options, RunConfig
     record   what a run leaves: results records, environment fingerprint, atomic writes
-    stats    what judges: intervals, stopping rule, pairing, rows, verdicts, alternation
+    stats    what judges: intervals, stopping rule, pairing, rows, verdicts
     train    one process's training: models, loop, steps, clocks, checkpoints, memory
     data     datasets: formats, fetch/verify, generator, loaders
     dist     several processes: rank contract, rendezvous, sharding, affinity, agent

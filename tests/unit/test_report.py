@@ -408,7 +408,7 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_reference_timings_measures_a_plus_joined_comparison_in_alternation(tmp_path):
+def test_reference_timings_measures_a_plus_joined_comparison_as_one(tmp_path):
     """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
@@ -440,7 +440,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     assert "not run" in md
     assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
     assert (out / "report.html").is_file()
-    # The two ids ran as one comparison in alternation: two rounds, one process per id and round, ABBA.
+    # The two ids ran as one comparison: two rounds, one process per id and round, ABBA.
     recs = [r for r in load(out).records if r["experiment"].startswith("ch2-")]
     rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
     assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]

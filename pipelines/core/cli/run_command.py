@@ -47,7 +47,7 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
                                               "half-width that is precise enough (default 0.05).")
 @click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs); at bench scale, "
                                         "per arm and process, split over its blocks.")
-@click.option("--blocks", type=int, help="Bench scale: block rounds per arm in each process (default 12).")
+@click.option("--blocks", type=int, help="Bench scale: blocks per arm in each process, one a cycle (default 12).")
 @click.option("--block-s", type=float, help="Bench scale: seconds a block aims at, its steps sized from the "
                                             "arm's warm-up (default 0.5; --steps fixes the steps instead).")
 @allocator_option("Bench scale: ")

@@ -38,7 +38,7 @@ class ScaleDefaults:
     warmup_steps: int
     repeats: int | str  # a count, or "auto" (core/stats/stopping.py: until precise, or the budget is spent)
     eval_batches: int | None  # None: the whole test set
-    blocks: int | None = None  # a round's process: block rounds per arm (core/train/interleave.py)
+    blocks: int | None = None  # a round's process: cycles, one block per arm each (core/train/interleave.py)
     block_s: float | None = None  # seconds a block aims at (steps sized from warm-up); None: `steps` split
 
 
@@ -81,7 +81,7 @@ class RunConfig(Generic[O]):
     repeats_auto: bool = False  # auto: stop when every arm is precise enough, or at budget_s
     budget_s: float | None = None  # --rounds auto's time budget for the whole run (seconds)
     eval_batches: int | None = None
-    # bench scale, a round's process (core/train/interleave.py): block rounds of every arm, each block about
+    # bench scale, a round's process (core/train/interleave.py): cycles, every arm one block each, each block about
     # block_s seconds of the arm's steps (None: `steps` split evenly over the blocks, as with --steps)
     blocks: int | None = None
     block_s: float | None = None

@@ -86,7 +86,7 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
     against = [(cfg, serving.get((cfg.experiment, cfg.variant)) or preview.against_text(p.experiment, cfg.variant))
                for p, cfg in members]
     text = preview.plan_text(f"{title}, in rounds of processes", against, layouts,
-                         preview.repeat_rule(shown_rule, rounds, alternation=True, halfwidth=rule.halfwidth),
+                         preview.repeat_rule(shown_rule, rounds, comparison=True, halfwidth=rule.halfwidth),
                          estimate, results_dir,
                          [*notes, f"each process's output: {results_dir}/alternation--<time>.log",
                           *([f"REFUSED without --dry-run: {refusal}"] if refusal else [])],

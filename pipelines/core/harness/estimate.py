@@ -101,7 +101,7 @@ STARTUP_S = 3.0
 def estimate(configs: Sequence[RunConfig], results_dir: Path, rounds: int | None, budget_s: float | None,
              ranks: int = 1, processes_per_round: int = 0, reference_dir: Path = REFERENCE_DIR) -> str:
     """'about N s' with how it was made; `rounds` None: the auto rule (at least MIN_ROUNDS, at most the budget).
-    `processes_per_round`: an alternation starts that many processes a round, STARTUP_S each."""
+    `processes_per_round`: a comparison starts that many processes a round, STARTUP_S each."""
     round_s, sources, missing = processes_per_round * STARTUP_S, set(), []
     for cfg in configs:
         step = recorded_step_time(cfg.experiment, cfg.variant, results_dir, reference_dir, cfg.model, cfg.device)

@@ -5,7 +5,7 @@ A process measures *units*. The arms of a unit are built side by side: seeded (t
 every generator), their loaders, the technique's `setup` and `before_training`, a Training (train/loop.py)
 with the runner's hooks. Then the unit is measured by its *protocol*, which every record names:
 
-- `blocks` (bench scale, training): every arm warms up, then `blocks` block rounds, each block about
+- `blocks` (bench scale, training): every arm warms up, then `blocks` cycles, each block about
   `block_s` seconds of that arm's steps, ABBA over the unit's arms, the first step after a switch dropped,
   Python's collector paused inside each block (train/interleave.py). A lone arm (one rank of a launch, an
   arm with a process environment of its own) runs its blocks back to back with nothing dropped; the ranks

@@ -7,7 +7,7 @@ and exits 0 having written nothing.
 
 Why the baseline comes along: a ratio needs its baseline measured beside it. When an entry's baseline
 is another catalog entry that runs the same way (same launcher, image and requirements), `accel run ID`
-and `accel launch ID` measure both in alternation (core/harness/rounds.py, one process per id and round,
+and `accel launch ID` measure both in one comparison (core/harness/rounds.py, one process per id and round,
 ABBA). Where it cannot (another launcher, image or device, or an arm of another entry), the plan says
 why and names the commands that give the verdict. Smoke scale proves a code path, never a ratio, so it
 never brings a baseline.
@@ -149,13 +149,13 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
 
 # ---- the plan's text -----------------------------------------------------------------------------------------
 
-def repeat_rule(cfg: RunConfig, rounds: int | None = None, alternation: bool = False,
+def repeat_rule(cfg: RunConfig, rounds: int | None = None, comparison: bool = False,
                 halfwidth: float = DEFAULT_HALFWIDTH) -> str:
-    unit = "rounds (one process per slot below, ABBA)" if alternation else "repeats of every arm (interleaved, ABBA)"
-    if (rounds is None and alternation) or (not alternation and cfg.repeats_auto):
+    unit = "rounds (one process per slot below, ABBA)" if comparison else "repeats of every arm (interleaved, ABBA)"
+    if (rounds is None and comparison) or (not comparison and cfg.repeats_auto):
         return (f"auto: {unit} until every 95 % interval is within ±{halfwidth * 100:g} %, "
                 f"at least {stopping.MIN_ROUNDS}, at most {MAX_AUTO_REPEATS}, budget {cfg.budget_s or 0:g} s")
-    count = rounds if alternation else cfg.repeats
+    count = rounds if comparison else cfg.repeats
     few = f" (a verdict needs {stopping.MIN_ROUNDS}+)" if count < stopping.MIN_ROUNDS else ""
     return f"{count} {unit}{few}"
 

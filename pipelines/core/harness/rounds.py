@@ -5,7 +5,7 @@ decides; its process measures them in interleaved blocks, core/train/interleave.
 process environment is its own (another OpenMP runtime, thread count, launcher). Slots run in ABBA order
 (reversed every round, so a linear drift costs every slot the same). Several rounds sample the
 process-to-process noise that no number of steps inside one process can (Kalibera & Jones); the report
-pairs the arms within a process (by block round) or within a round (core/stats/record_pairing.py).
+pairs the arms within a process (by cycle) or within a round (core/stats/record_pairing.py).
 
 Each process is a worker: the slot's launcher script, its knobs checked once before round 1
 (harness/comparison.py), ending in `python -m pipelines --worker FILE`. This module writes FILE, the
@@ -224,7 +224,7 @@ def _error_lines(log: Path) -> str:
 
 def describe(summary: Summary) -> str:
     widths = stopping.describe_widths(summary.halfwidths)
-    return (f"alternation {summary.group}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
+    return (f"comparison {summary.group}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
             f"{summary.elapsed_s:.0f} s, stopped by {summary.stopped_by}; 95 % half-widths: {widths}")
 
 

@@ -5,7 +5,7 @@ A verdict is only as good as the machine it ran on. Two snapshots, at a repeat's
 - the CPU time other processes took on the usable cores during the repeat: busy time of those cores
   (psutil's per-CPU counters, idle and iowait excluded) minus the CPU time of this run's own process
   family (the tree under the outermost `accel` process, `ACCEL_RUN_ROOT`, so a torchrun's other ranks
-  and an alternation's children are not "others");
+  and a comparison's workers are not "others");
 - the CPU clock (current, min and max over the usable cores), the cpufreq governor and the kernel's
   thermal-throttle counters where /sys has them;
 - available memory and swap traffic (pages swapped in or out during the repeat).

@@ -13,8 +13,8 @@ give the same interval and the same report.
 
 Paired intervals (`paired_ratio_interval`): when the two arms were measured side by side, the ratio is
 taken within each pair first, so what the pair shared (the process, the minute) cancels. A pair is two
-blocks of one process in the same block round (core/train/interleave.py), or the two arms' processes of
-one alternation round. Pairs are grouped in units (a process, or a round); the interval resamples units,
+blocks of one process in the same cycle (core/train/interleave.py), or the two arms' processes of
+one round. Pairs are grouped in units (a process, or a round); the interval resamples units,
 then pairs within each drawn unit (a unit with one pair: the steps of its two repeats), and averages log
 ratios: the point ratio is the geometric mean over units of each unit's 20 % trimmed geometric mean over
 its pairs (`trimmed_mean`).

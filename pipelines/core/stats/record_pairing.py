@@ -1,7 +1,7 @@
 """How an arm's records pair with its baseline's, and the ratio with its interval that the pairing gives.
 
-Records pair by process and block round where both arms ran blocks in the same processes (train/interleave.py),
-else by alternation round (the record's `pairing` group and round, harness/rounds.py), else not at all: the
+Records pair by process and cycle where both arms ran blocks in the same processes (train/interleave.py),
+else by round (the record's `pairing` group and round, harness/rounds.py), else not at all: the
 interval then resamples the arms as independent. `processes` counts what a verdict's gate counts.
 """
 
@@ -19,7 +19,7 @@ Records = list[dict[str, Any]]
 @dataclass
 class Pairing:
     """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by block
-    round), "round" (the arms' processes of one alternation round) or "" (not paired: the arms were measured
+    round), "round" (the arms' processes of one round) or "" (not paired: the arms were measured
     apart, and the interval resamples them as independent). `units`: what stats/intervals.py resamples."""
 
     kind: str = ""
@@ -76,7 +76,7 @@ def _by_process(records: Records) -> dict[str, dict[str, Any]]:
 
 def total_log_ratios(records: Records, base_records: Records) -> list[float]:
     """Per process that ran both arms in blocks: log(arm's samples / seconds) - log(baseline's), each side
-    summed over the block rounds both ran without a recompile (the ratio of totals, untrimmed, unweighted by
+    summed over the cycles both ran without a recompile (the ratio of totals, untrimmed, unweighted by
     block: a second estimate beside the paired one, stats/sensitivity.py)."""
     mine, theirs = _by_process(records), _by_process(base_records)
     out = []
@@ -91,8 +91,8 @@ def total_log_ratios(records: Records, base_records: Records) -> list[float]:
 
 
 def paired_units(records: Records, base_records: Records) -> Pairing:
-    """Pair an arm's records with its baseline's: by process and block round where both ran blocks in the
-    same processes, else by alternation round (group and round), else not at all."""
+    """Pair an arm's records with its baseline's: by process and cycle where both ran blocks in the
+    same processes, else by round (group and round), else not at all."""
     mine, theirs = _by_process(records), _by_process(base_records)
     shared = [p for p in mine if p in theirs and mine[p]["metrics"].get("blocks") and theirs[p]["metrics"].get("blocks")
               and mine[p] is not theirs[p]]
@@ -133,7 +133,7 @@ class Ratio(NamedTuple):
 
 
 def ratio(records: Records, base_records: Records) -> Ratio:
-    """The arm's throughput ratio to its baseline: paired (same process and block round, or same alternation
+    """The arm's throughput ratio to its baseline: paired (same process and cycle, or same
     round) when the records say how they were measured, else the unpaired bootstrap from per-step times, else
     the point ratio of mean throughputs."""
     paired = paired_units(records, base_records)

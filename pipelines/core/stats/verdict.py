@@ -166,7 +166,7 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
 
 
 def closing_line(paths: Sequence[Path], results_dir: Path) -> str:
-    """The record files (named when few; an alternation writes one per process and round) and the report."""
+    """The record files (named when few; a comparison writes one per process and round) and the report."""
     files = (", ".join(str(p) for p in paths) if len(paths) <= 2 else f"{len(paths)} files in {results_dir}/"
              ) if paths else "(none written)"
     return f"records: {files}; full report: accel report --results-dir {results_dir} --out {results_dir}"

@@ -9,7 +9,7 @@ own model, optimizer, data iterator and RNG state, and run in short blocks in tu
 2. each arm's block is sized from its own warm-up steps to about `block_s` seconds, so blocks of a fast and a
    slow arm cover the same stretch of the machine's time (with fixed `--steps`, every block has the same
    steps instead);
-3. block rounds run every arm once, in ABBA order (reversed every other round), so a linear drift costs
+3. cycles run every arm once, in ABBA order (reversed every other cycle), so a linear drift costs
    every arm the same; the first step after each switch of arms is run and dropped (the cache and the
    allocator still hold the previous arm's working set);
 4. Python's collector runs before each block and is paused inside it; the page faults of each block are
@@ -17,9 +17,9 @@ own model, optimizer, data iterator and RNG state, and run in short blocks in tu
 5. a block in which dynamo compiled a new graph (a recompile: a last partial batch, a guard that failed) is
    marked, and the report leaves its pairs out of the steady-state ratio.
 
-The record of each arm keeps its blocks ([round, steps, seconds, minor faults, major faults, recompiled,
+The record of each arm keeps its blocks ([cycle, steps, seconds, minor faults, major faults, recompiled,
 samples]);
-stats/intervals.py pairs the blocks of two arms by round and process. PyTorch's own dynamo benchmark runner
+stats/intervals.py pairs the blocks of two arms by cycle and process. PyTorch's own dynamo benchmark runner
 alternates eager and compiled inside one process on every repeat for the same reason.
 """
 
