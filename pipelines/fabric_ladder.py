@@ -1,4 +1,5 @@
-"""The talk's ViT ladder: plain PyTorch -> torch.compile -> Lightning Fabric -> Fabric bf16-mixed.
+"""The plain loop or Lightning Fabric, with torch.compile and a precision: the talk's ViT ladder (plain PyTorch ->
+torch.compile -> Lightning Fabric -> Fabric bf16-mixed) and the course's DistilBERT precision and compile entries.
 
 - fabric=false (the talk's scripts 00-02): the model on the device, Adam, forward / loss / zero_grad /
   backward / step. compile=true wraps the model in `torch.compile` (script 02).
@@ -45,7 +46,7 @@ class Options(BookkeepingOptions):
     pretrained: bool = False
 
 
-class VitLadder(TrainingPipeline[Options]):
+class FabricLadder(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"model": "vit_tiny", "batch_size": 4, "num_workers": 0, "pin_memory": False}
     process_options = ("matmul_precision",)  # torch's float32 matmul precision: the engine sets it
@@ -85,4 +86,4 @@ class VitLadder(TrainingPipeline[Options]):
                          count_flops=count, notes=notes, hooks=hooks)
 
 
-PIPELINE = VitLadder()
+PIPELINE = FabricLadder()

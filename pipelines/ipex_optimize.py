@@ -30,7 +30,7 @@ class Options:
     dtype: Literal["fp32", "bf16"] = "fp32"
 
 
-class CpuLibraries(TrainingPipeline[Options]):
+class IpexOptimize(TrainingPipeline[Options]):
     Options = Options
     smoke_settings = {"model": "densenet_tiny", "batch_size": 16}  # DenseNet's structure, seconds not minutes
 
@@ -70,4 +70,4 @@ class CpuLibraries(TrainingPipeline[Options]):
                          predict=autocast_forward(run_model, dtype))
 
 
-PIPELINE = CpuLibraries()
+PIPELINE = IpexOptimize()

@@ -168,7 +168,7 @@ def test_a_real_auto_run_at_bench_scale_says_in_its_rounds_summary_which_rule_st
     """At bench scale every round is its own process (core/harness/rounds.py): the rounds' summary file says
     which rule stopped them, and each round wrote one record of its own process."""
     out = accel("run", "ch2-baseline", "--scale", "bench", "--dataset", "synthetic", "--steps", "3",
-                "--warmup-steps", "0", "--repeats", "auto", "--budget-s", "30",
+                "--warmup-steps", "0", "--rounds", "auto", "--budget-s", "30",
                 "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr[-2000:]
     summary = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())

@@ -65,7 +65,7 @@ def blocks_of(record: dict[str, Any]) -> list[tuple[int, int, float, bool, float
 
 
 def _block_throughputs(record: dict[str, Any]) -> dict[int, tuple[float, bool]]:
-    """Block round -> (samples/s of the block, a recompile inside it)."""
+    """Cycle -> (samples/s of the block, a recompile inside it)."""
     return {index: (samples / seconds, recompiled) for index, steps, seconds, recompiled, samples in blocks_of(record)
             if steps and seconds > 0 and samples}
 
