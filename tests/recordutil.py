@@ -1,5 +1,6 @@
 """Hand-made result records for report, drift and interrupt tests: a golden record's shape with chosen
-step times, so ratios, intervals and verdicts are known in advance."""
+step times, so ratios, intervals and verdicts are known in advance; and CPU_REFERENCES, the committed CPU
+references that the drift and reference-script tests read."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from pipelines.core.stats import rows as report_rows
 from pipelines.core.record.results import load
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
+CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  # one per machine class
 
 
 SAMPLES = 64  # the golden record's batch size x world size

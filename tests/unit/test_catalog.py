@@ -93,11 +93,6 @@ def test_entry_is_well_formed(entry):
         options.build(pipeline.Options, entry.options, arm.options)
 
 
-def test_unknown_id_suggests_neighbours():
-    with pytest.raises(experiments.UnknownExperiment, match="did you mean: ch2-baseline"):
-        experiments.get("ch2-baselin")
-
-
 def csv_value(row: dict[str, str]) -> tuple[float, int] | None:
     """(value, decimals printed) of a row as the catalog would carry it, decimals negative for a rounded
     large number ("67.0" M params: 67,000,000 to -5 decimals; "3.4e38": to -37); None for words ("slower")

@@ -2,23 +2,33 @@
 in full with the drift check skipped and the reason naming both machines, `accel report --against` exits 0
 and prints the skip even with --fail-on-reversal, while a reference of the same class still gets its drift
 table and `drift.against` refuses the other class; a reference without usable records is refused before
-any output. Hand-made record pairs (tests/recordutil.py's drift_pair) stand in for the two machines."""
+any output. Against a reference of the same class, the drift table flags a reversed conclusive verdict and
+--fail-on-reversal exits 1 on it (0 without one), each committed CPU reference drifts against itself with no
+reversal, and `drift.reference_for_this_machine` picks the committed reference of this machine's class.
+Hand-made record pairs (tests/recordutil.py's drift_pair) stand in for the two machines."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import pytest
 
-from conftest import accel
+from conftest import REPO, accel
 from pipelines.core.errors import ConfigError
+from pipelines.core.record import machine_class
 from pipelines.core.record.results import load
 from pipelines.core.report import drift
 from pipelines.core.report import summary as report
+from pipelines.core.stats import intervals
 from pipelines.core.stats import rows as report_rows
-from recordutil import ch2, drift_pair, table_rows
+from recordutil import CPU_REFERENCES, ch2, drift_pair, record, table_rows, write
 
 
 # The golden record's machine is AMD family 25 model 1 with avx2; the reference's is the next generation.
 OTHER_CLASS = {"cpu_id": "AuthenticAMD family 26 model 2", "cpu_isa": "avx2 avx512f avx512_vnni avx512_bf16"}
+
+REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
 
 
 def test_a_reference_of_another_machine_class_gives_the_full_report_and_says_why(tmp_path):
@@ -66,3 +76,94 @@ def test_same_class_reference_still_gets_its_drift_table(tmp_path):
         other_mine, other_ref = drift_pair(tmp_path / "b", 1.18, 1.18, **OTHER_CLASS)
         loaded = load(other_mine)
         drift.against(report_rows.build(loaded), loaded, other_ref)
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
+    mine, ref = drift_pair(tmp_path, 2.0, 0.5)
+    loaded = load(mine)
+    found = drift.against(report_rows.build(loaded), loaded, ref)
+    line = found.data.set_index("variant").loc["nobias"]
+    assert line.ratio == pytest.approx(2.0) and line.ref_ratio == pytest.approx(0.5)
+    assert line.difference == pytest.approx(1.5) and line.reversed
+    assert line.ref_ci_low < 0.5 < line.ref_ci_high
+    assert found.reversals == ["ch2-nobias [nobias] (bench): slower than published -> faster than published"]
+    failed = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
+                   "--format", "md", "--fail-on-reversal")
+    assert failed.returncode == 1 and failed.stderr.strip().count("\n") == 0
+    assert failed.stderr.startswith("accel: error: conclusive verdict reversed")
+    assert "ch2-nobias" in failed.stderr
+    md = (tmp_path / "o" / "report.md").read_text()
+    drift_cells = [c[:4] for c in table_rows(md, "Drift against the reference")]
+    assert "REVERSED" in md and ["ch2-nobias", "nobias", "bench", "2.00"] in drift_cells
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_drift_without_reversal_passes(tmp_path):
+    mine, ref = drift_pair(tmp_path, 1.18, 1.3)
+    ok = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
+               "--format", "md", "--fail-on-reversal")
+    assert ok.returncode == 0, ok.stderr
+    assert "No conclusive verdict reversed." in (tmp_path / "o" / "report.md").read_text()
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_a_reference_from_another_machine_class_gives_the_report_and_says_the_drift_check_is_skipped(tmp_path):
+    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
+    loaded = load(mine)
+    with pytest.raises(ConfigError, match="another machine class"):
+        drift.against(report_rows.build(loaded), loaded, ref)
+    for flags in ([], ["--fail-on-reversal"]):  # nothing to reverse against another class: exit 0
+        skipped = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
+                        *flags)
+        lines = [line for line in skipped.stdout.splitlines() if "drift check skipped" in line]
+        assert skipped.returncode == 0 and len(lines) == 1 and "other cpu (" in lines[0], skipped.stderr
+        assert "64 logical CPUs" in lines[0] and (tmp_path / "o" / "report.md").is_file()
+    flag = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--fail-on-reversal")
+    assert flag.returncode == 2 and "--fail-on-reversal needs --against" in flag.stderr
+
+
+def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_refused(tmp_path):
+    """Cloud VMs may call two CPU generations "AMD EPYC": bf16 without avx512_bf16 is emulated (ch7's bf16
+    arm measured 0.84x on one such host and 0.07x on the other), so the vector units are part of the class."""
+    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_id="AuthenticAMD family 25 model 17",
+                           cpu_isa="avx2 avx512f avx512_vnni avx512_bf16")
+    loaded = load(mine)
+    with pytest.raises(ConfigError, match="another machine class") as refused:
+        drift.against(report_rows.build(loaded), loaded, ref)
+    assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
+
+
+@pytest.mark.parametrize("reference", CPU_REFERENCES, ids=[p.name for p in CPU_REFERENCES])
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path, reference):
+    """Each committed CPU reference was made from a clean commit: every measured ratio has its bootstrap
+    interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
+    assert REFERENCE in CPU_REFERENCES and len({drift.machine_classes(load(p).records).pop()
+                                                  for p in CPU_REFERENCES}) == len(CPU_REFERENCES)
+    assert all(r["env"]["git_dirty"] is False for r in load(reference).records)
+    written = report.write_report(reference, tmp_path, formats=("md",), against=reference)
+    md = written.paths[0].read_text()
+    rows = table_rows(md, "Results")
+    measured = [cells for cells in rows if cells[9] != "-"]
+    assert measured and all(cells[10].startswith("[") for cells in measured), "a measured ratio lacks its interval"
+    threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
+    assert threads2[5] == "1.646" and threads2[13] in (intervals.REPRODUCED, intervals.FASTER,
+                                                     intervals.SLOWER, intervals.INCONCLUSIVE)
+    assert not written.judged.drift.reversals and "No conclusive verdict reversed." in md
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones(tmp_path):
+    """CI's drift check runs against the committed reference of the class it runs on (Zen 3, Zen 5, ...)."""
+    model, cpu_id, isa, cpus, _ = machine_class.this_machine()
+    write(tmp_path / "cpu-2core-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model="elsewhere")])
+    write(tmp_path / "cpu-2core-x-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model=model, cpu_id=cpu_id,
+                                                       cpu_isa=isa, logical_cpus=cpus, gpus=[])])
+    candidates = sorted(tmp_path.iterdir())
+    assert drift.reference_for_this_machine(candidates) == tmp_path / "cpu-2core-x-bench"
+    assert drift.reference_for_this_machine(candidates[:1]) is None
+    printed = subprocess.run([sys.executable, "-m", "pipelines.core.report.drift", "pick", *map(str, candidates)],
+                             cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert printed.returncode == 0 and printed.stdout.strip() == str(tmp_path / "cpu-2core-x-bench")
+

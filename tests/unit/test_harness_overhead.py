@@ -1,15 +1,20 @@
 """The harness overhead (the shared loop against a plain hand-written loop) is read by its interval:
 `tables.overhead` gives goal met, over the goal, inconclusive (too few repeats, or an interval that reaches
 past the 2 % goal) or not assessed (no interval), and calls a negative overhead noise, never "within the
-goal"; the report's Harness overhead section and ci/harness-overhead.py's printed summary say the same."""
+goal"; the report's Harness overhead section and ci/harness-overhead.py's printed summary say the same.
+ci/harness-overhead.py runs end to end and writes both arms' records, and `tables.harness` gives each
+workload (model, batch, device, scale) its own row, ratio and interval."""
 
 from __future__ import annotations
 
 import importlib.util
+import subprocess
+import sys
 
 import pytest
 
 from conftest import REPO
+from pipelines.core.record.results import load
 from pipelines.core.report import summary as report
 from pipelines.core.report import tables
 from pipelines.core.stats import intervals
@@ -60,3 +65,42 @@ def test_harness_overhead_script_prints_the_interval_reading():
     line = script.summary([1115.0, 960.0, 1270.0], [1000.0, 1000.0, 1000.0], 60)
     assert "overhead -11.5 % (harness faster than the plain loop: within noise, no overhead measured)" in line
     assert "inconclusive" in line and "goal within" not in line
+
+
+@pytest.mark.slow
+def test_harness_overhead_reports_a_ratio(tmp_path):
+    result = subprocess.run([sys.executable, str(REPO / "ci" / "harness-overhead.py"), "--steps", "3", "--warmup",
+                             "1", "--repeats", "2", "--results-dir", str(tmp_path)], cwd=REPO,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0, result.stderr
+    assert "ratio" in result.stdout
+    recs = load(tmp_path).records
+    assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
+    assert all(r["metrics"]["throughput_samples_per_s"] > 0 for r in recs)
+
+
+def test_harness_overhead_has_one_row_per_workload_with_an_interval():
+    """A small CNN and a ViT-B/16 never share a mean: each workload gets its own ratio and interval."""
+    from pipelines.core.report import tables
+
+    def record(model, batch, arm, value):
+        return {"experiment": "harness-overhead", "status": "ok", "variant": arm,
+                "config": {"model": model, "batch_size": batch, "device": "cuda"},
+                "metrics": {"throughput_samples_per_s": value}}
+
+    records = [record("cnn_cifar10", 64, arm, value) for arm, values in
+               (("shared-loop", (20000, 21000, 22000)), ("hand-loop", (21000, 21000, 21000))) for value in values]
+    records += [record("vit_b_16", 16, arm, value) for arm, values in
+                (("shared-loop", (212, 220, 205)), ("hand-loop", (250, 255, 252))) for value in values]
+    book = [{**r, "config": {**r["config"], "scale": "book", "epochs": 2, "dataset": "fashion_mnist"},
+             "metrics": {**r["metrics"], "train_s": 100.0 + i}} for i, r in enumerate(records[:6])]
+    table = tables.harness(records + book)  # book-scale runs of the same model get their own row
+    assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda / bench",
+                                       "cnn_cifar10 / batch 64 / cuda / book: 2 epochs of fashion_mnist",
+                                       "vit_b_16 / batch 16 / cuda / bench"]
+    assert table["spread (shared / hand)"][1] == "1.0 % / 1.0 %"  # sd 1 s of 101 s, 104 s
+    table = table.drop(index=1).reset_index(drop=True)
+    assert list(table["overhead %"]) == [0.0, 15.9]  # 1 - 212.3 / 252.3
+    low, high = (float(x) for x in table["95 % interval (repeats)"][1].strip("[]").split(", "))
+    assert low <= 0.84 <= high < 1
+

@@ -1,8 +1,9 @@
 """The report's plots, drawn from hand-made records (tests/recordutil.py) and the committed h100-bench
 reference: the speed-up bars draw nothing for an arm that did not run (a "not run" label with its published
 figure instead) and keep the legend inside the figure and off the bars; the accuracy-vs-speed panels keep
-their legends inside and their accuracy axis at least MIN_ACCURACY_SPAN_PP wide within 0-100; and
-`write_report` writes both plots as PNG files."""
+their legends inside and their accuracy axis at least MIN_ACCURACY_SPAN_PP wide within 0-100;
+`write_report` writes both plots as PNG files; and the scaling curves take their points and axis (threads or
+ranks) from the records' fields, beside the published curve."""
 
 from __future__ import annotations
 
@@ -12,11 +13,12 @@ import pytest
 from matplotlib.colors import to_rgba
 
 from conftest import REPO
+from pipelines.core.config import experiments
 from pipelines.core.record.results import load
-from pipelines.core.report import figures, speedup_plots, tradeoff_plots
+from pipelines.core.report import figures, scaling_plots, speedup_plots, tradeoff_plots
 from pipelines.core.report import summary as report
 from pipelines.core.stats import rows as report_rows
-from recordutil import ch2
+from recordutil import ch2, record
 
 H100_BENCH = REPO / "results" / "reference" / "h100-bench"
 
@@ -90,3 +92,20 @@ def test_report_plots_are_written_as_pngs(tmp_path):
     pngs = [p for p in written.paths if p.suffix == ".png"]
     assert {p.name for p in pngs} == {"ch2-published-vs-reproduced.png", "accuracy-vs-speed.png"}
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
+
+
+def test_scaling_curves_from_record_fields(tmp_path):
+    """Synthetic thread-sweep records (this machine has too few cores for a real sweep)."""
+    recs = [record("ch9-cpu-threads", f"threads={t}", 100.0 * t ** 0.8, torch_threads=t)
+            for t in (1, 2, 4, 8)]
+    series = scaling_plots.scaling_series(recs)
+    assert list(series[("ch9-cpu-threads", "bench")]["points"]) == [1, 2, 4, 8]
+    ranks = [record("ch2-baseline", "baseline", 100.0 + r, torch_threads=16 // r) for r in (1, 2, 4)]
+    for rec, r in zip(ranks, (1, 2, 4)):
+        rec["dist"]["world_size"] = r
+    assert scaling_plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
+    assert scaling_plots.published_curve(experiments.get("ch9-cpu-threads")) == \
+        [(n, pytest.approx(311 / t)) for n, t in ((1, 311), (2, 189), (4, 119), (8, 93), (12, 73), (16, 73))]
+    made = scaling_plots.scaling(recs, tmp_path)
+    assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
+

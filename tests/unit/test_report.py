@@ -1,10 +1,9 @@
 """The reproduction report: verdict rules on synthetic records (interval inside / above / below /
-straddling the band, no interval for older records), refusals, accuracy rules, drift against a reference,
-bad input, the three output formats and plots, the reference/GPU scripts' dry paths, and the Machines
-section's data source (never "data None").
+straddling the band, no interval for older records), refusals, accuracy rules, bad input, the three output
+formats and plots, and the Machines section's data source (never "data None").
 
 Hand-made records stand in for runs where the maths needs exact step times (real runs are noisy) or
-hardware this machine lacks (GPUs, many cores); the slow tests run the real scripts end to end.
+hardware this machine lacks (GPUs, many cores); the slow tests run `accel report` end to end.
 """
 
 from __future__ import annotations
@@ -13,25 +12,17 @@ import csv
 import dataclasses
 import io
 import json
-import os
-import shutil
-import subprocess
-import sys
 
 import pytest
 
 from conftest import REPO, accel
-from recordutil import GOLDEN, SAMPLES, ch2, drift_pair, record, rows_for, steps, table_rows, write  # noqa: F401
+from recordutil import GOLDEN, SAMPLES, ch2, record, rows_for, steps, table_rows, write  # noqa: F401
 from pipelines.catalog import decisions
 from pipelines.core.report import summary as report
-from pipelines.core.report import document, drift as report_drift, scaling_plots
+from pipelines.core.report import document
 from pipelines.core.config import experiments
 from pipelines.core.stats import rows as report_rows, intervals
-from pipelines.core.record import machine_class
 from pipelines.core.record.results import load
-from pipelines.core.errors import ConfigError
-
-REFERENCE = REPO / "results" / "reference" / "cpu-2core-bench"
 
 
 # ch2-nobias: published 148/125 = 1.184, tolerance 0.15 -> band 1.006-1.362
@@ -272,217 +263,12 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert '<span class="v-reproduced">reproduced</span>' in page
 
 
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
-    mine, ref = drift_pair(tmp_path, 2.0, 0.5)
-    loaded = load(mine)
-    drift = report_drift.against(report_rows.build(loaded), loaded, ref)
-    line = drift.data.set_index("variant").loc["nobias"]
-    assert line.ratio == pytest.approx(2.0) and line.ref_ratio == pytest.approx(0.5)
-    assert line.difference == pytest.approx(1.5) and line.reversed
-    assert line.ref_ci_low < 0.5 < line.ref_ci_high
-    assert drift.reversals == ["ch2-nobias [nobias] (bench): slower than published -> faster than published"]
-    failed = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
-                   "--format", "md", "--fail-on-reversal")
-    assert failed.returncode == 1 and failed.stderr.strip().count("\n") == 0
-    assert failed.stderr.startswith("accel: error: conclusive verdict reversed")
-    assert "ch2-nobias" in failed.stderr
-    md = (tmp_path / "o" / "report.md").read_text()
-    drift_cells = [c[:4] for c in table_rows(md, "Drift against the reference")]
-    assert "REVERSED" in md and ["ch2-nobias", "nobias", "bench", "2.00"] in drift_cells
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_drift_without_reversal_passes(tmp_path):
-    mine, ref = drift_pair(tmp_path, 1.18, 1.3)
-    ok = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
-               "--format", "md", "--fail-on-reversal")
-    assert ok.returncode == 0, ok.stderr
-    assert "No conclusive verdict reversed." in (tmp_path / "o" / "report.md").read_text()
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_a_reference_from_another_machine_class_gives_the_report_and_says_the_drift_check_is_skipped(tmp_path):
-    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
-    loaded = load(mine)
-    with pytest.raises(ConfigError, match="another machine class"):
-        report_drift.against(report_rows.build(loaded), loaded, ref)
-    for flags in ([], ["--fail-on-reversal"]):  # nothing to reverse against another class: exit 0
-        skipped = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
-                        *flags)
-        lines = [line for line in skipped.stdout.splitlines() if "drift check skipped" in line]
-        assert skipped.returncode == 0 and len(lines) == 1 and "other cpu (" in lines[0], skipped.stderr
-        assert "64 logical CPUs" in lines[0] and (tmp_path / "o" / "report.md").is_file()
-    flag = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--fail-on-reversal")
-    assert flag.returncode == 2 and "--fail-on-reversal needs --against" in flag.stderr
-
-
-def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_refused(tmp_path):
-    """Cloud VMs may call two CPU generations "AMD EPYC": bf16 without avx512_bf16 is emulated (ch7's bf16
-    arm measured 0.84x on one such host and 0.07x on the other), so the vector units are part of the class."""
-    mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_id="AuthenticAMD family 25 model 17",
-                           cpu_isa="avx2 avx512f avx512_vnni avx512_bf16")
-    loaded = load(mine)
-    with pytest.raises(ConfigError, match="another machine class") as refused:
-        report_drift.against(report_rows.build(loaded), loaded, ref)
-    assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
-
-
-CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  # one per machine class
-
-
-@pytest.mark.parametrize("reference", CPU_REFERENCES, ids=[p.name for p in CPU_REFERENCES])
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_the_committed_reference_has_an_interval_for_every_ratio_and_drifts_against_itself(tmp_path, reference):
-    """Each committed CPU reference was made from a clean commit: every measured ratio has its bootstrap
-    interval, Table 9.1's threads=2 row a published ratio and a verdict, and nothing reverses against itself."""
-    assert REFERENCE in CPU_REFERENCES and len({report_drift.machine_classes(load(p).records).pop()
-                                                  for p in CPU_REFERENCES}) == len(CPU_REFERENCES)
-    assert all(r["env"]["git_dirty"] is False for r in load(reference).records)
-    written = report.write_report(reference, tmp_path, formats=("md",), against=reference)
-    md = written.paths[0].read_text()
-    rows = table_rows(md, "Results")
-    measured = [cells for cells in rows if cells[9] != "-"]
-    assert measured and all(cells[10].startswith("[") for cells in measured), "a measured ratio lacks its interval"
-    threads2 = next(cells for cells in rows if cells[:2] == ["ch9-cpu-threads", "threads=2"])
-    assert threads2[5] == "1.646" and threads2[13] in (intervals.REPRODUCED, intervals.FASTER,
-                                                     intervals.SLOWER, intervals.INCONCLUSIVE)
-    assert not written.judged.drift.reversals and "No conclusive verdict reversed." in md
-
-
-def test_scaling_curves_from_record_fields(tmp_path):
-    """Synthetic thread-sweep records (this machine has too few cores for a real sweep)."""
-    recs = [record("ch9-cpu-threads", f"threads={t}", 100.0 * t ** 0.8, torch_threads=t)
-            for t in (1, 2, 4, 8)]
-    series = scaling_plots.scaling_series(recs)
-    assert list(series[("ch9-cpu-threads", "bench")]["points"]) == [1, 2, 4, 8]
-    ranks = [record("ch2-baseline", "baseline", 100.0 + r, torch_threads=16 // r) for r in (1, 2, 4)]
-    for rec, r in zip(ranks, (1, 2, 4)):
-        rec["dist"]["world_size"] = r
-    assert scaling_plots.scaling_series(ranks)[("ch2-baseline", "bench")]["axis"] == "ranks"
-    assert scaling_plots.published_curve(experiments.get("ch9-cpu-threads")) == \
-        [(n, pytest.approx(311 / t)) for n, t in ((1, 311), (2, 189), (4, 119), (8, 93), (12, 73), (16, 73))]
-    made = scaling_plots.scaling(recs, tmp_path)
-    assert [p.name for p, _ in made] == ["scaling-ch9-cpu-threads-bench.png"]
-
-
 def test_decision_constants_are_used_by_the_catalog():
     densenet = experiments.get("ch3-compile-densenet-gpu").decisions
     assert decisions.RESIZE_NOOP in densenet and decisions.LR_AS_CODED in densenet
     assert decisions.CUMULATIVE_BACKENDS in experiments.get("ch3-backends-densenet-gpu").decisions
     shared = [value for name, value in vars(decisions).items() if name.isupper() and isinstance(value, str)]
     assert shared and all(text.endswith(".") for text in shared)
-
-
-def script(name: str, *args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
-    return subprocess.run([str(REPO / "ci" / name), *args], cwd=REPO, capture_output=True, text=True,
-                          timeout=timeout, env={**os.environ, "PYTHON": sys.executable, **(env or {})})
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path):
-    result = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"))
-    assert result.returncode == 0, result.stderr
-    assert f"launch ch3-compile-densenet-gpu --scale bench --device cuda --steps 30 --rounds 3 " \
-           f"--data-root data --results-dir {tmp_path / 'g'} --no-baseline" in result.stdout  # pairs are listed
-    assert not (tmp_path / "g").exists()
-    bad = script("gpu-reference.sh", "--dry-run", env={"IDS": "ch7-amp no-such-id"})
-    assert bad.returncode == 2 and "unknown experiment id no-such-id" in bad.stderr
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_reference_timings_refuses_an_unknown_excluded_id(tmp_path):
-    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch7-amq"})
-    assert result.returncode == 2 and "EXCLUDE names unknown experiment id ch7-amq" in result.stderr
-    assert not (tmp_path / "r").exists()
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
-    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
-                                                               "IDS": "ch2-baseline ch2-nobias ch99-x"})
-    assert result.returncode == 0, result.stderr
-    assert "launch ch2-baseline --scale bench --blocks 6 --rounds 3" in result.stdout  # time-matched blocks
-    assert "ch2-nobias is excluded (EXCLUDE): reported as not run" in result.stdout
-    assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_reference_timings_measures_a_plus_joined_comparison_as_one(tmp_path):
-    """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
-    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
-                                                               "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
-    assert result.returncode == 0, result.stderr
-    assert (f"compare ch2-baseline ch2-bs256 --rounds 3 --budget-s 86400 --results-dir {tmp_path / 'r'} "
-            f"--scale bench --blocks 6") in result.stdout
-    assert "launch ch6-prune --scale bench" in result.stdout and "ch2-nobias is excluded" in result.stdout
-
-
-@pytest.mark.slow
-def test_reference_timings_end_to_end(tmp_path, data_root):
-    """Also the gate of a machine class with no committed reference: REFERENCES holds only the committed
-    references of other classes than this machine's, and the script checks their invariants instead."""
-    out, others = tmp_path / "ref", tmp_path / "references"
-    here = machine_class.this_machine()
-    for folder in CPU_REFERENCES:
-        if report_drift.machine_classes(load(folder).records) != {here}:
-            shutil.copytree(folder, others / folder.name)
-    result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
-                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "2",
-                                                  "DATA": str(data_root), "REFERENCES": str(others)})
-    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
-    assert "== invariants: no reference of this machine class" in result.stdout
-    assert "invariants: none broken" in result.stdout and "than its baseline (" in result.stdout
-    assert f"to make this run its reference: rm -rf {others}/cpu-" in result.stdout
-    assert (out / "verdicts.xml").is_file() and "| ch2-nobias" in (out / "summary.md").read_text()
-    md = (out / "report.md").read_text()
-    assert ["ch2-bs128", "bs128", "-", "0"] in [cells[:4] for cells in table_rows(md, "Results")]
-    assert "not run" in md
-    assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
-    assert (out / "report.html").is_file()
-    # The two ids ran as one comparison: two rounds, one process per id and round, ABBA.
-    recs = [r for r in load(out).records if r["experiment"].startswith("ch2-")]
-    rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
-    assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
-    assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
-
-
-@pytest.mark.slow
-def test_harness_overhead_reports_a_ratio(tmp_path):
-    result = subprocess.run([sys.executable, str(REPO / "ci" / "harness-overhead.py"), "--steps", "3", "--warmup",
-                             "1", "--repeats", "2", "--results-dir", str(tmp_path)], cwd=REPO,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert "ratio" in result.stdout
-    recs = load(tmp_path).records
-    assert sorted(r["variant"] for r in recs) == ["hand-loop", "hand-loop", "shared-loop", "shared-loop"]
-    assert all(r["metrics"]["throughput_samples_per_s"] > 0 for r in recs)
-
-
-def test_harness_overhead_has_one_row_per_workload_with_an_interval():
-    """A small CNN and a ViT-B/16 never share a mean: each workload gets its own ratio and interval."""
-    from pipelines.core.report import tables
-
-    def record(model, batch, arm, value):
-        return {"experiment": "harness-overhead", "status": "ok", "variant": arm,
-                "config": {"model": model, "batch_size": batch, "device": "cuda"},
-                "metrics": {"throughput_samples_per_s": value}}
-
-    records = [record("cnn_cifar10", 64, arm, value) for arm, values in
-               (("shared-loop", (20000, 21000, 22000)), ("hand-loop", (21000, 21000, 21000))) for value in values]
-    records += [record("vit_b_16", 16, arm, value) for arm, values in
-                (("shared-loop", (212, 220, 205)), ("hand-loop", (250, 255, 252))) for value in values]
-    book = [{**r, "config": {**r["config"], "scale": "book", "epochs": 2, "dataset": "fashion_mnist"},
-             "metrics": {**r["metrics"], "train_s": 100.0 + i}} for i, r in enumerate(records[:6])]
-    table = tables.harness(records + book)  # book-scale runs of the same model get their own row
-    assert list(table["workload"]) == ["cnn_cifar10 / batch 64 / cuda / bench",
-                                       "cnn_cifar10 / batch 64 / cuda / book: 2 epochs of fashion_mnist",
-                                       "vit_b_16 / batch 16 / cuda / bench"]
-    assert table["spread (shared / hand)"][1] == "1.0 % / 1.0 %"  # sd 1 s of 101 s, 104 s
-    table = table.drop(index=1).reset_index(drop=True)
-    assert list(table["overhead %"]) == [0.0, 15.9]  # 1 - 212.3 / 252.3
-    low, high = (float(x) for x in table["95 % interval (repeats)"][1].strip("[]").split(", "))
-    assert low <= 0.84 <= high < 1
 
 
 def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_matching_command():
@@ -509,12 +295,6 @@ def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_m
         gloo, "ranks=2", ("ch9-cpu-threads", "threads=2"), recs(2), recs(2))
 
 
-def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
-    bad = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"), env={"ENTRY_TIMEOUT": "10m"})
-    assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
-    assert not (tmp_path / "g").exists()
-
-
 def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     """Committed references outlive renamed arms: their records stay visible, marked, never silently lost."""
     write(tmp_path, "old", [record("ch2-nobias", "renamed-arm", 1000.0, repeat=i) for i in range(2)])
@@ -522,21 +302,6 @@ def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     old = rows[("ch2-nobias", "renamed-arm")]
     assert old.n == 2 and old.verdict == "not in catalog" and "no arm renamed-arm" in old.why
     assert rows[("ch2-nobias", "nobias")].verdict == "not run"
-
-
-@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
-def test_the_reference_of_this_machines_class_is_picked_among_the_committed_ones(tmp_path):
-    """CI's drift check runs against the committed reference of the class it runs on (Zen 3, Zen 5, ...)."""
-    model, cpu_id, isa, cpus, _ = machine_class.this_machine()
-    write(tmp_path / "cpu-2core-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model="elsewhere")])
-    write(tmp_path / "cpu-2core-x-bench", "r", [record("ch2-nobias", "nobias", 1.0, cpu_model=model, cpu_id=cpu_id,
-                                                       cpu_isa=isa, logical_cpus=cpus, gpus=[])])
-    candidates = sorted(tmp_path.iterdir())
-    assert report_drift.reference_for_this_machine(candidates) == tmp_path / "cpu-2core-x-bench"
-    assert report_drift.reference_for_this_machine(candidates[:1]) is None
-    printed = subprocess.run([sys.executable, "-m", "pipelines.core.report.drift", "pick", *map(str, candidates)],
-                             cwd=REPO, capture_output=True, text=True, timeout=60)
-    assert printed.returncode == 0 and printed.stdout.strip() == str(tmp_path / "cpu-2core-x-bench")
 
 
 # ---- the Machines section: where each run's data came from ----

@@ -30,3 +30,8 @@ def test_unknown_id_suggests_the_nearest_ids_first():
     assert set(_suggestions("ch4")) <= {i for i in experiments.all_experiments() if i.startswith("ch4-")}
     assert _suggestions("dlf-u9-compil")[0] == "dlf-u9-compile"
     assert _suggestions("zzzz") == []  # nothing near: no "did you mean"
+
+
+def test_unknown_id_suggests_neighbours():
+    with pytest.raises(experiments.UnknownExperiment, match="did you mean: ch2-baseline"):
+        experiments.get("ch2-baselin")

@@ -1,0 +1,104 @@
+"""The CI scripts that make reference timings, run as subprocesses. ci/gpu-reference.sh --dry-run prints the
+exact `accel launch` command of each GPU entry and creates no output folder; it exits 2 on an unknown id in
+IDS or a knob that is not a whole number. ci/reference-timings.sh --dry-run lists the commands of the ready
+ids (time-matched blocks; one `accel compare` for ids joined by +, less their excluded members), names
+excluded and uncatalogued ids as not run, and exits 2 on an EXCLUDE that names an unknown id. One real run of
+ci/reference-timings.sh at two steps and two rounds measures a +-joined comparison with one process per id
+and round, writes the report (an excluded id listed as not run, the Harness overhead section), summary and
+verdicts, and, given only committed references of other machine classes in REFERENCES, checks the
+invariants they agree on instead of drift."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from conftest import REPO
+from pipelines.core.record import machine_class
+from pipelines.core.record.results import load
+from pipelines.core.report import drift as report_drift
+from recordutil import CPU_REFERENCES, table_rows
+
+
+def script(name: str, *args: str, env: dict | None = None, timeout: int = 600) -> subprocess.CompletedProcess:
+    return subprocess.run([str(REPO / "ci" / name), *args], cwd=REPO, capture_output=True, text=True,
+                          timeout=timeout, env={**os.environ, "PYTHON": sys.executable, **(env or {})})
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path):
+    result = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"))
+    assert result.returncode == 0, result.stderr
+    assert f"launch ch3-compile-densenet-gpu --scale bench --device cuda --steps 30 --rounds 3 " \
+           f"--data-root data --results-dir {tmp_path / 'g'} --no-baseline" in result.stdout  # pairs are listed
+    assert not (tmp_path / "g").exists()
+    bad = script("gpu-reference.sh", "--dry-run", env={"IDS": "ch7-amp no-such-id"})
+    assert bad.returncode == 2 and "unknown experiment id no-such-id" in bad.stderr
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_reference_timings_refuses_an_unknown_excluded_id(tmp_path):
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch7-amq"})
+    assert result.returncode == 2 and "EXCLUDE names unknown experiment id ch7-amq" in result.stderr
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
+                                                               "IDS": "ch2-baseline ch2-nobias ch99-x"})
+    assert result.returncode == 0, result.stderr
+    assert "launch ch2-baseline --scale bench --blocks 6 --rounds 3" in result.stdout  # time-matched blocks
+    assert "ch2-nobias is excluded (EXCLUDE): reported as not run" in result.stdout
+    assert "ch99-x is not in the catalog" in result.stdout and "launch ch2-nobias" not in result.stdout
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_reference_timings_measures_a_plus_joined_comparison_as_one(tmp_path):
+    """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
+                                                               "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
+    assert result.returncode == 0, result.stderr
+    assert (f"compare ch2-baseline ch2-bs256 --rounds 3 --budget-s 86400 --results-dir {tmp_path / 'r'} "
+            f"--scale bench --blocks 6") in result.stdout
+    assert "launch ch6-prune --scale bench" in result.stdout and "ch2-nobias is excluded" in result.stdout
+
+
+@pytest.mark.slow
+def test_reference_timings_end_to_end(tmp_path, data_root):
+    """Also the gate of a machine class with no committed reference: REFERENCES holds only the committed
+    references of other classes than this machine's, and the script checks their invariants instead."""
+    out, others = tmp_path / "ref", tmp_path / "references"
+    here = machine_class.this_machine()
+    for folder in CPU_REFERENCES:
+        if report_drift.machine_classes(load(folder).records) != {here}:
+            shutil.copytree(folder, others / folder.name)
+    result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
+                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "2",
+                                                  "DATA": str(data_root), "REFERENCES": str(others)})
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    assert "== invariants: no reference of this machine class" in result.stdout
+    assert "invariants: none broken" in result.stdout and "than its baseline (" in result.stdout
+    assert f"to make this run its reference: rm -rf {others}/cpu-" in result.stdout
+    assert (out / "verdicts.xml").is_file() and "| ch2-nobias" in (out / "summary.md").read_text()
+    md = (out / "report.md").read_text()
+    assert ["ch2-bs128", "bs128", "-", "0"] in [cells[:4] for cells in table_rows(md, "Results")]
+    assert "not run" in md
+    assert "## Harness overhead" in md and "against a minimal hand-written loop" in md
+    assert (out / "report.html").is_file()
+    # The two ids ran as one comparison: two rounds, one process per id and round, ABBA.
+    recs = [r for r in load(out).records if r["experiment"].startswith("ch2-")]
+    rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
+    assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
+    assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
+
+
+def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
+    bad = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"), env={"ENTRY_TIMEOUT": "10m"})
+    assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
+    assert not (tmp_path / "g").exists()
+
