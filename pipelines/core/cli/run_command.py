@@ -87,7 +87,8 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     """Run one experiment by id, after a plan, ending with its verdict; writes results/<id>--<run id>.jsonl
     after every finished repeat. At bench scale, rounds of processes started through the launchers: arms
     that can share a process run in one, interleaved in blocks, and an entry's baseline entry comes along
-    (as `accel compare BASELINE ID`); --no-baseline measures the entry alone. Smoke and book scale run here."""
+    (as `accel compare BASELINE ID`); --no-baseline measures the entry alone. Book scale with --rounds runs
+    rounds of processes the same way; smoke scale, and book scale without --rounds, run in this process."""
     from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
