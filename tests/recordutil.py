@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from conftest import REPO
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import load
 
 GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v1.json").read_text())
@@ -50,8 +50,8 @@ def write(folder: Path, name: str, records: list[dict]) -> Path:
     return path
 
 
-def rows_for(folder: Path, only=None) -> dict[tuple[str, str], report_rows.Row]:
-    return {(r.experiment, r.variant): r for r in report_rows.build(load(folder), only)}
+def rows_for(folder: Path, only=None) -> dict[tuple[str, str], stats_rows.Row]:
+    return {(r.experiment, r.variant): r for r in stats_rows.build(load(folder), only)}
 
 
 def table_rows(markdown: str, section: str) -> list[list[str]]:

@@ -16,7 +16,7 @@ import pytest
 from conftest import REPO, records
 from pipelines.core.config import request as requests
 from pipelines.core.errors import ConfigError
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from recordutil import ch2, record, rows_for, write
 
 
@@ -158,7 +158,7 @@ def test_report_shows_interrupted_arms_and_computes_no_ratio_from_them(tmp_path)
     assert nobias.n == 2 and nobias.ratio == pytest.approx(1.18, rel=0.05)  # the two finished repeats only
     assert "1 interrupted repeat(s) not counted" in nobias.why
     bs128 = rows[("ch2-bs128", "bs128")]
-    assert bs128.verdict == report_rows.INTERRUPTED and bs128.ratio is None and bs128.n == 0
+    assert bs128.verdict == stats_rows.INTERRUPTED and bs128.ratio is None and bs128.n == 0
     assert "after 0 of 45 steps" in bs128.why
     from pipelines.core.report.summary import summary_table
 

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from pipelines.core.stats import intervals
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import Loaded
 from recordutil import GOLDEN
 
@@ -81,7 +81,7 @@ def test_repeats_of_one_process_count_as_one_process_for_the_verdict():
     says so and names the command that measures three processes, instead of a verdict."""
     records = [book_record("ch2-baseline", "baseline", k, 1000.0) for k in range(3)]
     records += [book_record("ch2-nobias", "nobias", k, 2000.0) for k in range(3)]  # far above the band
-    row = next(r for r in report_rows.build(Loaded(records, [], 1)) if r.experiment == "ch2-nobias")
+    row = next(r for r in stats_rows.build(Loaded(records, [], 1)) if r.experiment == "ch2-nobias")
     assert row.pairing == "same round: 3 rounds in 1 process" and row.processes == 1
     assert row.verdict == "inconclusive"
     assert row.why.startswith("3 repeats in 1 process: the interval cannot see process-to-process noise")

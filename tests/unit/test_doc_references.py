@@ -92,7 +92,7 @@ def test_every_named_module_and_function_exists():
 @pytest.mark.parametrize("text, stale", [
     ("the interval is `stats.intervals.ratio_interval`'s", []),
     ("the interval is `stats.intervals.ratio_intervals`'s", ["stats.intervals.ratio_intervals"]),  # renamed
-    ("`report_rows` once; `stats.rowz.build` now", ["stats.rowz.build"]),  # a module renamed
+    ("`stats_rows` once; `stats.rowz.build` now", ["stats.rowz.build"]),  # a module renamed
     ("a record's `metrics.fault_burst_blocks` and `dist.ccl`", []),  # fields
     ("`dist.Session.abort` ends the ranks", ["dist.Session.abort"]),  # the room is distributed/ now
 ])

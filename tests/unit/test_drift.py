@@ -21,7 +21,7 @@ from pipelines.core.record.results import load
 from pipelines.core.report import drift
 from pipelines.core.report import summary as report
 from pipelines.core.stats import intervals
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from recordutil import CPU_REFERENCES, ch2, drift_pair, record, table_rows, write
 
 
@@ -75,14 +75,14 @@ def test_same_class_reference_still_gets_its_drift_table(tmp_path):
     with pytest.raises(drift.OtherMachineClass, match="another machine class"):
         other_mine, other_ref = drift_pair(tmp_path / "b", 1.18, 1.18, **OTHER_CLASS)
         loaded = load(other_mine)
-        drift.against(report_rows.build(loaded), loaded, other_ref)
+        drift.against(stats_rows.build(loaded), loaded, other_ref)
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_drift_table_and_a_reversed_conclusive_verdict(tmp_path):
     mine, ref = drift_pair(tmp_path, 2.0, 0.5)
     loaded = load(mine)
-    found = drift.against(report_rows.build(loaded), loaded, ref)
+    found = drift.against(stats_rows.build(loaded), loaded, ref)
     line = found.data.set_index("variant").loc["nobias"]
     assert line.ratio == pytest.approx(2.0) and line.ref_ratio == pytest.approx(0.5)
     assert line.difference == pytest.approx(1.5) and line.reversed
@@ -112,7 +112,7 @@ def test_a_reference_from_another_machine_class_gives_the_report_and_says_the_dr
     mine, ref = drift_pair(tmp_path, 1.18, 1.18, cpu_model="other cpu", logical_cpus=64)
     loaded = load(mine)
     with pytest.raises(ConfigError, match="another machine class"):
-        drift.against(report_rows.build(loaded), loaded, ref)
+        drift.against(stats_rows.build(loaded), loaded, ref)
     for flags in ([], ["--fail-on-reversal"]):  # nothing to reverse against another class: exit 0
         skipped = accel("report", "--results-dir", str(mine), "--out", str(tmp_path / "o"), "--against", str(ref),
                         *flags)
@@ -130,7 +130,7 @@ def test_a_reference_from_another_cpu_generation_behind_the_same_model_name_is_r
                            cpu_isa="avx2 avx512f avx512_vnni avx512_bf16")
     loaded = load(mine)
     with pytest.raises(ConfigError, match="another machine class") as refused:
-        drift.against(report_rows.build(loaded), loaded, ref)
+        drift.against(stats_rows.build(loaded), loaded, ref)
     assert "avx512_bf16" in str(refused.value) and "family 25 model 17" in str(refused.value)
 
 

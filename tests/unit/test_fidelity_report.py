@@ -4,7 +4,7 @@ end with compilation, memory), with both the steady-state and the end-to-end rat
 import pytest
 
 from pipelines.core.config import experiments
-from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.stats import rows as stats_rows, intervals
 from pipelines.core.record.results import Loaded, load
 from pipelines.core.config.experiments import Experiment, Published as P, Variant
 
@@ -35,7 +35,7 @@ def record(variant: str, scale: str, repeat: int, step_s: float, warmup_s: float
 
 
 def rows(records):
-    return {(r.experiment, r.variant): r for r in report_rows.build(Loaded(records, [], 1))}
+    return {(r.experiment, r.variant): r for r in stats_rows.build(Loaded(records, [], 1))}
 
 
 def arms(scale: str, compile_s: float):
@@ -66,7 +66,7 @@ def test_memory_saving_factor_has_an_interval_and_a_verdict(catalog):
     assert row.published_memory_ratio == 2.0 and row.memory_verdict == intervals.REPRODUCED
     from pipelines.core.report import tables
 
-    built = report_rows.build(Loaded(arms("bench", compile_s=20.0), [], 1), [ENTRY.id])
+    built = stats_rows.build(Loaded(arms("bench", compile_s=20.0), [], 1), [ENTRY.id])
     table = tables.memory_view(tables.frame(built))  # the report's Memory section
     assert list(table.variant) == ["compiled"] and list(table["published"]) == ["2.00"]
     assert list(table.verdict) == [intervals.REPRODUCED]
@@ -100,7 +100,7 @@ def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_pat
     out = accel("compare", "s004-ckpt@plain", "s004-ckpt@checkpointed", "s004-ckpt@amp-checkpointed", "--scale",
                 "smoke", "--dataset", "synthetic", "--rounds", "3", "--results-dir", str(tmp_path), timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
-    built = {(r.experiment, r.variant): r for r in report_rows.build(load(tmp_path))}
+    built = {(r.experiment, r.variant): r for r in stats_rows.build(load(tmp_path))}
     ckpt = built[("s004-ckpt", "checkpointed")]
     assert ckpt.memory_metric == "saved_for_backward_mib" and ckpt.memory_ratio > 1  # it saves memory
     assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 2.5

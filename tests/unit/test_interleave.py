@@ -139,7 +139,7 @@ def test_a_page_fault_burst_is_flagged_in_the_record_and_named_in_the_report():
     grown again) is flagged by its round, kept in the ratio, and named beside the verdict."""
     import copy
 
-    from pipelines.core.stats import rows as report_rows
+    from pipelines.core.stats import rows as stats_rows
     from pipelines.core.record.results import Loaded
     from recordutil import GOLDEN
 
@@ -149,5 +149,5 @@ def test_a_page_fault_burst_is_flagged_in_the_record_and_named_in_the_report():
     assert host_noise.fault_bursts([[0, 10, 0.5, 900, 0, 0, 640], [1, 10, 0.5, 0, 0, 0, 640]]) == []  # under 1,000
     rec = copy.deepcopy(GOLDEN)
     rec["metrics"]["fault_burst_blocks"] = [7]
-    row = next(r for r in report_rows.build(Loaded([rec], [], 1)) if r.records)
+    row = next(r for r in stats_rows.build(Loaded([rec], [], 1)) if r.records)
     assert "1 timed block(s) with a page-fault burst" in row.why

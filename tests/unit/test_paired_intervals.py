@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from pipelines.core.stats import end_to_end, intervals, record_pairing
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import Loaded
 from recordutil import GOLDEN
 
@@ -135,11 +135,11 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
     for rec in base:
         rec.update(experiment="ch2-baseline", variant="baseline")
         rec["config"].update(experiment="ch2-baseline", variant="baseline")
-    built = report_rows.build(Loaded(arm + base, [], 1))
+    built = stats_rows.build(Loaded(arm + base, [], 1))
     row = next(r for r in built if r.experiment == "ch2-nobias")
     assert row.pairing.startswith("same process: 3 processes, 36 block pairs")
     assert row.verdict == "reproduced" and row.processes == 3
-    widths = report_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
+    widths = stats_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
     assert list(widths) == ["ch2-nobias [nobias]"]  # the baseline is judged through its arm's ratio
 
 
@@ -164,6 +164,6 @@ def test_an_end_to_end_figure_is_projected_onto_the_source_s_work_from_each_proc
     assert ratio == pytest.approx(expected, rel=1e-6) and units == 3
     assert interval.low == pytest.approx(expected) and interval.high == pytest.approx(expected)
     assert "projected to the source's 10 x 54,000 samples: one-time cost 23.0 s" in how
-    built = report_rows.build(Loaded(eager + compiled, [], 1))
+    built = stats_rows.build(Loaded(eager + compiled, [], 1))
     row = next(r for r in built if r.variant == "compiled")
     assert row.judged == "end-to-end, projected" and row.verdict == "slower than published"  # 0.70 < 0.71

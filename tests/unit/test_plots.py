@@ -17,7 +17,7 @@ from pipelines.core.config import experiments
 from pipelines.core.record.results import load
 from pipelines.core.report import figures, scaling_plots, speedup_plots, tradeoff_plots
 from pipelines.core.report import summary as report
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from recordutil import ch2, record
 
 H100_BENCH = REPO / "results" / "reference" / "h100-bench"
@@ -30,10 +30,10 @@ def _inside(fig, artist) -> bool:
     return box.x0 >= page.x0 - 1 and box.y0 >= page.y0 - 1 and box.x1 <= page.x1 + 1 and box.y1 <= page.y1 + 1
 
 
-def _ch2_rows(tmp_path: Path) -> list[report_rows.Row]:
+def _ch2_rows(tmp_path: Path) -> list[stats_rows.Row]:
     """ch2-baseline and ch2-nobias ran (3 repeats each); ch2-bs128 is listed but did not run."""
     ch2(tmp_path, (1.18,))
-    return report_rows.build(load(tmp_path), ["ch2-bs128"])
+    return stats_rows.build(load(tmp_path), ["ch2-bs128"])
 
 
 def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legend_inside(tmp_path):
@@ -70,7 +70,7 @@ def test_a_one_panel_accuracy_plot_keeps_its_legend_inside_the_figure(tmp_path):
 
 def test_accuracy_axis_spans_at_least_the_minimum_around_the_data():
     """h100-bench's ch5 panel: published 92.50 vs 92.34 filled the whole axis (a 0.16-pp span)."""
-    rows = report_rows.build(load(H100_BENCH))
+    rows = stats_rows.build(load(H100_BENCH))
     fig = tradeoff_plots.tradeoff_figure(tradeoff_plots.tradeoff_panels(rows))
     panels = [ax for ax in fig.axes if ax.get_visible()]
     assert panels

@@ -21,7 +21,7 @@ from pipelines.catalog import decisions
 from pipelines.core.report import summary as report
 from pipelines.core.report import document
 from pipelines.core.config import experiments
-from pipelines.core.stats import rows as report_rows, intervals
+from pipelines.core.stats import rows as stats_rows, intervals
 from pipelines.core.record.results import load
 
 
@@ -171,9 +171,9 @@ def test_accuracy_compares_arms_only_at_equal_samples_seen(tmp_path):
     for rec in bs256:  # 4x the batch: 4x the samples in the same number of steps
         rec["config"]["batch_size"], rec["metrics"]["samples_per_step"] = 256, 256
     write(tmp_path, "all", base + nobias + bs256)
-    rows = report_rows.build(load(tmp_path))
+    rows = stats_rows.build(load(tmp_path))
     by_key = {r.key: r for r in rows}
-    deltas = {r.experiment: report_rows.accuracy_delta(r, by_key) for r in rows}
+    deltas = {r.experiment: stats_rows.accuracy_delta(r, by_key) for r in rows}
     assert deltas["ch2-nobias"] == (pytest.approx(-2.0), "same samples seen")
     assert deltas["ch2-bs256"] == (None, "not compared: 8960 vs 2240 samples seen")
     assert deltas["ch2-baseline"] == (0.0, "reference arm")
@@ -252,7 +252,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert bs256[4:14] == ["76 s", "1.947", "same-work throughput", "1.66-2.24", "2100.0 ± 0.0", "2.10",
                            "[2.09, 2.11]", "steady state", "1.00 [1.00, 1.00]", "reproduced"]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "report.csv").read_text())))
-    assert list(rows[0]) == report_rows.Row.columns()  # the CSV's columns are the Row's fields
+    assert list(rows[0]) == stats_rows.Row.columns()  # the CSV's columns are the Row's fields
     by = {(r["experiment"], r["variant"]): r for r in rows}
     assert by[("ch2-nobias", "nobias")]["verdict"] == "reproduced"
     nobias = by[("ch2-nobias", "nobias")]
@@ -298,7 +298,7 @@ def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_m
 def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     """Committed references outlive renamed arms: their records stay visible, marked, never silently lost."""
     write(tmp_path, "old", [record("ch2-nobias", "renamed-arm", 1000.0, repeat=i) for i in range(2)])
-    rows = {(r.experiment, r.variant): r for r in report_rows.build(load(tmp_path))}
+    rows = {(r.experiment, r.variant): r for r in stats_rows.build(load(tmp_path))}
     old = rows[("ch2-nobias", "renamed-arm")]
     assert old.n == 2 and old.verdict == "not in catalog" and "no arm renamed-arm" in old.why
     assert rows[("ch2-nobias", "nobias")].verdict == "not run"

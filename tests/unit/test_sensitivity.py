@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pipelines.core.stats import intervals, record_pairing, sensitivity
 from pipelines.core.stats.intervals import Interval
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import Loaded
 from test_paired_intervals import interleaved
 
@@ -37,12 +37,12 @@ def test_a_verdict_that_only_the_trimmed_mean_gives_is_not_firm():
     estimates = sensitivity.other_estimates(arm, base)
     assert set(estimates) == {"untrimmed", "ratio of totals"}
     assert estimates["untrimmed"][0] < main[0] and estimates["ratio of totals"][0] < main[0]  # they keep the slow block
-    row = next(r for r in report_rows.build(Loaded(arm + base, [], 1)) if r.experiment == "ch2-nobias")
+    row = next(r for r in stats_rows.build(Loaded(arm + base, [], 1)) if r.experiment == "ch2-nobias")
     assert row.verdict == intervals.REPRODUCED  # the trimmed estimate's: 1.19 [1.10, 1.20] inside [1.006, 1.362]
     assert "not firm: the untrimmed estimate 1.11 [0.99, 1.20] is inconclusive" in row.why
 
 
 def test_a_verdict_every_estimate_agrees_on_says_nothing_more():
     arm, base = arms(outlier=1.0)
-    row = next(r for r in report_rows.build(Loaded(arm + base, [], 1)) if r.experiment == "ch2-nobias")
+    row = next(r for r in stats_rows.build(Loaded(arm + base, [], 1)) if r.experiment == "ch2-nobias")
     assert row.verdict == intervals.REPRODUCED and "not firm" not in row.why and "at the edge" not in row.why

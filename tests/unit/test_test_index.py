@@ -45,7 +45,7 @@ def test_the_scanner_counts_every_import_form_at_any_depth():
     source = (
         "import os\n"
         "import pipelines.core.stats.intervals\n"
-        "from pipelines.core.stats import rows as report_rows\n"
+        "from pipelines.core.stats import rows as stats_rows\n"
         "from pipelines.core.errors import ConfigError\n"
         "def later():\n"
         "    from pipelines import onnx_export\n"

@@ -14,7 +14,7 @@ from typing import Any, NamedTuple
 from pipelines.core.record import atomic, machine_class, results
 from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
 from pipelines.core.report import shares as report_shares
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
 from pipelines.core.report.render import Doc
@@ -67,7 +67,7 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
 def summary(results_dir: Path, strict: bool = False) -> str:
     """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
     loaded = results.load(results_dir)
-    rows = report_rows.build(loaded, None, strict)
+    rows = stats_rows.build(loaded, None, strict)
     lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]

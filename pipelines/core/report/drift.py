@@ -22,7 +22,7 @@ import pandas as pd
 
 from pipelines.core.record import machine_class
 from pipelines.core.record.results import Loaded, load
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
 from pipelines.core.errors import ConfigError
@@ -104,7 +104,7 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
     (OtherMachineClass, a ConfigError: the report turns it into a skipped drift check)."""
     ref_loaded = load(reference)
     check_same_class(loaded.records, ref_loaded.records, reference)
-    ref_rows = {row.key: row for row in report_rows.build(ref_loaded, only)}
+    ref_rows = {row.key: row for row in stats_rows.build(ref_loaded, only)}
     lines, reversals = [], []
     for row in rows:
         ref = ref_rows.get(row.key) or Row(row.experiment, row.variant, row.scale)
@@ -133,7 +133,7 @@ def judge(results_dir: Path, only: list[str] | None = None, reference: Path | No
     """The rows and verdicts of a results folder, and the drift check against `reference`. A reference of
     another machine class gives no drift table, and `drift_skipped` says why (the two classes side by side)."""
     loaded = load(results_dir)
-    rows = report_rows.build(loaded, only, strict)
+    rows = stats_rows.build(loaded, only, strict)
     drift, skipped = None, None
     if reference is not None:
         try:

@@ -23,7 +23,7 @@ from typing import Sequence
 from pipelines.core.config.arm import Arm
 from pipelines.core.errors import ConfigError
 from pipelines.core.record.results import load
-from pipelines.core.stats import intervals, rows as report_rows
+from pipelines.core.stats import intervals, rows as stats_rows
 from pipelines.core.stats.rows import Row
 
 
@@ -50,7 +50,7 @@ def invariants(references: Sequence[Path], only: list[str] | None = None) -> lis
     """The arms whose direction every reference measured, conclusively and alike."""
     seen: dict[tuple[str, str, str], list[tuple[str, bool | None]]] = {}
     for reference in references:
-        for row in report_rows.build(load(reference), only):
+        for row in stats_rows.build(load(reference), only):
             if row.verdict not in ("baseline", "not run"):
                 seen.setdefault(row.key, []).append((str(reference), direction(row)))
     out = []
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     run, references = Path(args[0]), [Path(a) for a in args[1:]]
     try:
         checked = invariants(references)
-        rows = report_rows.build(load(run))
+        rows = stats_rows.build(load(run))
     except ConfigError as error:  # a folder that is not there or holds no records: one line, as accel says it
         print(f"invariants: error: {error}", file=sys.stderr)
         return 2

@@ -9,7 +9,7 @@ from typing import Any, NamedTuple
 
 import pandas as pd
 
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.stats.rows import Row
 
@@ -95,7 +95,7 @@ def accuracy_view(rows: list[Row]) -> pd.DataFrame:
     for row in rows:
         if row.accuracy_mean is None:
             continue
-        delta, why = report_rows.accuracy_delta(row, by_key)
+        delta, why = stats_rows.accuracy_delta(row, by_key)
         lines.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,
                       "data": row.data_source, "samples seen": intervals.fmt(row.samples_seen, 0),
                       "acc % (mean ± sd)": intervals.Stat(row.n, row.accuracy_mean, row.accuracy_sd).text(),
@@ -111,7 +111,7 @@ def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
               "Δ vs published (pp)": ("-" if row.accuracy_context
                                       else f"{row.accuracy_mean - row.published_accuracy:+.2f}"),
               "note": f"context only: {row.accuracy_context}" if row.accuracy_context else ""}
-             for row in rows if report_rows.book_accuracy(row) and row.accuracy_mean is not None
+             for row in rows if stats_rows.book_accuracy(row) and row.accuracy_mean is not None
              and row.published_accuracy is not None]
     return pd.DataFrame(lines)
 
@@ -175,7 +175,7 @@ def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
     CNN and a ViT-B/16, or 40 steps and 2 epochs, must not share a mean. Each loop's run-to-run spread (the
     coefficient of variation of its training time) is shown too: the book-scale goal is a spread no wider
     than the plain loop's."""
-    recs = [r for r in records if r["experiment"] == report_rows.HARNESS_ID and r["status"] == "ok"]
+    recs = [r for r in records if r["experiment"] == stats_rows.HARNESS_ID and r["status"] == "ok"]
 
     def workload(record: dict[str, Any]) -> tuple[str, int, str, str]:
         config = record["config"]

@@ -18,7 +18,7 @@ from matplotlib.lines import Line2D
 from pipelines.core.config import experiments
 from pipelines.core.report.figures import COLOURS, PUBLISHED, figure, measured_speedup, published_speedup, save
 from pipelines.core.stats import pairing
-from pipelines.core.stats import rows as report_rows
+from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats.rows import Row
 
 # The accuracy axis's smallest span, in percentage points. A test set of 10,000 images (Fashion-MNIST's,
@@ -126,7 +126,7 @@ def _arm_points(ax, row: Row, colour: str) -> list[float]:
     measured = measured_speedup(row)
     if measured is None:
         return [y]
-    compared = report_rows.book_accuracy(row) and row.accuracy_mean is not None
+    compared = stats_rows.book_accuracy(row) and row.accuracy_mean is not None
     my = row.accuracy_mean if compared else y
     ax.plot([x, measured], [y, my], color=colour, linewidth=0.9, linestyle="-" if compared else ":")
     ax.scatter(measured, my, color=colour, s=30, marker="o" if compared else "x")
