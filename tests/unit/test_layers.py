@@ -10,6 +10,7 @@ the technique file an entry names (harness/plan.py loads pipelines.<name>).
 from __future__ import annotations
 
 import ast
+import importlib.util
 from collections import defaultdict
 from pathlib import Path
 
@@ -27,18 +28,20 @@ def module_name(path: Path) -> str:
 MODULES = {module_name(p): p for p in (REPO / "pipelines").rglob("*.py")}
 
 
+def _scanner():
+    """ci/update-test-index.py's import scanner: the one reading of which pipelines modules a file imports."""
+    spec = importlib.util.spec_from_file_location("update_test_index", REPO / "ci" / "update-test-index.py")
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    return script
+
+
+SCANNER = _scanner()
+
+
 def imports(path: Path) -> set[str]:
     """Every pipelines.* module this file imports (`from a import b` counts a.b when b is a module)."""
-    found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.ImportFrom) and node.module and not node.level:
-            targets = [node.module, *(f"{node.module}.{a.name}" for a in node.names)]
-        elif isinstance(node, ast.Import):
-            targets = [a.name for a in node.names]
-        else:
-            continue
-        found |= {t for t in targets if t in MODULES}
-    return found
+    return SCANNER.imported(path.read_text(), MODULES, str(path))
 
 
 EDGES = {name: imports(path) - {name} for name, path in MODULES.items()}

@@ -12,7 +12,7 @@ import click
 from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
                                      fail, share_option)
 from pipelines.core.config import experiments
-from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
+from pipelines.core.config.runconfig import BOUNDS, DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
 
 
@@ -243,10 +243,11 @@ def counted(scale: str, rounds, repeats):
         raise ConfigError(f"--rounds {rounds} runs rounds of processes, and smoke scale runs in this process: pass "
                           f"--repeats {rounds}, or --scale bench")
     count = rounds if rounds is not None else repeats
-    if isinstance(count, int) and not 1 <= count <= 1000:
+    low, high = BOUNDS["repeats"]
+    if isinstance(count, int) and not low <= count <= high:
         flag = "--rounds" if rounds is not None else "--repeats"
-        raise ConfigError(f"{flag} must be at least 1, got {count}" if count < 1 else
-                          f"{flag} must be at most 1,000, got {count:,}")
+        raise ConfigError(f"{flag} must be at least {low}, got {count}" if count < low else
+                          f"{flag} must be at most {high:,}, got {count:,}")
     return count
 
 
