@@ -112,3 +112,16 @@ def test_accel_run_refuses_a_bad_omp_num_threads_in_one_line(results_dir):
     assert lines[0] == ("accel: error: OMP_NUM_THREADS='abc' is not a positive whole number (or a comma list "
                         "of them, one per nesting level); unset it or set e.g. OMP_NUM_THREADS=2")
     assert not results_dir.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "launch"])
+def test_book_scale_with_rounds_plans_rounds_of_processes_and_without_runs_in_this_process(command,
+                                                                                           accel_in_process):
+    """`--rounds` means rounds of processes on `accel run` and `accel launch` alike; book scale without it
+    runs its repeats in this process."""
+    rounds = accel_in_process(command, "ch2-nobias", "--scale", "book", "--rounds", "3", "--dry-run")
+    assert rounds.returncode == 0, rounds.stderr
+    assert rounds.stdout.startswith("plan: ch2-nobias with its baseline ch2-baseline, in rounds of processes")
+    assert "  rounds:    3 rounds (one process per slot below, ABBA)" in rounds.stdout
+    here = accel_in_process(command, "ch2-nobias", "--scale", "book", "--dry-run")
+    assert here.returncode == 0 and "in rounds of processes" not in here.stdout, here.stdout

@@ -96,14 +96,13 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core.harness import preview, runner
     from pipelines.core.train import progress
 
-    rounds = overrides.pop("rounds")
-    overrides["repeats"] = counted(scale, rounds, overrides["repeats"])
-    plan = build_plan(experiment_id, scale, variants, option_items, overrides)
+    params = click.get_current_context().params
+    plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (counted)
     first = plan.configs[0]
     # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
     launched = placement.placement().launched
-    if (first.scale == "bench" or rounds is not None) and not launched:
-        bench_rounds(plan, click.get_current_context().params, no_baseline, dry_run, as_json)
+    if in_rounds(first, params) and not launched:
+        bench_rounds(plan, params, no_baseline, dry_run, as_json)
         return
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
                                      refused=no_baseline or launched)
@@ -228,6 +227,11 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
                                                                       first.budget_s if rounds is None else None,
                                                                       layouts[0].ranks * layouts[0].nodes),
                          first.results_dir, [choice.note])
+
+
+def in_rounds(first, params: dict) -> bool:
+    """Whether a command measures in rounds of processes: bench scale, and book scale with --rounds."""
+    return first.scale == "bench" or params.get("rounds") is not None
 
 
 def counted(scale: str, rounds, repeats):
