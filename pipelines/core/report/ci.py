@@ -18,7 +18,8 @@ from typing import Sequence
 import pandas as pd
 
 from pipelines.core.config.arm import Arm
-from pipelines.core.report import drift as report_drift, tables
+from pipelines.core.report import tables
+from pipelines.core.report.drift import Drift, view as drift_view
 from pipelines.core.report.render import markdown_table
 from pipelines.core.stats import intervals
 from pipelines.core.stats.rows import Row
@@ -32,7 +33,7 @@ def _interval(row: Row) -> str:
     return f"{intervals.fmt(row.ratio)}x {low_high}{published}"
 
 
-def _reversed(drift: report_drift.Drift | None) -> dict[tuple[str, str, str], str]:
+def _reversed(drift: Drift | None) -> dict[tuple[str, str, str], str]:
     if drift is None or drift.data.empty:
         return {}
     flipped = drift.data[drift.data.reversed.astype(bool)]
@@ -45,7 +46,7 @@ def judged(rows: Sequence[Row]) -> list[Row]:
     return [row for row in rows if row.verdict != "baseline"]
 
 
-def junit(rows: Sequence[Row], drift: report_drift.Drift | None, name: str = "accel") -> str:
+def junit(rows: Sequence[Row], drift: Drift | None, name: str = "accel") -> str:
     """The JUnit XML text: a <testsuites> of one <testsuite> per experiment."""
     reversed_ = _reversed(drift)
     suites = ET.Element("testsuites", name=name)
@@ -81,7 +82,7 @@ def junit(rows: Sequence[Row], drift: report_drift.Drift | None, name: str = "ac
     return ET.tostring(suites, encoding="unicode", xml_declaration=True) + "\n"
 
 
-def markdown(rows: Sequence[Row], drift: report_drift.Drift | None, drift_skipped: str | None = None,
+def markdown(rows: Sequence[Row], drift: Drift | None, drift_skipped: str | None = None,
              title: str = "accel: published vs reproduced") -> str:
     """The verdict table and the drift.data (or why there is none), as GitHub-flavoured Markdown."""
     arms = judged(rows)
@@ -98,7 +99,7 @@ def markdown(rows: Sequence[Row], drift: report_drift.Drift | None, drift_skippe
                   f"**{len(reversals)} conclusive verdict(s) reversed**: " + "; ".join(reversals) if reversals
                   else "No conclusive verdict reversed.", ""]
         if not drift.data.empty:
-            lines += [markdown_table(report_drift.view(drift.data)), ""]
+            lines += [markdown_table(drift_view(drift.data)), ""]
     elif drift_skipped:
         lines += ["### Drift check skipped", "", drift_skipped, ""]
     return "\n".join(lines)

@@ -12,12 +12,14 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pipelines.core.record import atomic, machine_class, results
-from pipelines.core.report import drift as report_drift, plots as report_plots, render as report_render, trend
-from pipelines.core.report import shares as report_shares
+from pipelines.core.report import trend
+from pipelines.core.report.drift import Drift, Judged, judge, view as drift_view
+from pipelines.core.report.plots import all_plots
+from pipelines.core.report.shares import DIFFERS, SHARE_FLOOR_PP, SHARE_RELATIVE, share_rows
 from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
-from pipelines.core.report.render import Doc
+from pipelines.core.report.render import Doc, html_page, markdown, markdown_table
 from pipelines.core.record.results import Loaded
 from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
@@ -34,7 +36,7 @@ INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time 
 
 class Written(NamedTuple):
     paths: list[Path]
-    judged: report_drift.Judged
+    judged: Judged
 
 
 def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | None = None,
@@ -44,15 +46,15 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     A reference of another machine class still gives the whole report: no drift table, and
     `drift_skipped` (also in report.md) says why, the two classes side by side. A reference that cannot
     be read at all is a ConfigError raised before out_dir is created, so a refusal leaves no empty folder."""
-    judged = report_drift.judge(results_dir, only, against, strict)
+    judged = judge(results_dir, only, against, strict)
     rows, loaded, drift, skipped = judged
     out_dir = Path(out_dir or results_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     plots = out_dir if ("md" in formats or "html" in formats) else None
     doc = build(results_dir, rows, loaded, drift, note, plots, skipped, only)
-    render = {"md": ("report.md", lambda: report_render.markdown(doc)),
+    render = {"md": ("report.md", lambda: markdown(doc)),
               "csv": ("report.csv", lambda: tables.frame(rows).to_csv(index=False)),
-              "html": ("report.html", lambda: report_render.html_page(doc, out_dir))}
+              "html": ("report.html", lambda: html_page(doc, out_dir))}
     paths = []
     for kind in (k for k in render if k in formats):
         name, text = render[kind]
@@ -68,7 +70,7 @@ def summary(results_dir: Path, strict: bool = False) -> str:
     """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
     loaded = results.load(results_dir)
     rows = stats_rows.build(loaded, None, strict)
-    lines = [report_render.markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
+    lines = [markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
     lines += [f"- interrupted: {Arm.of(r)} {i}" for r in rows for i in r.interrupted]
@@ -115,7 +117,7 @@ def machines(records: list[dict[str, Any]]) -> list[str]:
             f"commit {'/'.join(sorted(m['git']))}" for m in out.values()]
 
 
-def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drift.Drift | None = None,
+def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: Drift | None = None,
           note: str = "", plots_dir: Path | None = None, drift_skipped: str | None = None,
           only: list[str] | None = None) -> Doc:
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
@@ -143,7 +145,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: report_drif
     _harness(doc, loaded.records)
     if plots_dir is not None:
         doc.add("h", "Plots")
-        for path, caption in report_plots.all_plots(rows, loaded.records, plots_dir):
+        for path, caption in all_plots(rows, loaded.records, plots_dir):
             doc.add("img", path.name, caption)
     _notes(doc, rows)
     problems = [f"error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
@@ -215,7 +217,7 @@ def _accuracy(doc: Doc, rows: list[Row]) -> None:
 def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | None) -> None:
     """Every printed op share against the profiles the records hold (pipelines/core/report/shares.py); a
     profile is a measurement with no throughput, so it has no row in Results and is judged here."""
-    judged = report_shares.share_rows(records, only)
+    judged = share_rows(records, only)
     if not judged:
         return
     import pandas as pd
@@ -225,17 +227,17 @@ def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | N
                  "recorded profiles give the same op; a printed name torch renamed is looked up under today's "
                  "(aten::_reshape_alias as aten::view, CompiledFunction with its '## Call CompiledFxGraph' "
                  "record), an op absent from the profile counts 0 %. Band: max("
-                 f"{report_shares.SHARE_FLOOR_PP:g} point, {report_shares.SHARE_RELATIVE:.0%} of the share) in "
+                 f"{SHARE_FLOOR_PP:g} point, {SHARE_RELATIVE:.0%} of the share) in "
                  "percentage points, the spread of the book's own two profiles of the same forward pass; a "
                  "one-call profile on another CPU and torch shows where the time goes, not a speed.")
     doc.add("table", pd.DataFrame([row.cells() for row in judged]))
-    differs = [row for row in judged if row.verdict == report_shares.DIFFERS]
+    differs = [row for row in judged if row.verdict == DIFFERS]
     doc.add("p", f"{len(judged) - len(differs)} of {len(judged)} shares match"
                  + (": differ " + ", ".join(f"{Arm.of(r)} {r.op}"
                                             for r in differs) if differs else "") + ".")
 
 
-def _drift(doc: Doc, drift: report_drift.Drift) -> None:
+def _drift(doc: Doc, drift: Drift) -> None:
     doc.add("h", "Drift against the reference")
     doc.add("p", f"Reference `{drift.reference}` on " + " | ".join(machines(drift.loaded.records)) +
                  ". Only a reversed conclusive verdict (faster <-> slower than published) fails "
@@ -243,7 +245,7 @@ def _drift(doc: Doc, drift: report_drift.Drift) -> None:
     if drift.data.empty:
         doc.add("p", "No arm has a ratio in this run or the reference.")
     else:
-        doc.add("table", report_drift.view(drift.data))
+        doc.add("table", drift_view(drift.data))
     doc.add("p", ("Reversed: " + "; ".join(drift.reversals)) if drift.reversals else
                  "No conclusive verdict reversed.")
 
