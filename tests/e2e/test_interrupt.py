@@ -234,3 +234,25 @@ def test_a_signal_to_the_whole_group_with_loader_workers_ends_as_interrupted(sig
     time.sleep(0.5)
     alive = subprocess.run(["pgrep", "-f", str(results)], capture_output=True, text=True).stdout.split()
     assert not alive, alive
+
+
+@pytest.mark.slow
+def test_a_killed_command_leaves_no_round_process_running(tmp_path):
+    """`timeout -k` or an OOM killer ends the command with SIGKILL, which it cannot hand on: the round's
+    process, in a session of its own, is told by the kernel (parent-death signal) and ends as on SIGTERM,
+    its arms recorded as interrupted."""
+    results = tmp_path / "results"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pipelines", "run", "ch2-baseline", "--dataset", "synthetic", "--rounds", "3",
+         "--blocks", "40", "--block-s", "0.2", "--warmup-steps", "1", "--results-dir", str(results)],
+        cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    training_in(results, after=0)
+    process.kill()
+    process.wait(timeout=30)
+    deadline = time.monotonic() + 120
+    while subprocess.run(["pgrep", "-f", str(results)], capture_output=True).returncode == 0:
+        assert time.monotonic() < deadline, "the round's process outlived the killed command"
+        time.sleep(0.2)
+    stopped = records(results)
+    assert [r["status"] for r in stopped] == ["interrupted"]
+    assert stopped[0]["notes"][0].startswith("interrupted by SIGTERM after ")

@@ -27,15 +27,13 @@ records, and a failing process's `accel: error:` line is repeated on the termina
 from __future__ import annotations
 
 import json
-import os
-import signal
-import subprocess
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping, Sequence
 
 from pipelines.core.config import request as requests
+from pipelines.core.harness import child
 from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth
 from pipelines.core.errors import ConfigError
 from pipelines.core.harness import worker
@@ -135,7 +133,7 @@ def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
     `start(argv, env) -> exit code` runs one process (a real subprocess by default)."""
     group = results.new_run_id()
     log = log_path(results_dir, group)
-    start = start or (lambda argv, env: _subprocess(argv, env, log))
+    start = start or (lambda argv, env: child.run(argv, env, log))
     ids = list(dict.fromkeys(i for slot in slots for i in slot.ids))
     summary = Summary(group, ids, rule=asdict(rule))
     measured = Measured(summary)
@@ -233,43 +231,3 @@ def _write(results_dir: Path, summary: Summary) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(asdict(summary), indent=1, allow_nan=False) + "\n")
     return path
-
-
-CHILD_WAIT_S = 120.0  # how long an interrupted round's process may take to write its interrupted records
-
-
-def _subprocess(argv: list[str], env: Mapping[str, str], log: Path) -> int:
-    """One process, its output appended to the comparison's log (the terminal gets one line per round).
-
-    It runs in a session of its own (the launcher, its worker or ranks, their DataLoader workers), so a
-    terminal's Ctrl-C reaches this process only, which hands the signal on to that whole group at once:
-    the loader workers stop with it, and the worker, which a second signal never forces out (a SLURM step
-    signals every process itself too; cli/main.py worker_main), writes its interrupted records. What is
-    still running after CHILD_WAIT_S is killed: nothing is left running either way."""
-    log.parent.mkdir(parents=True, exist_ok=True)
-    with open(log, "a") as out:
-        out.write(f"$ {' '.join(argv)}\n")
-        out.flush()
-        child = subprocess.Popen(argv, env=dict(env), stdout=out, stderr=subprocess.STDOUT,
-                                 stdin=subprocess.DEVNULL, start_new_session=True)
-        try:
-            return child.wait()
-        except BaseException as stop:  # Interrupted (SIGINT, SIGTERM) or KeyboardInterrupt: the child too
-            _stop_child(child, getattr(stop, "signum", signal.SIGINT))
-            raise
-
-
-def _stop_child(child: subprocess.Popen, signum: int) -> None:
-    _signal_group(child, signum)
-    try:
-        child.wait(timeout=CHILD_WAIT_S)
-    except subprocess.TimeoutExpired:
-        _signal_group(child, signal.SIGKILL)
-        child.wait()
-
-
-def _signal_group(child: subprocess.Popen, signum: int) -> None:
-    try:
-        os.killpg(child.pid, signum)  # the child leads its session's one process group
-    except ProcessLookupError:
-        pass
