@@ -30,6 +30,17 @@ ensure_data() {
   done
 }
 
+# "id:KEY=V:--arg" -> knobs (KEY=V) and extra arguments, in the arrays knobs and extra.
+split_spec() {
+  local token
+  knobs=() extra=()
+  IFS=: read -r -a tokens <<< "${1#*:}"
+  [[ "$1" == *:* ]] || tokens=()
+  for token in "${tokens[@]}"; do
+    if [[ "$token" =~ ^[A-Z_]+= ]]; then knobs+=("$token"); else extra+=("$token"); fi
+  done
+}
+
 # records_of OUT ID: how many record files ID has in OUT.
 records_of() { find "$1" -maxdepth 1 -name "$2--*.jsonl" | wc -l; }
 
@@ -46,7 +57,7 @@ measure() {
   local limit=()
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
   # shellcheck disable=SC2153  # SIZE is the sourcing script's array (see the header)
-  if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "$@" "${SIZE[@]}" \
+  if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "${SIZE[@]}" "$@" \
        --rounds "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")
     return 0
@@ -64,21 +75,31 @@ compare_argv() {
         "${SIZE[@]}" --data-root "$DATA")
 }
 
-# measure_alternating OUT ID...: the IDs as one comparison (see compare_argv); a non-zero
-# exit (or a run past ENTRY_TIMEOUT seconds per id) or an id left without a new record appends to `failed`.
+# members_and_extra ID... [-- ACCEL_ARGS...]: splits the arguments into the arrays members and extra.
+members_and_extra() {
+  members=() extra=()
+  while [[ $# -gt 0 && "$1" != "--" ]]; do members+=("$1"); shift; done
+  [[ "${1:-}" == "--" ]] && shift
+  extra=("$@")
+}
+
+# measure_alternating OUT ID... [-- ACCEL_ARGS...]: the IDs as one comparison (see compare_argv), the
+# arguments after -- given to every process; a non-zero exit (or a run past ENTRY_TIMEOUT seconds per id) or
+# an id left without a new record appends to `failed`.
 measure_alternating() {
-  local out="$1" id before=()
+  local out="$1" id before=() members extra
   shift
+  members_and_extra "$@"
   echo "== as one comparison: $*"
-  for id in "$@"; do before+=("$(records_of "$out" "${id%%@*}")"); done
-  compare_argv "$out" "$@"
+  for id in "${members[@]}"; do before+=("$(records_of "$out" "${id%%@*}")"); done
+  compare_argv "$out" "${members[@]}" "${extra[@]}"
   local limit=()
-  [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$((ENTRY_TIMEOUT * $#))")
+  [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$((ENTRY_TIMEOUT * ${#members[@]}))")
   if ! "${limit[@]}" "${argv[@]}"; then
-    failed+=("$* (exit code)")
+    failed+=("${members[*]} (exit code)")
     return 0
   fi
-  for id in "$@"; do
+  for id in "${members[@]}"; do
     [[ "$(records_of "$out" "${id%%@*}")" -gt "${before[0]}" ]] || failed+=("$id (no record written)")
     before=("${before[@]:1}")
   done

@@ -13,7 +13,10 @@
 #   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
 #   DATA      dataset root (default data/; cifar10 and imdb are generated when missing, labelled generated)
 #   PYTHON    interpreter with the package installed (default .venv/bin/python)
-#   IDS       override the experiment list (space-separated; default: every ready entry whose target is cuda)
+#   IDS       override the experiment list (space-separated; default: every ready entry whose target is cuda,
+#             the talk's fp32 and bf16-mixed steps as one comparison). As in ci/reference-timings.sh, ids
+#             joined by + are one comparison (accel compare, ID@ARM for one arm), and colon-separated extras
+#             after an id are launcher knobs (KEY=VALUE) or accel arguments: IDS="ch7-amp:--steps=8"
 #   GPUS      GPUs to use (default: what nvidia-smi -L lists). A torchrun entry asks for NPROC ranks; it gets
 #             at most GPUS, and the arms that need more ranks write `skipped` records saying so
 #   ENTRY_TIMEOUT  seconds one entry may run (default 0: no limit); past it the entry counts as failed
@@ -41,7 +44,19 @@ if [[ -z "${GPUS:-}" ]]; then
   command -v nvidia-smi >/dev/null && GPUS="$(nvidia-smi -L 2>/dev/null | grep -c '^GPU' || true)"
   [[ $dry -eq 1 && "$GPUS" -eq 0 ]] && GPUS=1  # a dry run prints the commands of a one-GPU machine
 fi
-IDS="${IDS:-$("$PYTHON" -m pipelines.core.config.experiments gpu | tr '\n' ' ')}"
+# The talk's step 04 ratio (bf16-mixed against true fp32) is measured as one comparison: its two sides
+# alternate in the same rounds, instead of two launches minutes apart.
+VIT_PAIR="vit-fabric-baseline+vit-bf16-mixed"
+if [[ -z "${IDS:-}" ]]; then
+  IDS=""
+  for id in $("$PYTHON" -m pipelines.core.config.experiments gpu); do
+    case "$id" in
+      vit-fabric-baseline) IDS+="$VIT_PAIR " ;;
+      vit-bf16-mixed) ;;
+      *) IDS+="$id " ;;
+    esac
+  done
+fi
 echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
      "ENTRY_TIMEOUT=$ENTRY_TIMEOUT EXTRAS=$EXTRAS dry_run=$dry"
 for knob in ENTRY_TIMEOUT GPUS; do
@@ -51,11 +66,19 @@ done
 source ci/_timings.sh
 load_catalog
 
+# run_ids: the specs to measure (a comparison keeps its ready members); listed: every id, for the report
 run_ids=() listed=()
-for id in $IDS; do
-  is_in "$id" "${KNOWN[@]}" || { echo "gpu-reference: error: unknown experiment id $id (see accel list)" >&2; exit 2; }
-  listed+=("$id")
-  if is_in "$id" "${READY[@]}"; then run_ids+=("$id"); else echo "gpu-reference: $id is not ready: reported as not run"; fi
+for spec in $IDS; do
+  kept=()
+  IFS=+ read -r -a members <<< "${spec%%:*}"
+  for member in "${members[@]}"; do
+    id="${member%%@*}"
+    is_in "$id" "${KNOWN[@]}" || { echo "gpu-reference: error: unknown experiment id $id (see accel list)" >&2; exit 2; }
+    is_in "$id" "${listed[@]}" || listed+=("$id")
+    if is_in "$id" "${READY[@]}"; then kept+=("$member"); else echo "gpu-reference: $id is not ready: reported as not run"; fi
+  done
+  [[ ${#kept[@]} -gt 0 ]] || continue
+  if [[ ${#members[@]} -gt 1 ]]; then run_ids+=("$(IFS=+; echo "${kept[*]}")"); else run_ids+=("$spec"); fi
 done
 # nproc_knob ID: NPROC=n for a torchrun entry, n = the catalog's NPROC capped at the GPUs here (one rank per GPU)
 nproc_knob() {
@@ -66,11 +89,29 @@ print(x.knobs.get("NPROC", "") if x.launcher == "torchrun" else "")' "$1")"
   echo "NPROC=$(( wanted < GPUS ? wanted : GPUS ))"
 }
 
+# measure_spec SPEC: one comparison (ids joined by +) or one launch with the spec's knobs and extras
+measure_spec() {
+  local spec="$1" knob
+  if [[ "$spec" == *+* ]]; then
+    # shellcheck disable=SC2086  # the members, one word each
+    if [[ $dry -eq 1 ]]; then compare_argv "$GPU_OUT" ${spec//+/ } --device cuda; echo "${argv[*]}"
+    else measure_alternating "$GPU_OUT" ${spec//+/ } -- --device cuda; fi
+    return 0
+  fi
+  split_spec "$spec"
+  knob="$(nproc_knob "${spec%%:*}")"
+  [[ -z "$knob" ]] || knobs=("$knob" "${knobs[@]}")
+  if [[ $dry -eq 1 ]]; then
+    local line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${SIZE[@]}" --device cuda "${extra[@]}"
+                --rounds "$REPEATS" --data-root "$DATA" --results-dir "$GPU_OUT" --no-baseline)
+    echo "${line[*]}"
+  else
+    measure "$GPU_OUT" "${spec%%:*}" "${knobs[@]}" -- --device cuda "${extra[@]}"
+  fi
+}
+
 if [[ $dry -eq 1 ]]; then
-  for id in "${run_ids[@]}"; do
-    knob="$(nproc_knob "$id")"
-    echo "${knob:+$knob }$PYTHON -m pipelines launch $id --scale bench --device cuda --steps $STEPS --rounds $REPEATS --data-root $DATA --results-dir $GPU_OUT --no-baseline"
-  done
+  for spec in "${run_ids[@]}"; do measure_spec "$spec"; done
   exit 0
 fi
 [[ "$GPUS" -ge 1 ]] || { echo "gpu-reference: error: no GPU (nvidia-smi lists none); run it on a GPU machine, or --dry-run here" >&2; exit 2; }
@@ -89,10 +130,7 @@ if [[ "$EXTRAS" == 1 ]]; then
     --results-dir "$GPU_OUT" || failed+=("harness-overhead vit_b_16")
 fi
 
-for id in "${run_ids[@]}"; do
-  knob="$(nproc_knob "$id")"
-  measure "$GPU_OUT" "$id" ${knob:+"$knob"} -- --device cuda
-done
+for spec in "${run_ids[@]}"; do measure_spec "$spec"; done
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$GPU_OUT" --out "$GPU_OUT" --experiments "$only" \
   --note "GPU bench scale, $STEPS steps x $REPEATS repeats; published figures are the book's A100 runs"

@@ -128,17 +128,6 @@ for spec in $IDS; do
   fi
 done
 
-# "id:KEY=V:--arg" -> knobs (KEY=V) and extra arguments, in the arrays knobs and extra.
-split_spec() {
-  local token
-  knobs=() extra=()
-  IFS=: read -r -a tokens <<< "${1#*:}"
-  [[ "$1" == *:* ]] || tokens=()
-  for token in "${tokens[@]}"; do
-    if [[ "$token" =~ ^[A-Z_]+= ]]; then knobs+=("$token"); else extra+=("$token"); fi
-  done
-}
-
 if [[ $dry -eq 1 ]]; then
   for spec in "${run_ids[@]}"; do
     if [[ "$spec" == *+* ]]; then
@@ -148,7 +137,7 @@ if [[ $dry -eq 1 ]]; then
       continue
     fi
     split_spec "$spec"
-    line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${extra[@]}" "${SIZE[@]}"
+    line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${SIZE[@]}" "${extra[@]}"
           --rounds "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
     echo "${line[*]}"
   done

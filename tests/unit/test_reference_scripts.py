@@ -33,8 +33,17 @@ def script(name: str, *args: str, env: dict | None = None, timeout: int = 600) -
 def test_gpu_reference_dry_run_prints_commands_and_rejects_unknown_ids(tmp_path):
     result = script("gpu-reference.sh", "--dry-run", str(tmp_path / "g"))
     assert result.returncode == 0, result.stderr
-    assert f"launch ch3-compile-densenet-gpu --scale bench --device cuda --steps 30 --rounds 3 " \
+    assert f"launch ch3-compile-densenet-gpu --scale bench --steps 30 --device cuda --rounds 3 " \
            f"--data-root data --results-dir {tmp_path / 'g'} --no-baseline" in result.stdout  # pairs are listed
+    # the talk's step 04 ratio: its two sides alternate in one comparison, not two launches
+    assert "compare vit-fabric-baseline vit-bf16-mixed --device cuda --rounds 3" in result.stdout
+    assert "launch vit-bf16-mixed" not in result.stdout
+    # a spec's extras come after the size, so they win; ids joined by + are one comparison
+    ids = "ch7-amp:--steps=6:--variant=fp32 ch5-pipeline@w2+ch5-pipeline@w4"
+    spec = script("gpu-reference.sh", "--dry-run", env={"IDS": ids})
+    assert spec.returncode == 0, spec.stderr
+    assert "launch ch7-amp --scale bench --steps 30 --device cuda --steps=6 --variant=fp32 --rounds 3" in spec.stdout
+    assert "compare ch5-pipeline@w2 ch5-pipeline@w4 --device cuda --rounds 3" in spec.stdout
     assert not (tmp_path / "g").exists()
     bad = script("gpu-reference.sh", "--dry-run", env={"IDS": "ch7-amp no-such-id"})
     assert bad.returncode == 2 and "unknown experiment id no-such-id" in bad.stderr
