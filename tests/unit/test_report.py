@@ -295,6 +295,30 @@ def test_a_figure_published_on_other_device_counts_is_not_judged_and_names_the_m
         gloo, "ranks=2", ("ch9-cpu-threads", "threads=2"), recs(2), recs(2))
 
 
+def test_only_an_arm_with_a_figure_gets_a_device_count_check_and_dataparallel_counts_its_gpus():
+    """dlf-u9-multigpu's extra fsdp2 arm would take 4 devices from the entry's armless memory figure, and
+    s004-dp-vs-ddp's DataParallel arm (one process) 2 from its options: neither carries a figure, so
+    neither is judged on a count. A DataParallel record counts the GPUs it drives, not its one process."""
+    from pipelines.core.config import experiments
+    from pipelines.core.stats import pairing
+
+    def recs(world_size, **options):
+        return [{"dist": {"world_size": world_size}, "config": {"options": options}}]
+
+    course = experiments.get("dlf-u9-multigpu")
+    assert not pairing.has_own_figure(course, "fsdp2") and pairing.has_own_figure(course, "fsdp")
+    assert pairing.device_count_difference(course, "fsdp2", ("dlf-u9-multigpu", "single-gpu"), recs(2), recs(1)) == ""
+    assert "measured on 2" in pairing.device_count_difference(
+        course, "fsdp", ("dlf-u9-multigpu", "single-gpu"), recs(2), recs(1))
+    note = experiments.get("s004-dp-vs-ddp")
+    assert pairing.device_count_difference(note, "dataparallel", ("s004-dp-vs-ddp", "one-device"),
+                                           recs(1, strategy="dp", ranks=2), recs(1)) == ""
+    assert pairing._world_sizes(recs(1, strategy="dp", ranks=2)) == [2]
+    assert pairing._world_sizes(recs(2, strategy="ddp", ranks=2)) == [2]
+    single = experiments.get("vit-bf16-mixed")  # one arm, figures naming none: they are its own
+    assert pairing.has_own_figure(single, single.variants[0].name)
+
+
 def test_an_arm_the_catalog_no_longer_has_is_shown_not_dropped(tmp_path):
     """Committed references outlive renamed arms: their records stay visible, marked, never silently lost."""
     write(tmp_path, "old", [record("ch2-nobias", "renamed-arm", 1000.0, repeat=i) for i in range(2)])

@@ -107,7 +107,11 @@ def device_count_difference(entry: experiments.Experiment, variant: str, base: t
     """'' when the arm and its baseline ran on the devices (GPUs, or CPU processes) the source ran them on,
     else "published on 4 devices, measured on 2" with the command that matches: the course's strategies on
     4 A100s at NPROC=2, or vit-ddp-4gpu on one GPU against vit-bf16-mixed, measure another speed-up than
-    the published one. A count the catalog cannot state (None) is not checked."""
+    the published one. A count the catalog cannot state (None) is not checked, and neither is an arm that
+    carries no figure of its own: its count would come from another arm's figure (dlf-u9-multigpu's extra
+    fsdp2 arm) or from its options (s004-dp-vs-ddp's DataParallel arm), and it has nothing to judge."""
+    if not has_own_figure(entry, variant):
+        return ""
     base_entry = experiments.all_experiments().get(base[0])
     parts = []
     for who, exp, arm, recs in (("", entry, variant, records), ("its baseline ", base_entry, base[1], base_records)):
@@ -122,8 +126,24 @@ def device_count_difference(entry: experiments.Experiment, variant: str, base: t
     return "; ".join(parts)
 
 
+def has_own_figure(entry: experiments.Experiment, variant: str) -> bool:
+    """Whether a published figure belongs to arm `variant`: one names it, or the entry has one arm and its
+    figures name none."""
+    return any(fig.variant == variant or (fig.variant is None and len(entry.variants) <= 1)
+               for fig in entry.published)
+
+
 def _world_sizes(records: Records) -> list[int]:
-    return sorted({int((r.get("dist") or {}).get("world_size") or 1) for r in records})
+    """The devices each record ran on: its processes, and for nn.DataParallel (one process) its GPUs."""
+    return sorted({_devices(r) for r in records})
+
+
+def _devices(record: Mapping) -> int:
+    processes = int((record.get("dist") or {}).get("world_size") or 1)
+    options = (record.get("config") or {}).get("options") or {}
+    if options.get("strategy") == "dp" and isinstance(options.get("ranks"), int):
+        return processes * options["ranks"]  # nn.DataParallel's device_ids (pipelines/data_parallel.py)
+    return processes
 
 
 def hardware_class(entry: experiments.Experiment) -> str:
