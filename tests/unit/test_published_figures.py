@@ -107,7 +107,8 @@ def test_table_3_2_s_cumulative_accuracies_are_context_not_a_delta(tmp_path):
 
 
 def test_counts_and_settings_have_bases_of_their_own_and_are_checked_exactly(tmp_path):
-    """No parameter count or batch size is judged as 'same-work throughput': a count matches or differs."""
+    """No parameter count or batch size is judged as 'same-work throughput': a count matches or differs. The
+    batch-size finder's sizes are where an A100-40GB ran out of memory: context, shown, never judged."""
     import sys
 
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -116,7 +117,8 @@ def test_counts_and_settings_have_bases_of_their_own_and_are_checked_exactly(tmp
     for entry in experiments.all_experiments().values():
         for fig in entry.published:
             if "parameters" in fig.metric or fig.metric.endswith("batch_size") or fig.metric == "param_ratio":
-                assert fig.basis_name in ("count", "setting"), f"{entry.id} {fig.metric}: {fig.basis_name}"
+                wanted = ("context",) if entry.id == "dlf-u9-bsfinder" else ("count", "setting")
+                assert fig.basis_name in wanted, f"{entry.id} {fig.metric}: {fig.basis_name}"
     assert experiments.Published("param_ratio", 1.079, "x").matches(1758858 / 1630090)
     assert not experiments.Published("param_ratio", 1.079, "x").matches(1.08)
     baseline = record("ch2-baseline", "baseline", step_times=steps(1.0))
