@@ -162,21 +162,27 @@ EXPERIMENTS = (
                           "shard, the tensor arm all-gathers the shards so every rank computes all samples.",
                           "A splittable transformer on CIFAR-10 4x4 patches (4 blocks, width 128, 4 heads), since "
                           "torchvision's ViT fuses q/k/v into one nn.MultiheadAttention weight.")),
-    Experiment(id="s004-fsdp", compares="FSDP with transformer auto-wrap and bf16 MixedPrecision",
+    Experiment(id="s004-fsdp", compares="one device -> FSDP with transformer auto-wrap and bf16 MixedPrecision",
                pipeline="data_parallel", launcher="torchrun", knobs={"NPROC": "2"},
                settings={"model": "vit_tiny", "dataset": "cifar10", "image_size": 224, "batch_size": 8, "epochs": 1,
                      "lr": 5e-5, "weight_decay": 0.0},
-               options={"strategy": "fsdp", "precision": "bf16", "backend": "gloo"},
+               options={"precision": "bf16", "backend": "gloo"},
+               variants=(Variant("one-device", options={"strategy": "ddp", "ranks": 1}),
+                         Variant("fsdp", options={"strategy": "fsdp", "ranks": 2})),
                published=(P("stated_memory_factor_x", 2, NOTE, "recipe table: FSDP/ZeRO memory 'N' x, N = 2 GPUs "
                             "at this entry's NPROC=2 (each rank holds 1/N of the sharded state); rule of thumb, "
-                            "not measured", devices=2),
+                            "not measured", variant="fsdp", devices=2),
                           P("stated_speed_factor_x", 2, NOTE, "recipe table: FSDP/ZeRO speed '~N' x (approximate), "
                             "N = 2 GPUs at this entry's NPROC=2, against one GPU; rule of thumb, not measured",
-                            devices=2)),
+                            variant="fsdp", devices=2)),
                expect="runs on CPU with Gloo (2 ranks, tiny ViT): proves the sharding path; the note's memory and "
                     "speed factors are rules of thumb for N GPUs, not measured figures",
                decisions=("Auto-wrap = fully_shard per transformer encoder block (FSDP2), bf16 via FSDP's "
-                          "MixedPrecisionPolicy with fp32 gradient reduction",)),
+                          "MixedPrecisionPolicy with fp32 gradient reduction",
+                          "The recipe table's FSDP row (memory N x, speed ~N x) is against one GPU, so the entry "
+                          "has that arm: one-device, one process with the same per-device batch of 8 and bf16 "
+                          "autocast, which the fsdp arm's two ranks are judged against (the note's N = 2 at "
+                          "NPROC=2). Without it the two factors had nothing to be judged against.")),
     Experiment(id="s004-deepspeed", compares="DDP -> ZeRO stages 1/2/3 (+ CPU offload), DeepSpeed and torch's "
                "own: bytes per rank", pipeline="zero", launcher="torchrun", knobs={"NPROC": "2"},
                settings={**NOTE_SETUP, "model": "vit_b_16", "image_size": 224, "batch_size": 8},

@@ -69,7 +69,7 @@ def test_an_arm_whose_collective_the_backend_lacks_is_skipped_with_the_backend_t
         cfg = next(c for c in the_plan.configs if variant in (None, c.variant))
         return refusals.skip_reason(the_plan.pipeline, cfg, RunContext(torch.device("cpu"), 0, 2))
 
-    fsdp = under_ccl("s004-fsdp")
+    fsdp = under_ccl("s004-fsdp", "fsdp")
     assert fsdp is not None and "it calls reduce_scatter, which the ccl backend does not implement" in fsdp
     assert "-o backend=gloo" in fsdp and "\n" not in fsdp
     assert "send, recv" in under_ccl("s004-pp", "microbatches=2")
