@@ -64,7 +64,7 @@ def one_run(folder: Path, share: str, budget_s: float, data_root: str, blocks: i
     if out.returncode != 0:
         raise SystemExit(f"calibrate-intervals: {ENTRY} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
     arms = {arm["variant"]: arm for arm in json.loads(out.stdout)["arms"]}
-    summary = json.loads(next(folder.glob("alternation--*.json")).read_text())
+    summary = json.loads(next(folder.glob("comparison--*.json")).read_text())
     row = {"seconds": round(took, 1), "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
     for name in ("a-again", *SLOWDOWNS):
         arm = arms[name]

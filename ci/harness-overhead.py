@@ -11,7 +11,7 @@ synthetic batches, the same model initialisation and the same step (pipelines/co
 The hand-written loop is what a person would write without the harness: iterate, move, step, clock.
 It prints shared/hand throughput and the overhead read against the goal (the shared loop within 2 %) by
 its 95 % interval over the repeats (report_tables.overhead: a point value alone is never called within
-the goal, and a negative one is said to be noise), and writes accel.result/1 records
+the goal, and a negative one is said to be noise), and writes result records (record/results.py)
 (experiment "harness-overhead", variants shared-loop / hand-loop) that `accel report` shows in its own
 section. Timings are reported, never asserted.
 

@@ -149,7 +149,7 @@ ensure_data reference-timings fashion_mnist cifar10
 mkdir -p "$REF_OUT"
 # A fresh reference: earlier records, plots and reports in REF_OUT are replaced, not mixed in.
 rm -rf "$REF_OUT/.requests"  # the workers' requests of an earlier run
-find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name 'alternation--*.json' -o -name 'alternation--*.log' -o -name '*.png' -o -name 'report.*' \) \
+find "$REF_OUT" -maxdepth 1 \( -name '*.jsonl' -o -name 'comparison--*.json' -o -name 'comparison--*.log' -o -name 'alternation--*' -o -name '*.png' -o -name 'report.*' \) \
   -delete
 failed=()
 for spec in "${run_ids[@]}"; do

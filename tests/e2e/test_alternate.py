@@ -67,7 +67,7 @@ def test_auto_stops_on_precision_after_the_minimum_rounds(tmp_path, monkeypatch)
     assert [s[0] for s in started] == ["a", "b", "b", "a", "a", "b", "b", "a"][:2 * stopping.PRECISION_ROUNDS]
     assert len({s[1].rsplit(":", 1)[0] for s in started}) == stopping.PRECISION_ROUNDS  # group:round per round
     assert len({s[1] for s in started}) == 2 * stopping.PRECISION_ROUNDS  # and group:round:slot per process
-    saved = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
+    saved = json.loads(next(tmp_path.glob("comparison--*.json")).read_text())
     assert saved["stopped_by"] == "precision" and saved["halfwidths"] == narrow
 
 
@@ -88,7 +88,7 @@ def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
     with pytest.raises(alternate.RoundFailed, match="b exited with code 1 in round 1"):
         alternate.measure_rounds(_slots(), tmp_path, rule, echo=lambda m: None,
                                  start=lambda argv, env: int(_asked(argv).plans[0][0] == "ch2-nobias"))
-    assert json.loads(next(tmp_path.glob("alternation--*.json")).read_text())["stopped_by"] == "failure"
+    assert json.loads(next(tmp_path.glob("comparison--*.json")).read_text())["stopped_by"] == "failure"
 
 
 @pytest.mark.parametrize("rounds,budget,halfwidth,needle", [
@@ -135,7 +135,7 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     rounds = [line for line in out.stderr.splitlines() if line.startswith("round ")]
     assert [line.split(":")[0] for line in rounds] == ["round 1/2", "round 2/2"], out.stderr
     assert "launch:" not in out.stderr and "stopped by rounds" in out.stderr
-    log = next(tmp_path.glob("alternation--*.log")).read_text()
+    log = next(tmp_path.glob("comparison--*.log")).read_text()
     assert log.count("$ ") == 2 and log.count(f"{requests.FLAG} ") >= 2  # the script, then its worker
     asked = requests.read(log.split(f"{requests.FLAG} ", 1)[1].split()[0])  # one request: both arms, one repeat
     assert [(e, [c["variant"] for c in cs]) for e, cs in asked.plans] == [("ch2-baseline", ["baseline"]),

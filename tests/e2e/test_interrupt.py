@@ -117,7 +117,7 @@ def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_
     assert (done["status"], done["repeat"]) == ("ok", 0)
     assert (stopped["status"], stopped["repeat"]) == ("interrupted", 1)
     assert stopped["notes"][0].startswith(f"interrupted by {signal.Signals(signum).name} after ")
-    summary = json.loads(next(results.glob("alternation--*.json")).read_text())
+    summary = json.loads(next(results.glob("comparison--*.json")).read_text())
     assert summary["stopped_by"] == "interrupted"
     alive = subprocess.run(["pgrep", "-f", str(results)], capture_output=True, text=True).stdout.split()
     assert not alive, alive  # the round's process ended with the command

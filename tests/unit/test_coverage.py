@@ -68,7 +68,7 @@ def book_record(experiment: str, variant: str, repeat_index: int, throughput: fl
     """A book-scale record: every repeat of the run in one process, `round` = the repeat."""
     rec = copy.deepcopy(GOLDEN)
     rec.update(experiment=experiment, variant=variant, repeat=repeat_index, scale="book",
-               pairing={"group": "g", "round": repeat_index, "process": "the-one-process"})
+               pairing={"comparison": "g", "round": repeat_index, "process": "the-one-process"})
     rec["config"].update(experiment=experiment, variant=variant, scale="book")
     steps = [64 / throughput] * 20
     rec["metrics"].update(step_times_s=steps, samples_per_step=64, measured_steps=20,

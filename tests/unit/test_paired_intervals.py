@@ -22,7 +22,7 @@ def interleaved(experiment: str, variant: str, process: str, round_index: int, s
     """A record of one arm of one shared process: its blocks (10 steps of 64 samples each by default)."""
     rec = copy.deepcopy(GOLDEN)
     rec.update(experiment=experiment, variant=variant, repeat=round_index,
-               pairing={"group": "g", "round": round_index, "process": process})
+               pairing={"comparison": "g", "round": round_index, "process": process})
     rec["config"].update(experiment=experiment, variant=variant)
     blocks = [[k, 10, s, 0, 0, int(k in recompiled), samples] for k, s in enumerate(seconds)]
     steps = [s / 10 for s in seconds for _ in range(10)]

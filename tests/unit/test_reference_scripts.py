@@ -103,7 +103,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
     recs = [r for r in load(out).records if r["experiment"].startswith("ch2-")]
     rounds = sorted((str(r["pairing"]["round"]), r["experiment"]) for r in recs)
     assert rounds == [("0", "ch2-baseline"), ("0", "ch2-nobias"), ("1", "ch2-baseline"), ("1", "ch2-nobias")]
-    assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("alternation--*.json"))) == 1
+    assert len(list(out.glob("ch2-*.jsonl"))) == 4 and len(list(out.glob("comparison--*.json"))) == 1
 
 
 def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):

@@ -40,10 +40,13 @@ def test_a_missing_or_foreign_request_is_one_line(tmp_path):
     with pytest.raises(ConfigError, match="does not exist on this host"):
         requests.read(tmp_path / "nope.json")
     (tmp_path / "other.json").write_text('{"version": 99}')
-    with pytest.raises(ConfigError, match="is not a version-1 request"):
+    with pytest.raises(ConfigError, match="is not a version-2 request"):
         requests.read(tmp_path / "other.json")
-    for broken in ('{"version": 1}', '{"version": 1, "run_id": "x", "plans": []}',
-                   '{"version": 1, "run_id": "x", "plans": [{"experiment": "a"}]}'):
+    (tmp_path / "older.json").write_text('{"version": 1, "run_id": "x", "plans": [], "pairing": {"group": "g"}}')
+    with pytest.raises(ConfigError, match="is not a version-2 request"):  # its pairing said `group`
+        requests.read(tmp_path / "older.json")
+    for broken in ('{"version": 2}', '{"version": 2, "run_id": "x", "plans": []}',
+                   '{"version": 2, "run_id": "x", "plans": [{"experiment": "a"}]}'):
         (tmp_path / "broken.json").write_text(broken)
         with pytest.raises(ConfigError, match="is not a whole request"):
             requests.read(tmp_path / "broken.json")

@@ -7,7 +7,7 @@ import pytest
 from pipelines.core.record import results
 from pipelines.core.config.runconfig import RunConfig
 
-GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v1.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v2.json").read_text())
 
 
 def test_golden_record_is_valid_and_its_keys_are_the_schema():
@@ -56,6 +56,24 @@ def test_reader_names_file_and_line_of_damage(tmp_path):
     path.write_text(json.dumps(dict(GOLDEN, schema="accel.result/99")) + "\n")
     with pytest.raises(results.SchemaError, match="unknown schema 'accel.result/99'"):
         list(results.read(path))
+
+
+def test_an_older_schema_is_read_in_today_s_words_and_left_as_it_is_on_disk(tmp_path):
+    """accel.result/1 called a record's comparison `pairing.group`; /2 calls it `pairing.comparison`
+    (docs/design.md's glossary). Committed references keep their /1 files, and every reader takes them."""
+    old = json.loads((Path(__file__).parents[1] / "golden" / "result_v1.json").read_text())
+    assert old["schema"] == "accel.result/1" and results.SCHEMA == "accel.result/2"
+    old["pairing"] = {"group": "20261101T000000Z-abcdef", "round": 2, "process": "p"}
+    path = tmp_path / "old.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (read,) = results.read(path)
+    assert read["schema"] == results.SCHEMA
+    assert read["pairing"] == {"comparison": "20261101T000000Z-abcdef", "round": 2, "process": "p"}
+    assert json.loads(path.read_text())["pairing"]["group"] == "20261101T000000Z-abcdef"  # not rewritten
+    (loaded,) = results.load(tmp_path).records
+    assert loaded["pairing"]["comparison"] == "20261101T000000Z-abcdef"
+    with pytest.raises(results.SchemaError, match="unknown schema"):
+        results.validate(json.loads(path.read_text()))  # written records are always today's schema
 
 
 def test_unwritable_results_dir_is_a_config_error(tmp_path):

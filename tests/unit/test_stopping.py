@@ -171,7 +171,7 @@ def test_a_real_auto_run_at_bench_scale_says_in_its_rounds_summary_which_rule_st
                 "--warmup-steps", "0", "--rounds", "auto", "--budget-s", "30",
                 "--results-dir", str(tmp_path))
     assert out.returncode == 0, out.stderr[-2000:]
-    summary = json.loads(next(tmp_path.glob("alternation--*.json")).read_text())
+    summary = json.loads(next(tmp_path.glob("comparison--*.json")).read_text())
     assert summary["rule"]["rounds"] is None and summary["rule"]["budget_s"] == 30
     stop = {"stopped_by": summary["stopped_by"], "halfwidth": summary["rule"]["halfwidth"]}
     _check_stop_reason(stop, summary["rounds"], summary["halfwidths"])

@@ -24,7 +24,7 @@ from typing import Any, Sequence
 
 from pipelines.core.errors import ConfigError
 
-VERSION = 1
+VERSION = 2  # 2: the pairing names its comparison (`comparison`, was `group`)
 FLAG = "--worker"  # python -m pipelines --worker FILE
 FINISHES = ("verdict", "json", "none")
 
@@ -33,13 +33,13 @@ FINISHES = ("verdict", "json", "none")
 class Pairing:
     """The comparison a process belongs to, its round and its slot in that round; records carry it."""
 
-    group: str
+    comparison: str
     round: int
     slot: int
 
     @property
     def process(self) -> str:
-        return f"{self.group}:{self.round}:{self.slot}"
+        return f"{self.comparison}:{self.round}:{self.slot}"
 
 
 @dataclass(frozen=True)

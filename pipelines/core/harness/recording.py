@@ -30,8 +30,8 @@ def pairing_mark(run_id: str, pairing: Pairing | None) -> dict[str, Any]:
     """Which comparison, round and process this process is (its records carry it as `pairing`): the request's
     (config/request.py), or, for a process that is no comparison's, a comparison of its own, round 0."""
     if pairing is None:
-        return {"group": run_id, "round": 0, "process": run_id}
-    return {"group": pairing.group, "round": pairing.round, "process": pairing.process}
+        return {"comparison": run_id, "round": 0, "process": run_id}
+    return {"comparison": pairing.comparison, "round": pairing.round, "process": pairing.process}
 
 
 def record_of(status: str, cfg: RunConfig, run_id: str, repeat: int, dist_info, **extra) -> dict[str, Any]:

@@ -16,11 +16,11 @@ searched for. No process started here runs a command of the `accel` CLI.
 Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
 applies inside a process): after `PRECISION_ROUNDS`, stop once every measured arm's 95 % interval has a
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
-budget. The summary file (alternation--<group>.json) says which rule stopped it, with the half-widths;
-every record carries its `pairing` (group, round, process).
+budget. The summary file (comparison--<id>.json) says which rule stopped it, with the half-widths;
+every record carries its `pairing` (comparison, round, process).
 
 What the terminal shows: one line per round (each process's time, the budget spent and left); every
-process's own output (launcher lines, its per-repeat lines) goes to alternation--<group>.log beside the
+process's own output (launcher lines, its per-repeat lines) goes to comparison--<id>.log beside the
 records, and a failing process's `accel: error:` line is repeated on the terminal.
 """
 
@@ -69,7 +69,7 @@ def parse_rounds(text: str) -> int | None:
 
 @dataclass
 class Summary:
-    group: str
+    comparison: str  # its id, a run id: the records' pairing.comparison
     experiments: list[str]
     rounds: int = 0
     stopped_by: str = ""  # "rounds" | "precision" | "budget" | "failure" | "interrupted"
@@ -120,8 +120,8 @@ def halfwidths(records: Sequence[dict], ids: Sequence[str]) -> dict[str, float |
     return rows.arm_halfwidths(list(records), list(ids))
 
 
-def log_path(results_dir: Path, group: str) -> Path:
-    return Path(results_dir) / f"alternation--{group}.log"
+def log_path(results_dir: Path, comparison: str) -> Path:
+    return Path(results_dir) / f"comparison--{comparison}.log"
 
 
 def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
@@ -131,11 +131,11 @@ def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
     records. A failure or a signal carries what was measured so far on the exception (`measured`).
 
     `start(argv, env) -> exit code` runs one process (a real subprocess by default)."""
-    group = results.new_run_id()
-    log = log_path(results_dir, group)
+    comparison = results.new_run_id()
+    log = log_path(results_dir, comparison)
     start = start or (lambda argv, env: child.run(argv, env, log))
     ids = list(dict.fromkeys(i for slot in slots for i in slot.ids))
-    summary = Summary(group, ids, rule=asdict(rule))
+    summary = Summary(comparison, ids, rule=asdict(rule))
     measured = Measured(summary)
     auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
     began = clock()
@@ -170,7 +170,8 @@ def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, au
                 break
             round_began, took = clock(), []
             for index, slot in order(list(enumerate(slots)), summary.rounds):
-                argv, files = worker_command(slot, results_dir, requests.Pairing(summary.group, summary.rounds, index))
+                pairing = requests.Pairing(summary.comparison, summary.rounds, index)
+                argv, files = worker_command(slot, results_dir, pairing)
                 began_one = clock()
                 try:
                     code = start(argv, slot.env)
@@ -222,12 +223,12 @@ def _error_lines(log: Path) -> str:
 
 def describe(summary: Summary) -> str:
     widths = stopping.describe_widths(summary.halfwidths)
-    return (f"comparison {summary.group}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
+    return (f"comparison {summary.comparison}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
             f"{summary.elapsed_s:.0f} s, stopped by {summary.stopped_by}; 95 % half-widths: {widths}")
 
 
 def _write(results_dir: Path, summary: Summary) -> Path:
-    path = Path(results_dir) / f"alternation--{summary.group}.json"
+    path = Path(results_dir) / f"comparison--{summary.comparison}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic.write_text(path, json.dumps(asdict(summary), indent=1, allow_nan=False) + "\n")
     return path

@@ -5,11 +5,15 @@ renamed into place. The runner rewrites its file after every finished repeat, so
 A failed run writes a record with status "error" so a report shows the hole; a run stopped by a signal
 writes "interrupted" for the repeat in flight (how far it got), which a report never compares. Optional
 keys: `error`, `artifacts`, `notes`, `stopping` (a `--repeats auto` run: which rule stopped it),
-`pairing` (the comparison's group, its round and the process that measured the arm: stats/record_pairing.py
+`pairing` (the comparison's id, its round and the process that measured the arm: stats/record_pairing.py
 pairs two arms' records by it) and `protocol` (how the timed steps were taken: `blocks` or `window`; records
 written before it was added ran blocks at bench scale in a comparison's shared process, else one window).
 Readers: `read` (one file, damage raises), `read_tolerant` (one file, damage skipped with a reason) and `load`
 (every file of a results folder, as the report and `accel diff` read it).
+
+Schema versions, and the words that changed (docs/design.md's glossary): `accel.result/2` calls the id of
+the comparison a record belongs to `pairing.comparison`; `accel.result/1` called it `pairing.group`. Every
+reader takes both and hands on version 2 (`upgrade`); files on disk are never rewritten.
 """
 
 from __future__ import annotations
@@ -26,7 +30,8 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.record import atomic
 from pipelines.core.config.arm import Arm
 
-SCHEMA = "accel.result/1"
+SCHEMA = "accel.result/2"
+OLDER_SCHEMAS = ("accel.result/1",)  # read, upgraded in memory (`upgrade`)
 STATUSES = ("ok", "error", "skipped", "interrupted")
 REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
                  "config", "metrics", "dist", "env")
@@ -89,6 +94,17 @@ def validate(record: dict[str, Any]) -> None:
             raise SchemaError(f"metric {key} is {value}; results hold finite numbers or null")
 
 
+def upgrade(record: dict[str, Any]) -> dict[str, Any]:
+    """A record of an older schema in this schema's words (the same dict, changed in place); any other
+    record as it is. accel.result/1 -> /2: `pairing.group` is `pairing.comparison`."""
+    if record.get("schema") == "accel.result/1":
+        pairing = record.get("pairing")
+        if isinstance(pairing, dict) and "group" in pairing:
+            pairing["comparison"] = pairing.pop("group")
+        record["schema"] = SCHEMA
+    return record
+
+
 def check_writable(results_dir: Path) -> None:
     """Fail before training, not after, when results cannot be written; creates nothing."""
     atomic.check_folder(results_dir, "results dir", "pass --results-dir with a writable folder")
@@ -122,7 +138,7 @@ def _parse(path: Path, number: int, line: str) -> dict[str, Any]:
     if not isinstance(record, dict):
         raise SchemaError(f"{path}:{number}: not a JSON object")
     try:
-        validate(record)
+        validate(upgrade(record))
     except SchemaError as exc:
         raise SchemaError(f"{path}:{number}: {exc}") from None
     return record

@@ -1,7 +1,7 @@
 """How an arm's records pair with its baseline's, and the ratio with its interval that the pairing gives.
 
 Records pair by process and cycle where both arms ran blocks in the same processes (train/interleave.py),
-else by round (the record's `pairing` group and round, harness/rounds.py), else not at all: the
+else by round (the record's `pairing` comparison and round, harness/rounds.py), else not at all: the
 interval then resamples the arms as independent. `processes` counts what a verdict's gate counts.
 """
 
@@ -92,7 +92,7 @@ def total_log_ratios(records: Records, base_records: Records) -> list[float]:
 
 def paired_units(records: Records, base_records: Records) -> Pairing:
     """Pair an arm's records with its baseline's: by process and cycle where both ran blocks in the
-    same processes, else by round (group and round), else not at all."""
+    same processes, else by round (comparison and round), else not at all."""
     mine, theirs = _by_process(records), _by_process(base_records)
     shared = [p for p in mine if p in theirs and mine[p]["metrics"].get("blocks") and theirs[p]["metrics"].get("blocks")
               and mine[p] is not theirs[p]]
@@ -110,8 +110,8 @@ def paired_units(records: Records, base_records: Records) -> Pairing:
                 units.append(logs)
         if units:
             return Pairing("process", units, dropped, len(units))
-    by_round = lambda recs: {(_mark(r).get("group"), _mark(r).get("round")): r for r in recs  # noqa: E731
-                             if _mark(r).get("group") is not None and _mark(r).get("round") is not None}
+    by_round = lambda recs: {(_mark(r).get("comparison"), _mark(r).get("round")): r for r in recs  # noqa: E731
+                             if _mark(r).get("comparison") is not None and _mark(r).get("round") is not None}
     mine_r, theirs_r = by_round(records), by_round(base_records)
     units, used = [], []
     for key in mine_r:
