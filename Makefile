@@ -34,7 +34,7 @@ $(STAMP): pyproject.toml containers/locks/ccl.lock $(CCL_SOURCES)
 	# oneCCL's wheels by the cpu-intel image's hashes first (containers/locks/ccl.lock); the project's ccl group
 	# then finds them installed
 	$(VENV)/bin/pip install --quiet --no-compile --require-hashes --no-deps -r containers/locks/ccl.lock
-	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,notebook,ccl]'
+	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,history,ccl]'
 	# the ccl backend, compiled against this torch and the oneCCL wheels just installed (about 30 s)
 	$(VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
 	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true

@@ -1,4 +1,4 @@
-"""The lab notebook's history: every repeat in a SQLite store beside the records, `accel history ID` with
+"""The history: every repeat in a SQLite store beside the records, `accel history ID` with
 change points found by ruptures, and the offline trend page, checked in a real headless browser."""
 
 import re

@@ -45,5 +45,5 @@ def test_make_venv_installs_them_with_hashes_before_the_project(tmp_path):
                                         if not line.startswith("#"))
                 if words[:3] == [f"{venv}/bin/pip", "install", "--quiet"]]
     locked = installs.index(["--no-compile", "--require-hashes", "--no-deps", "-r", "containers/locks/ccl.lock"])
-    project = installs.index(["--no-compile", "-e", ".[test,zero,notebook,ccl]"])
+    project = installs.index(["--no-compile", "-e", ".[test,zero,history,ccl]"])
     assert locked < project, installs

@@ -1,5 +1,4 @@
-"""`accel data fetch|generate|verify` (datasets in torchvision's on-disk formats) and `accel doctor`
-(this machine checked before a distributed run): the housekeeping commands, apart from the experiments'."""
+"""`accel data fetch|generate|verify`: datasets in torchvision's on-disk formats, apart from the experiments'."""
 
 from __future__ import annotations
 
@@ -64,34 +63,3 @@ def verify(names: tuple[str, ...], root: Path) -> None:
     for name in names or present:
         checked = files.verify(name, root)
         click.echo(f"{name}: {len(checked)} files OK ({files.source(name, root)} data)")
-
-
-@click.command()
-@click.option("--addr", help="Rendezvous address to check (default: MASTER_ADDR or 127.0.0.1).")
-@click.option("--port", type=int, help="Rendezvous port that must be free (default: MASTER_PORT or 29500).")
-@click.option("--record", type=PathArg(), help="Also write the findings as JSON here.")
-@click.option("--bench", is_flag=True,
-              help="Instead: is this machine fit to benchmark (load, governor, turbo, memory, throttling)? "
-                   "Read-only; exits 1 when it is not.")
-def doctor(addr: str | None, port: int | None, record: Path | None, bench: bool) -> None:
-    """Check this machine before a distributed run; exits 1 with the list of problems."""
-    if bench:
-        from pipelines.core.record import machine
-
-        found = machine.bench_fitness()
-        width = max(len(what) for what, _, _ in found)
-        for what, state, advice in found:
-            click.echo(f"{what.ljust(width)}  {state}" + ("" if advice == "ok" else f"\n{' ' * width}  -> {advice}"))
-        if not machine.fit_to_benchmark(found):
-            _fail("this machine is not fit to benchmark now; see the arrows above", 1)
-        click.echo("fit to benchmark: timings taken now will not be flagged noisy by this machine's state")
-        return
-    from pipelines.core.distributed import doctor as checks
-
-    findings = checks.run_checks(addr, port)
-    click.echo(checks.render(findings))
-    if record:
-        checks.write_record(findings, record)
-    problems = [f for f in findings if f["status"] == "problem"]
-    if problems:
-        _fail(f"{len(problems)} problem(s): " + "; ".join(f"{f['check']}: {f['detail']}" for f in problems), 1)

@@ -6,7 +6,7 @@
 - compare_command.py: `compare` (harness/comparison.py orchestrates its rounds of processes; run and launch
   too, at bench scale)
 - report_command.py: `report`
-- data_commands.py: `data`, `doctor`; notebook.py: `diff`, `history`
+- data_commands.py: `data`; doctor_command.py: `doctor`; history_commands.py: `diff`, `history`
 - args.py: what every command shares (exit codes, the one-line failure, argument types, id completion)
 
 User mistakes print one line (`accel: error: ...`) and exit 2; an experiment that cannot run on this
@@ -30,9 +30,10 @@ from pipelines.core.config import experiments
 from pipelines.core.cli.args import EXIT_NOT_RUNNABLE, EXIT_USAGE, fail as _fail
 from pipelines.core.cli.catalog_commands import list_cmd, show
 from pipelines.core.cli.compare_command import compare
-from pipelines.core.cli.data_commands import data, doctor
+from pipelines.core.cli.data_commands import data
+from pipelines.core.cli.doctor_command import doctor
 from pipelines.core.cli.launch_commands import launch, preflight
-from pipelines.core.cli.notebook import diff, history
+from pipelines.core.cli.history_commands import diff, history
 from pipelines.core.cli.report_command import report
 from pipelines.core.cli.run_command import run
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError

@@ -1,4 +1,4 @@
-"""The lab notebook's commands, for "why did my number change?": `accel diff A B` (two result sets side by
+"""The history's commands, for "why did my number change?": `accel diff A B` (two result sets side by
 side; numbers from stats/diff.py) and `accel history ID` (one experiment over every stored run, with change
 points; record/history.py keeps the store, stats/changes.py finds the points)."""
 
@@ -138,5 +138,5 @@ def _change_points(values: list[float]):
 
     if importlib.util.find_spec("ruptures") is None:
         raise NotRunnable("accel history needs ruptures for its change points; make venv installs it "
-                          "(pip install -e '.[notebook]')")
+                          "(pip install -e '.[history]')")
     return changes.change_points(values)
