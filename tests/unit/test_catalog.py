@@ -519,7 +519,7 @@ def _pipeline_names() -> list[str]:
 def test_every_technique_file_is_named_by_the_catalog_and_every_name_is_a_file():
     files = {p.stem for p in (REPO / "pipelines").glob("*.py") if not p.stem.startswith("_")}
     files |= {f"selfcheck.{p.stem}" for p in (REPO / "pipelines" / "selfcheck").glob("*.py")
-              if not p.stem.startswith("_")}
+              if not p.stem.startswith("_") and "\nPIPELINE = " in p.read_text()}  # not ci's harness overhead
     assert files == set(_pipeline_names())
 
 

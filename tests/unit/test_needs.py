@@ -14,8 +14,10 @@ from pipelines.core.harness import plan as planning, refusals
 from pipelines.core.train.loop import RunContext
 
 PIPELINES_DIR = Path(__file__).resolve().parents[2] / "pipelines"
+# technique files, and the self-checks shaped like them: every module that exposes a PIPELINE (selfcheck/ also
+# holds ci/harness-overhead.py's two forms, which are no catalog entry)
 TECHNIQUES = sorted(p for p in [*PIPELINES_DIR.glob("*.py"), *PIPELINES_DIR.glob("selfcheck/*.py")]
-                    if not p.name.startswith("_"))
+                    if not p.name.startswith("_") and "\nPIPELINE = " in p.read_text())
 
 
 def reasons(experiment_id: str, world_size: int = 1) -> dict[str, str | None]:
