@@ -1,6 +1,7 @@
 """Chapter 9's oneCCL backend, accel's own (backends/ccl, built by `make venv` against the host's torch and by
-`make ipex-venv` against the cpu-intel lock's torch 2.8): its collectives against gloo's in both, DDP over it
-against one process, a killed rank, and the record naming which binding ran. The DDP and kill tests are the
+`make ipex-venv` against the cpu-intel lock's torch 2.8): its collectives against gloo's in both, asynchronous
+work at 2 and 3 ranks (ccl_async.py), a timed-out group, DDP over it against one process, a killed rank, and
+the record naming which binding ran. The DDP and kill tests are the
 gloo ones of test_dist_runs.py, parametrized over the backend there."""
 
 from __future__ import annotations
@@ -65,6 +66,41 @@ def test_the_transport_follows_the_wheels_layout_and_the_user_wins(tmp_path, acc
     assert settings["CCL_PROCESS_LAUNCHER"] == "none"  # the book's "torch", which these releases reject
 
 
+def torchrun(python: str, ranks: int, script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([python, "-m", "torch.distributed.run", "--standalone", "--nproc-per-node", str(ranks),
+                           str(REPO / "tests" / "dist" / script), *args],
+                          cwd=REPO, capture_output=True, text=True, timeout=timeout)
+
+
+@HOST_BUILT
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_collectives_are_asynchronous_and_correct_on_non_contiguous_tensors_and_under_ddp_hooks(ranks):
+    """The backend posts and returns (a collective a peer joins 2 s late returns at once, incomplete), writes
+    results back into non-contiguous tensors, lets 8 async_op=True all-reduces be in flight at once, and DDP
+    over it with a comm hook equals DDP over gloo: at an even and an odd world size."""
+    run = torchrun(sys.executable, ranks, "ccl_async.py")
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    assert [line for line in run.stdout.splitlines() if line.startswith("ok ")] == [
+        "ok a collective returns once posted, incomplete, and completes when its peers join",
+        "ok non-contiguous tensors written back", "ok async_op=True: 8 posted, then waited, equal to gloo's",
+        "ok DDP with a comm hook (bf16 compression) equals gloo's"]
+
+
+@HOST_BUILT
+@pytest.mark.parametrize("ranks", [2, 3])
+def test_a_timed_out_group_fails_the_call_then_refuses_every_later_one_in_one_line(ranks):
+    """Rank 0 all-reduces alone: the call fails at the group's 3 s timeout (not never), and the next call is
+    refused at once, naming the first failure, since the ranks' order of collectives cannot be matched again."""
+    run = torchrun(sys.executable, ranks, "ccl_async.py", "timeout", timeout=120)
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    said = [line for line in run.stdout.splitlines() if line.startswith("ok ")]
+    assert len(said) == 2 and said[0].startswith("ok timed out in 3.") and said[0].endswith(
+        "ccl backend: allreduce did not complete within 3 s: a peer rank is gone or stopped answering")
+    assert said[1] == ("ok then refused: ccl backend: allreduce refused: this process group is broken (ccl "
+                       "backend: allreduce did not complete within 3 s: a peer rank is gone or stopped answering); "
+                       "no later collective runs, start the job again")
+
+
 @HOST_BUILT
 def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     run = accel("launch", "ch9-cpu-oneccl", "--variant", "ranks=2", "--scale", "smoke", "--dataset", "synthetic",
@@ -72,7 +108,7 @@ def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     assert run.returncode == 0, run.stderr[-3000:]
     ok = [r for r in records(tmp_path) if r["status"] == "ok"]
     assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["world_size"] == 2 for r in ok)
-    assert ok[0]["dist"]["ccl"] == {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
+    assert ok[0]["dist"]["ccl"] == {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION, "work": "async",
                                     "transport": "ofi/tcp"}
 
 

@@ -6,7 +6,6 @@ Every process is bounded by a timeout and killed by a finalizer; every run uses 
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import re
 import shutil
@@ -17,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-import torch
 
 from conftest import REPO, records
 from distutil import Procs, accel_argv, free_port, processes_matching, rank_env, wait_for

@@ -1,6 +1,7 @@
 """oneCCL as torch.distributed's "ccl" backend on CPU tensors, built by accel against oneCCL's public C++ API
 (csrc/ccl_backend.cpp: bootstrap through the process group's Store, then allreduce, broadcast, allgather and
-barrier, each run to completion). Importing this package registers the backend.
+barrier, posted asynchronously and completed by a progress thread). Importing this package registers the
+backend.
 
 Intel's own binding (oneccl_bindings_for_pytorch) exists only for torch <= 2.7 and only on Intel's index;
 pipelines/core/distributed/backends.py prefers it where it is importable and records which one ran.
@@ -49,6 +50,7 @@ import torch.distributed as _dist  # noqa: E402  (after the variables: libccl re
 from accel_ccl import _C  # noqa: E402
 
 ONECCL_VERSION = _C.oneccl_version()
+WORK = _C.WORK  # "async": a collective returns once posted; a progress thread completes its Work
 
 
 def _create(store, rank: int, world_size: int, timeout):

@@ -3,11 +3,20 @@
 //
 // What DDP and chapter 9's pipeline use, and no more: allreduce (SUM, PRODUCT, MIN, MAX on float32, float64,
 // bfloat16, float16 and the integer types), broadcast, allgather of equal sizes (and its flat form), barrier.
-// Anything else is a c10::Error that names the operation or dtype. Each collective runs to completion before
-// it returns, so the Work handed back is already complete (its future too: DDP's comm hook waits on it).
-// A collective that does not complete within the group's timeout (a peer rank died or stopped answering)
-// raises DistBackendError instead of waiting forever: oneCCL's own wait() has no timeout, so the event is
-// polled with test().
+// Anything else is a c10::Error that names the operation or dtype.
+//
+// Asynchronous, as Gloo's: a collective is posted to oneCCL (in call order, which every rank shares) and
+// returns at once with its Work; a progress thread of the backend polls the posted events, copies results
+// back where a staging buffer stood in (a non-contiguous tensor, allgather's list), and completes the Work
+// and its future. So DDP's bucket all-reduces run while the backward pass goes on, and `async_op=True`
+// means what it says. A posted collective keeps its tensors alive until it completes.
+//
+// Failure: a collective not complete within its timeout (the call's, else the group's) fails its Work with
+// DistBackendError, and so does one whose event raises. The group is then broken: every collective still
+// queued fails with it, and every later call is refused in one line, since the ranks' order of collectives
+// can no longer be matched. A failed collective's event and tensors are left alive (leaked on purpose): oneCCL
+// may still write into those buffers, and an incomplete event's destructor waits for it, forever when the
+// peer is gone. The rank is expected to end (Session.abort); nothing tears oneCCL down.
 //
 // Bootstrap: rank 0 creates oneCCL's main key-value store and publishes its address in the process group's
 // c10d Store; every other rank reads it (Store::get waits at most the group's timeout) and attaches to it.
@@ -25,12 +34,16 @@
 #include <oneapi/ccl.hpp>
 
 #include <chrono>
+#include <condition_variable>
 #include <cstring>
+#include <deque>
+#include <exception>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace accel_ccl {
@@ -123,30 +136,16 @@ void checkSingle(const std::vector<at::Tensor>& ts, const char* opName) {
       ts.size());
 }
 
-// Completed work: the collective already ran synchronously; this object just
-// carries the output tensors and a completed future (DDP uses getFuture()).
-class CompletedWork : public c10d::Work {
+// A posted collective's Work: completed (or failed) by the backend's progress thread. wait() is the base's
+// (it waits for completion and rethrows the failure); the future carries the output tensors, as DDP expects.
+class AsyncWork : public c10d::Work {
  public:
-  CompletedWork(
-      int rank,
-      c10d::OpType opType,
-      std::vector<at::Tensor> outputs)
-      : c10d::Work(rank, opType), outputs_(std::move(outputs)) {
-    future_ = c10::make_intrusive<at::ivalue::Future>(
-        c10::ListType::create(c10::TensorType::get()));
-    future_->markCompleted(c10::IValue(outputs_));
-  }
+  AsyncWork(int rank, c10d::OpType opType, std::vector<at::Tensor> outputs)
+      : c10d::Work(rank, opType),
+        outputs_(std::move(outputs)),
+        future_(c10::make_intrusive<at::ivalue::Future>(
+            c10::ListType::create(c10::TensorType::get()))) {}
 
-  bool isCompleted() override {
-    return true;
-  }
-  bool isSuccess() const override {
-    return true;
-  }
-  bool wait(std::chrono::milliseconds /*timeout*/) override {
-    return true;
-  }
-  void synchronize() override {}
   std::vector<at::Tensor> result() override {
     return outputs_;
   }
@@ -154,10 +153,41 @@ class CompletedWork : public c10d::Work {
     return future_;
   }
 
+  // Called once, by the progress thread (or by post() when posting itself failed).
+  void complete(std::exception_ptr error) {
+    finish(error);
+    if (error) {
+      future_->setError(error);
+    } else {
+      future_->markCompleted(c10::IValue(outputs_));
+    }
+  }
+
  private:
   std::vector<at::Tensor> outputs_;
   c10::intrusive_ptr<c10::ivalue::Future> future_;
 };
+
+std::exception_ptr distError(const std::string& message) {
+  try {
+    C10_THROW_ERROR(DistBackendError, message);
+  } catch (...) {
+    return std::current_exception();
+  }
+}
+
+// One posted collective: its event, what must outlive it, the copy-back to run once it completed.
+struct Pending {
+  ccl::event event;
+  std::vector<at::Tensor> keep;
+  std::function<void()> finish;
+  c10::intrusive_ptr<AsyncWork> work;
+  std::chrono::steady_clock::time_point deadline;
+  const char* opName;
+  std::chrono::milliseconds timeout;
+};
+
+constexpr auto kPoll = std::chrono::microseconds(50);  // between two looks at the posted events
 
 } // namespace
 
@@ -193,9 +223,20 @@ class BackendCCL : public c10d::Backend {
     comm_ = std::make_unique<ccl::communicator>(
         ccl::create_communicator(size, rank, kvs));
     kvs_ = std::move(kvs);
+    progress_ = std::thread([this] { progressLoop(); });
   }
 
-  ~BackendCCL() override = default;
+  // Waits for what is still posted: it completes, or fails at its deadline (a failed one is left alive).
+  ~BackendCCL() override {
+    {
+      std::lock_guard<std::mutex> lk(queueMu_);
+      stop_ = true;
+    }
+    queueCv_.notify_all();
+    if (progress_.joinable()) {
+      progress_.join();
+    }
+  }
 
   const std::string getBackendName() const override {
     return kBackendName;
@@ -206,22 +247,14 @@ class BackendCCL : public c10d::Backend {
       const c10d::AllreduceOptions& opts) override {
     constexpr const char* op = "allreduce";
     checkSingle(tensors, op);
-    at::Tensor& t = tensors[0];
+    at::Tensor t = tensors[0];
     checkCpuDense(t, op);
     auto dt = reduceDtype(t.scalar_type(), op);
     auto red = reduceOp(opts.reduceOp, op);
     at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      runCollective(op, opts.timeout, [&] {
-        return ccl::allreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, red, *comm_);
-      });
-    }
-    if (!buf.is_same(t)) {
-      t.copy_(buf);
-    }
-    return c10::make_intrusive<CompletedWork>(
-        rank_, c10d::OpType::ALLREDUCE, tensors);
+    return post(op, c10d::OpType::ALLREDUCE, opts.timeout, tensors, {t, buf}, copyBack(buf, t), [&] {
+      return ccl::allreduce(buf.data_ptr(), buf.data_ptr(), buf.numel(), dt, red, *comm_);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> broadcast(
@@ -235,22 +268,14 @@ class BackendCCL : public c10d::Backend {
         opts.rootRank >= 0 && opts.rootRank < size_,
         "ccl backend: broadcast root rank out of range: ",
         opts.rootRank);
-    at::Tensor& t = tensors[0];
+    at::Tensor t = tensors[0];
     checkCpuDense(t, op);
     at::Tensor buf = t.is_contiguous() ? t : t.contiguous();
     // Broadcast moves bytes; any dtype is fine.
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      runCollective(op, opts.timeout, [&] {
-        return ccl::broadcast(
-            buf.data_ptr(), buf.nbytes(), ccl::datatype::uint8, static_cast<int>(opts.rootRank), *comm_);
-      });
-    }
-    if (!buf.is_same(t)) {
-      t.copy_(buf);
-    }
-    return c10::make_intrusive<CompletedWork>(
-        rank_, c10d::OpType::BROADCAST, tensors);
+    const int root = static_cast<int>(opts.rootRank);
+    return post(op, c10d::OpType::BROADCAST, opts.timeout, tensors, {t, buf}, copyBack(buf, t), [&] {
+      return ccl::broadcast(buf.data_ptr(), buf.nbytes(), ccl::datatype::uint8, root, *comm_);
+    });
   }
 
   c10::intrusive_ptr<c10d::Work> allgather(
@@ -289,12 +314,18 @@ class BackendCCL : public c10d::Backend {
     }
     at::Tensor src = in.contiguous();
     at::Tensor flat = at::empty({static_cast<int64_t>(size_) * in.numel()}, in.options());
-    gatherBytes(op, opts.timeout, src, flat);
-    for (int r = 0; r < size_; ++r) {
-      outs[r].copy_(flat.narrow(0, r * in.numel(), in.numel()).view(outs[r].sizes()));
-    }
-    return c10::make_intrusive<CompletedWork>(
-        rank_, c10d::OpType::ALLGATHER, outs);
+    std::vector<at::Tensor> keep(outs.begin(), outs.end());
+    keep.push_back(src);
+    keep.push_back(flat);
+    const int64_t n = in.numel();
+    std::vector<at::Tensor> targets(outs.begin(), outs.end());
+    auto scatter = [flat, targets, n]() {
+      for (size_t r = 0; r < targets.size(); ++r) {
+        at::Tensor out = targets[r];
+        out.copy_(flat.narrow(0, static_cast<int64_t>(r) * n, n).view(out.sizes()));
+      }
+    };
+    return gatherBytes(op, c10d::OpType::ALLGATHER, opts.timeout, src, flat, targets, std::move(keep), scatter);
   }
 
   c10::intrusive_ptr<c10d::Work> _allgather_base(
@@ -311,23 +342,17 @@ class BackendCCL : public c10d::Backend {
         outputBuffer.numel() == inputBuffer.numel() * size_,
         "ccl backend: _allgather_base output must have world_size * input numel elements");
     at::Tensor src = inputBuffer.contiguous();
-    at::Tensor dst = outputBuffer.is_contiguous() ? outputBuffer : outputBuffer.contiguous();
-    gatherBytes(op, opts.timeout, src, dst);
-    if (!dst.is_same(outputBuffer)) {
-      outputBuffer.copy_(dst);
-    }
-    return c10::make_intrusive<CompletedWork>(
-        rank_, c10d::OpType::_ALLGATHER_BASE, std::vector<at::Tensor>{outputBuffer});
+    at::Tensor out = outputBuffer;
+    at::Tensor dst = out.is_contiguous() ? out : out.contiguous();
+    return gatherBytes(op, c10d::OpType::_ALLGATHER_BASE, opts.timeout, src, dst, {out}, {src, dst, out},
+                       copyBack(dst, out));
   }
 
   c10::intrusive_ptr<c10d::Work> barrier(
       const c10d::BarrierOptions& opts) override {
-    {
-      std::lock_guard<std::mutex> lk(mu_);
-      runCollective("barrier", opts.timeout, [&] { return ccl::barrier(*comm_); });
-    }
-    return c10::make_intrusive<CompletedWork>(
-        rank_, c10d::OpType::BARRIER, std::vector<at::Tensor>{});
+    return post("barrier", c10d::OpType::BARRIER, opts.timeout, {}, {}, nullptr, [&] {
+      return ccl::barrier(*comm_);
+    });
   }
 
   // Factory used from Python: creator_fn(store, rank, world_size, timeout).
@@ -340,40 +365,139 @@ class BackendCCL : public c10d::Backend {
   }
 
  private:
-  // Start a collective (`start` returns its ccl::event) and wait for it at most `timeout` (the call's own,
-  // else the group's).
+  // The copy-back of a staging buffer into the caller's tensor once the collective completed, or nothing
+  // when the collective wrote the tensor itself.
+  static std::function<void()> copyBack(const at::Tensor& staged, const at::Tensor& target) {
+    if (staged.is_same(target)) {
+      return nullptr;
+    }
+    return [staged, target]() mutable { target.copy_(staged); };
+  }
+
+  // Post a collective (`start` returns its ccl::event) and hand back its Work; the progress thread completes
+  // it. Posting is serialized, so every rank posts in its call order; a broken group refuses the call.
   template <typename Start>
-  void runCollective(const char* opName, std::chrono::milliseconds timeout, Start&& start) {
+  c10::intrusive_ptr<c10d::Work> post(
+      const char* opName,
+      c10d::OpType type,
+      std::chrono::milliseconds timeout,
+      std::vector<at::Tensor> outputs,
+      std::vector<at::Tensor> keep,
+      std::function<void()> finish,
+      Start&& start) {
     if (timeout == c10d::kUnsetTimeout) {
       timeout = timeout_;
     }
-    try {
-      ccl::event done = start();
-      const auto deadline = std::chrono::steady_clock::now() + timeout;
-      while (!done.test()) {
-        if (std::chrono::steady_clock::now() > deadline) {
-          // An incomplete event's destructor waits for it, forever when the peer is gone: it is left
-          // alive (leaked on purpose), and the rank ends without tearing oneCCL down.
-          new ccl::event(std::move(done));
-          C10_THROW_ERROR(
-              DistBackendError,
-              c10::str(
-                  "ccl backend: ", opName, " did not complete within ", timeout.count() / 1000.0,
-                  " s: a peer rank is gone or stopped answering"));
-        }
-        std::this_thread::yield();
+    auto work = c10::make_intrusive<AsyncWork>(rank_, type, std::move(outputs));
+    std::lock_guard<std::mutex> posting(mu_);
+    {
+      std::lock_guard<std::mutex> lk(queueMu_);
+      if (!broken_.empty()) {
+        C10_THROW_ERROR(
+            DistBackendError,
+            c10::str("ccl backend: ", opName, " refused: this process group is broken (", broken_,
+                     "); no later collective runs, start the job again"));
       }
+    }
+    std::unique_ptr<Pending> pending;
+    try {
+      pending.reset(new Pending{start(), std::move(keep), std::move(finish), work,
+                                std::chrono::steady_clock::now() + timeout, opName, timeout});
     } catch (const ccl::exception& e) {
       TORCH_CHECK(false, "ccl backend: ", opName, " failed: ", e.what());
     }
+    {
+      std::lock_guard<std::mutex> lk(queueMu_);
+      queue_.push_back(std::move(pending));
+    }
+    queueCv_.notify_one();
+    return work;
   }
 
-  // Equal-size allgather of contiguous src into contiguous dst (size_ * src).
-  void gatherBytes(const char* opName, std::chrono::milliseconds timeout, const at::Tensor& src, at::Tensor& dst) {
+  // The progress thread: looks at every posted event every kPoll, completes what completed (copy-back,
+  // then the Work and its future, outside the lock: a future's callbacks may post again), fails what
+  // passed its deadline or raised, and then everything queued behind it (the group is broken).
+  void progressLoop() {
+    std::unique_lock<std::mutex> lk(queueMu_);
+    for (;;) {
+      queueCv_.wait(lk, [this] { return stop_ || !queue_.empty(); });
+      if (queue_.empty()) {
+        return;  // stopping, nothing posted
+      }
+      std::vector<std::unique_ptr<Pending>> done;
+      std::vector<std::pair<std::unique_ptr<Pending>, std::exception_ptr>> failed;
+      const auto now = std::chrono::steady_clock::now();
+      for (auto it = queue_.begin(); it != queue_.end();) {
+        Pending& p = **it;
+        bool complete = false;
+        std::string why;
+        try {
+          complete = p.event.test();
+        } catch (const ccl::exception& e) {
+          why = c10::str("ccl backend: ", p.opName, " failed: ", e.what());
+        }
+        if (!complete && why.empty() && now > p.deadline) {
+          why = c10::str("ccl backend: ", p.opName, " did not complete within ", p.timeout.count() / 1000.0,
+                         " s: a peer rank is gone or stopped answering");
+        }
+        if (complete) {
+          done.push_back(std::move(*it));
+          it = queue_.erase(it);
+        } else if (!why.empty()) {
+          if (broken_.empty()) {
+            broken_ = why;
+          }
+          failed.emplace_back(std::move(*it), distError(why));
+          it = queue_.erase(it);
+        } else {
+          ++it;
+        }
+      }
+      if (!broken_.empty()) {
+        for (auto& p : queue_) {
+          failed.emplace_back(std::move(p), distError(c10::str(
+              "ccl backend: ", p->opName, " not run: the group broke before it (", broken_, ")")));
+        }
+        queue_.clear();
+      }
+      const bool waiting = !queue_.empty();
+      lk.unlock();
+      for (auto& p : done) {
+        std::exception_ptr error;
+        try {
+          if (p->finish) {
+            p->finish();
+          }
+        } catch (...) {
+          error = std::current_exception();
+        }
+        p->work->complete(error);
+      }
+      done.clear();  // completed events end here, outside the lock
+      for (auto& item : failed) {
+        item.first->work->complete(item.second);
+        item.first.release();  // left alive on purpose: see the file's header
+      }
+      if (waiting) {
+        std::this_thread::sleep_for(kPoll);
+      }
+      lk.lock();
+    }
+  }
+
+  // Equal-size allgather of contiguous src into contiguous dst (size_ * src), then `finish`.
+  c10::intrusive_ptr<c10d::Work> gatherBytes(
+      const char* opName,
+      c10d::OpType type,
+      std::chrono::milliseconds timeout,
+      const at::Tensor& src,
+      const at::Tensor& dst,
+      std::vector<at::Tensor> outputs,
+      std::vector<at::Tensor> keep,
+      std::function<void()> finish) {
     const size_t nbytes = src.nbytes();
     std::vector<size_t> counts(size_, nbytes);
-    std::lock_guard<std::mutex> lk(mu_);
-    runCollective(opName, timeout, [&] {
+    return post(opName, type, timeout, std::move(outputs), std::move(keep), std::move(finish), [&] {
       return ccl::allgatherv(src.data_ptr(), nbytes, dst.data_ptr(), counts, ccl::datatype::uint8, *comm_);
     });
   }
@@ -382,7 +506,13 @@ class BackendCCL : public c10d::Backend {
   std::chrono::milliseconds timeout_;  // the group's: how long any collective may wait for its peers
   std::shared_ptr<ccl::kvs> kvs_;
   std::unique_ptr<ccl::communicator> comm_;
-  std::mutex mu_;
+  std::mutex mu_;  // posting: one collective at a time, in call order
+  std::mutex queueMu_;  // the posted collectives and the broken state
+  std::condition_variable queueCv_;
+  std::deque<std::unique_ptr<Pending>> queue_;
+  std::string broken_;  // the first failure; non-empty: every later call is refused
+  bool stop_ = false;
+  std::thread progress_;  // last: started when everything above exists
 };
 
 } // namespace accel_ccl
@@ -398,6 +528,7 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       py::arg("timeout"),
       // Construction blocks on the store / KVS handshake: release the GIL.
       py::call_guard<py::gil_scoped_release>());
+  m.attr("WORK") = "async";  // records say how a collective completes (dist.ccl.work)
   m.def("oneccl_version", [] {
     auto v = ccl::get_library_version();
     return std::string(v.full);

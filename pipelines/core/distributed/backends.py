@@ -70,5 +70,5 @@ def ccl_binding() -> dict[str, str]:
                           + "; ".join(failures) + "); `make venv` and `make ipex-venv` build accel's own "
                           "(backends/ccl) on the host, and of the images the cpu-intel one carries it; or use "
                           "-o backend=gloo") from None
-    return {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION,
+    return {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION, "work": getattr(accel_ccl, "WORK", "sync"),
             "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
