@@ -64,6 +64,16 @@ def test_the_transport_follows_the_wheels_layout_and_the_user_wins(tmp_path, acc
     settings = accel_ccl.transport_settings(new, {"FI_PROVIDER": "psm3", "CCL_PROCESS_LAUNCHER": "torch"})
     assert settings["FI_PROVIDER_PATH"] == str(new / "lib") and "FI_PROVIDER" not in settings  # the user's stays
     assert settings["CCL_PROCESS_LAUNCHER"] == "none"  # the book's "torch", which these releases reject
+    # each rank's oneCCL worker on a core of its own: the last of its pinned cores, else its one-per-rank core
+    layout = {"LOCAL_RANK": "1", "LOCAL_WORLD_SIZE": "2"}
+    assert accel_ccl.transport_settings(new, layout, cores=[1], machine_cpus=2)["CCL_WORKER_AFFINITY"] == "1,1"
+    assert accel_ccl.transport_settings(new, layout, cores=[2, 3], machine_cpus=4)["CCL_WORKER_AFFINITY"] == "3,3"
+    assert accel_ccl.transport_settings(new, layout, cores=[0, 1], machine_cpus=2)["CCL_WORKER_AFFINITY"] == "1,1"
+    assert accel_ccl.transport_settings(new, {**layout, "CCL_WORKER_AFFINITY": "5,6"})  \
+        .get("CCL_WORKER_AFFINITY") is None  # the user's stays
+    assert accel_ccl.effective({"CCL_ATL_TRANSPORT": "ofi", "FI_PROVIDER": "tcp", "CCL_ATL_SHM": "1",
+                                "CCL_WORKER_AFFINITY": "0,1", "CCL_LOCAL_RANK": "1"}) == \
+        {"transport": "ofi/tcp,shm", "worker_core": "1"}  # oneCCL adds shm to the providers itself
 
 
 def torchrun(python: str, ranks: int, script: str, *args: str, timeout: int = 300) -> subprocess.CompletedProcess:
@@ -109,7 +119,8 @@ def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     ok = [r for r in records(tmp_path) if r["status"] == "ok"]
     assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["world_size"] == 2 for r in ok)
     assert ok[0]["dist"]["ccl"] == {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION, "work": "async",
-                                    "transport": "ofi/tcp"}
+                                    "transport": "ofi/tcp,shm", "worker_core": ok[0]["dist"]["ccl"]["worker_core"]}
+    assert {r["dist"]["ccl"]["worker_core"] for r in ok} <= {str(core) for core in os.sched_getaffinity(0)}
 
 
 @pytest.mark.parametrize("python", [PYTHONS[1]])

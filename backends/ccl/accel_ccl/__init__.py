@@ -7,9 +7,11 @@ Intel's own binding (oneccl_bindings_for_pytorch) exists only for torch <= 2.7 a
 pipelines/core/distributed/backends.py prefers it where it is importable and records which one ran.
 
 The transport (set here unless the environment already says otherwise; docs/cluster.md has the knobs):
-oneCCL's OFI layer over Intel MPI's libfabric from the impi-rt wheel, with libfabric's tcp provider, one
-oneCCL worker thread per rank. No MPI launcher is involved: oneCCL's key-value store is bootstrapped through
-torch's Store, so torchrun, mpirun and srun start it alike.
+oneCCL's OFI layer over Intel MPI's libfabric from the impi-rt wheel, with libfabric's tcp provider (and its
+shm provider within a node where CCL_ATL_SHM=1, as the book sets: oneCCL then adds shm to FI_PROVIDER), one
+oneCCL worker thread per rank, pinned to a core of the rank's own (oneCCL's default puts rank i's worker on
+another rank's core). No MPI launcher is involved: oneCCL's key-value store is bootstrapped through torch's
+Store, so torchrun, mpirun and srun start it alike. `effective` is what a record keeps of it.
 """
 
 from __future__ import annotations
@@ -22,9 +24,21 @@ from typing import Mapping
 BOOK_LAUNCHER_VALUE = "torch"  # the book's CCL_PROCESS_LAUNCHER, which the oneCCL releases on PyPI reject
 
 
-def transport_settings(prefix: Path, env: Mapping[str, str]) -> dict[str, str]:
+def worker_core(local_rank: int, cores: list[int], machine_cpus: int) -> int:
+    """The core for this rank's oneCCL worker: the last of the rank's own cores where the launcher pinned it
+    (its affinity is a part of the machine), else the core a one-core-per-rank placement gives it."""
+    if len(cores) < machine_cpus:
+        return cores[-1]
+    return cores[local_rank % len(cores)]
+
+
+def transport_settings(prefix: Path, env: Mapping[str, str], cores: list[int] | None = None,
+                       machine_cpus: int | None = None) -> dict[str, str]:
     """The oneCCL / libfabric variables this environment should get, given the oneCCL prefix (a venv, or
-    ONECCL_ROOT) and what `env` already sets (which wins, except the book's launcher value)."""
+    ONECCL_ROOT) and what `env` already sets (which wins, except the book's launcher value). `cores`: the
+    cores this process may use (default: its affinity), `machine_cpus` the machine's (default: os.cpu_count).
+    CCL_WORKER_AFFINITY lists one core per local rank, and each rank reads its own entry: so each rank
+    writes its own core in every entry."""
     lib = prefix / "lib"
     # impi-rt 2021.14 keeps libfabric in lib/libfabric/ with providers in lib/libfabric/prov/; 2021.15 and
     # later put both in lib/.
@@ -37,6 +51,9 @@ def transport_settings(prefix: Path, env: Mapping[str, str]) -> dict[str, str]:
     if "LOCAL_RANK" in env and "LOCAL_WORLD_SIZE" in env:  # the node's layout, as every launcher exports it
         wanted.update(CCL_LOCAL_RANK=env["LOCAL_RANK"], CCL_LOCAL_SIZE=env["LOCAL_WORLD_SIZE"],
                       CCL_PROCESS_LAUNCHER="none")
+        cores = sorted(os.sched_getaffinity(0)) if cores is None else cores
+        core = worker_core(int(env["LOCAL_RANK"]), cores, machine_cpus or os.cpu_count() or len(cores))
+        wanted["CCL_WORKER_AFFINITY"] = ",".join([str(core)] * int(env["LOCAL_WORLD_SIZE"]))
     out = {name: value for name, value in wanted.items() if not env.get(name)}
     if env.get("CCL_PROCESS_LAUNCHER") == BOOK_LAUNCHER_VALUE:  # "unexpected value: torch" from oneCCL 2021.14+
         out["CCL_PROCESS_LAUNCHER"] = "none"
@@ -50,6 +67,18 @@ import torch.distributed as _dist  # noqa: E402  (after the variables: libccl re
 from accel_ccl import _C  # noqa: E402
 
 ONECCL_VERSION = _C.oneccl_version()
+
+
+def effective(env: Mapping[str, str]) -> dict[str, str]:
+    """What a record keeps of the transport this process runs: the ATL and libfabric providers as oneCCL
+    uses them (CCL_ATL_SHM=1 adds shm to FI_PROVIDER), and this rank's worker core."""
+    provider = env.get("FI_PROVIDER", "")
+    if env.get("CCL_ATL_SHM") == "1" and "shm" not in provider.split(","):
+        provider = f"{provider},shm" if provider else "shm"
+    cores = env.get("CCL_WORKER_AFFINITY", "").split(",")
+    rank = int(env.get("CCL_LOCAL_RANK", "0") or 0)
+    worker = cores[rank] if rank < len(cores) and cores[rank] else "oneCCL's default"
+    return {"transport": f"{env.get('CCL_ATL_TRANSPORT', '')}/{provider}", "worker_core": worker}
 WORK = _C.WORK  # "async": a collective returns once posted; a progress thread completes its Work
 
 

@@ -71,4 +71,4 @@ def ccl_binding() -> dict[str, str]:
                           "(backends/ccl) on the host, and of the images the cpu-intel one carries it; or use "
                           "-o backend=gloo") from None
     return {"binding": "accel_ccl", "oneccl": accel_ccl.ONECCL_VERSION, "work": getattr(accel_ccl, "WORK", "sync"),
-            "transport": f"{os.environ.get('CCL_ATL_TRANSPORT', '')}/{os.environ.get('FI_PROVIDER', '')}"}
+            **accel_ccl.effective(os.environ)}

@@ -80,7 +80,10 @@ def backend_availability() -> dict[str, str]:
             out[backend] = "ok"
             if backend == "ccl":
                 binding = ccl_binding()
-                out[backend] = f"ok: {binding['binding']} (oneCCL {binding['oneccl']})"
+                out[backend] = (f"ok: {binding['binding']} (oneCCL {binding['oneccl']}"
+                                + (f"; {binding['work']} work; transport {binding['transport']}, shm within a node "
+                                   "where CCL_ATL_SHM=1; each rank's oneCCL worker on a core of its own"
+                                   if "work" in binding else "") + ")")
         except ValueError as exc:
             out[backend] = str(exc)
     return out
