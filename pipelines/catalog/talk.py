@@ -80,7 +80,8 @@ MEMORY = "torch.cuda.max_memory_reserved() as logs.md prints it (GB = 1e9 bytes)
 MEMORY_4GPU = MEMORY + ", one device's"
 STEPS_1 = "batches an epoch on 1 GPU: images 0-44,999 at batch 16, drop_last (45,000 // 16); a setting, not a speed"
 STEPS_4 = ("batches an epoch per device on 4 GPUs: 11,250 of images 0-44,999 each, batch 16, drop_last "
-           "(11,250 // 16); a setting, not a speed")
+           "(11,250 // 16); a setting, not a speed; compared only with a 4-rank run (another count splits the "
+           "images another way)")
 PRETRAINED = ("Pretrained weights come only from a local state_dict (--weights PATH, e.g. torchvision's "
               "vit_b_16 IMAGENET1K_V1 file saved beforehand); without it the run is from random init and the "
               "record carries the note 'random init: no --weights given'.")
