@@ -14,6 +14,7 @@ import sys
 import pytest
 
 from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
+from distutil import free_port
 
 HOST_BUILT = pytest.mark.skipif(importlib.util.find_spec("accel_ccl") is None,
                                 reason="the ccl backend is not built in this environment (make venv builds it)")
@@ -114,7 +115,8 @@ def test_a_timed_out_group_fails_the_call_then_refuses_every_later_one_in_one_li
 @HOST_BUILT
 def test_a_ccl_run_records_which_binding_and_oneccl_ran(tmp_path, accel_ccl):
     run = accel("launch", "ch9-cpu-oneccl", "--variant", "ranks=2", "--scale", "smoke", "--dataset", "synthetic",
-                "--steps", "2", "--results-dir", str(tmp_path), env={"NPROC": "2"}, timeout=300)
+                "--steps", "2", "--results-dir", str(tmp_path), env={"NPROC": "2", "MASTER_PORT": str(free_port())},
+                timeout=300)
     assert run.returncode == 0, run.stderr[-3000:]
     ok = [r for r in records(tmp_path) if r["status"] == "ok"]
     assert ok and all(r["dist"]["backend"] == "ccl" and r["dist"]["world_size"] == 2 for r in ok)
