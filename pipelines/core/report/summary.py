@@ -108,7 +108,7 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
 
 def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS, only=None,
                  against: Path | None = None, note: str = "", strict: bool = False):
-    """report.md (+ PNG plots), report.csv, report.html; returns report_doc.Written(paths, loaded, drift).
+    """report.md (+ PNG plots), report.csv, report.html; returns document.Written(paths, loaded, drift).
     With `against`, a drift table against that reference; a reference of another machine class gives none,
     and `drift_skipped` says why (only a reference without usable records raises ConfigError)."""
     from pipelines.core.report import document
