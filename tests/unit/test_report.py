@@ -313,8 +313,8 @@ def test_only_an_arm_with_a_figure_gets_a_device_count_check_and_dataparallel_co
     note = experiments.get("s004-dp-vs-ddp")
     assert pairing.device_count_difference(note, "dataparallel", ("s004-dp-vs-ddp", "one-device"),
                                            recs(1, strategy="dp", ranks=2), recs(1)) == ""
-    assert pairing._world_sizes(recs(1, strategy="dp", ranks=2)) == [2]
-    assert pairing._world_sizes(recs(2, strategy="ddp", ranks=2)) == [2]
+    assert pairing.device_counts(recs(1, strategy="dp", ranks=2)) == [2]
+    assert pairing.device_counts(recs(2, strategy="ddp", ranks=2)) == [2]
     single = experiments.get("vit-bf16-mixed")  # one arm, figures naming none: they are its own
     assert pairing.has_own_figure(single, single.variants[0].name)
 

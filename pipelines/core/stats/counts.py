@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from pipelines.core.config import experiments
+from pipelines.core.stats import pairing
 
 MATCHES, DIFFERS, OTHER_DEVICES = "matches", "differs", "other devices"
 PER_DEVICE = ("steps_per_epoch",)  # counts that depend on how many devices split the data
@@ -28,7 +29,7 @@ def checks(entry: experiments.Experiment, variant: str,
         values = [r["metrics"].get(fig.metric) for r in records]
         values = [v for v in values if isinstance(v, (int, float))]
         wanted = entry.published_devices(variant) if fig.metric in PER_DEVICE else None
-        ran = sorted({int((r.get("dist") or {}).get("world_size") or 1) for r in records})
+        ran = pairing.device_counts(records)
         if values and wanted is not None and ran != [wanted]:
             out.append((fig.metric, fig.value, values[0],
                         f"{OTHER_DEVICES}: published on {wanted}, run on {'/'.join(map(str, ran))}"))

@@ -116,7 +116,7 @@ def device_count_difference(entry: experiments.Experiment, variant: str, base: t
     parts = []
     for who, exp, arm, recs in (("", entry, variant, records), ("its baseline ", base_entry, base[1], base_records)):
         wanted = exp.published_devices(arm) if exp else None
-        ran = _world_sizes(recs)
+        ran = device_counts(recs)
         if wanted is None or ran == [wanted]:
             continue
         knob = RANK_KNOB.get(exp.launcher)
@@ -133,7 +133,7 @@ def has_own_figure(entry: experiments.Experiment, variant: str) -> bool:
                for fig in entry.published)
 
 
-def _world_sizes(records: Records) -> list[int]:
+def device_counts(records: Records) -> list[int]:
     """The devices each record ran on: its processes, and for nn.DataParallel (one process) its GPUs."""
     return sorted({_devices(r) for r in records})
 
