@@ -13,12 +13,12 @@ from pathlib import Path
 from pipelines.core.cli.run_command import build_plan
 from pipelines.core.config import request as requests
 from pipelines.core.harness import rounds as alternate
-from pipelines.core.stats import stopping
+from pipelines.core.stats import orders, stopping
 from pipelines.core.errors import ConfigError
 
 
 def test_rounds_alternate_abba():
-    assert [stopping.order("ABC", r) for r in range(3)] == [list("ABC"), list("CBA"), list("ABC")]
+    assert [orders.abba("ABC", r) for r in range(3)] == [list("ABC"), list("CBA"), list("ABC")]
 
 
 class FakeClock:
@@ -168,5 +168,10 @@ def test_the_ladder_shares_one_process_and_pairs_its_ratios_by_block(tmp_path, d
                                          "inconclusive")
     recs = records(tmp_path)
     assert len({r["pairing"]["process"] for r in recs}) == 3  # 3 rounds, one process each
-    assert all(len(r["metrics"]["blocks"]) == 3 and r["env"]["allocator_settings"]["knob"] == "pinned"
-               for r in recs)
+    # --blocks 3 rounded up to whole periods of the 3 arms' order (2 cycles each): 4 blocks an arm
+    assert all(len(r["metrics"]["blocks"]) == 4 and r["metrics"]["cycles_per_period"] == 2
+               and r["env"]["allocator_settings"]["knob"] == "pinned" for r in recs)
+    for process in {r["pairing"]["process"] for r in recs}:  # no block followed a block of its own arm
+        ran = sorted((b[7], r["variant"]) for r in recs if r["pairing"]["process"] == process
+                     for b in r["metrics"]["blocks"])
+        assert [p for p, _ in ran] == list(range(12)) and all(x[1] != y[1] for x, y in zip(ran, ran[1:]))

@@ -1,5 +1,6 @@
 """Arms of one process in interleaved blocks (core/train/interleave.py) on the loop's own Training: each
-arm keeps its own steps, clocks, data and random state, blocks run in ABBA order, the first step after a
+arm keeps its own steps, clocks, data and random state, blocks run in the period's order (stats/orders.py,
+rotated by the process's round), the first step after a
 switch is dropped, the collector is paused inside a block, and `train_s` is the arm's own windows only."""
 
 from __future__ import annotations
@@ -31,17 +32,23 @@ def training(name: str, log: list, seconds: float, batch: int = 4, warmup: int =
                          loop.RunContext(torch.device("cpu")))
 
 
-def test_blocks_run_abba_with_a_dropped_step_after_each_switch():
+@pytest.mark.parametrize("rotation, first", [(0, "a"), (1, "b")])
+def test_two_arms_alternate_never_twice_in_a_row_with_a_dropped_step_after_each_switch(rotation, first):
+    """Two arms: ABAB (a block never follows its own arm's), the first arm the process's round's."""
     log: list = []
     arms = [training("a", log, 0.002), training("b", log, 0.002)]
-    interleave.measure_blocks(arms, blocks=4, block_s=None, fixed_steps=6)
+    interleave.measure_blocks(arms, blocks=4, block_s=None, fixed_steps=6, rotation=rotation)
     assert [arm.block_steps for arm in arms] == [2, 2]  # 6 steps over 4 blocks, rounded up
     order = [name for name, _, _ in log[4:]]  # after both warm-ups (2 steps each)
-    assert order == ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3 + ["a"] * 3 + ["b"] * 3 + ["b"] * 3 + ["a"] * 3
+    second = "b" if first == "a" else "a"
+    assert order == ([first] * 3 + [second] * 3) * 4
     for arm in arms:
         metrics = arm.finish(shared=True)
         assert metrics["measured_steps"] == 8 and metrics["discarded_steps"] == 4 and metrics["warmup_steps"] == 2
         assert [b[0] for b in metrics["blocks"]] == [0, 1, 2, 3] and all(b[6] == 8 for b in metrics["blocks"])
+        mine = 0 if arm is arms[["a", "b"].index(first)] else 1
+        assert [b[7] for b in metrics["blocks"]] == [mine, mine + 2, mine + 4, mine + 6]  # positions in the run
+        assert metrics["cycles_per_period"] == 1
         assert metrics["epoch_times_s"] == [] and "peak_rss_mib" not in metrics  # not this arm's alone
         assert metrics["block_steps"] == 2 and metrics["recompiled_blocks"] == []  # eager: nothing compiled
 
@@ -85,11 +92,14 @@ def test_blocks_are_sized_from_the_warm_up_to_the_time_asked():
     assert interleave.steps_per_block([], block_s=None, fixed_steps=20, blocks=12) == 2
 
 
-def test_fewer_steps_than_blocks_run_that_many_steps_not_one_per_block():
-    """--steps 3 with 12 blocks: 3 blocks of 1 step, not 12 blocks of one step each."""
-    assert interleave.block_count(12, block_s=None, fixed_steps=3) == 3
-    assert interleave.block_count(12, block_s=None, fixed_steps=30) == 12
-    assert interleave.block_count(12, block_s=0.5, fixed_steps=None) == 12
+def test_three_arms_run_whole_periods_each_arm_after_every_other_once_a_period():
+    log: list = []
+    arms = [training(name, log, 0.0) for name in "abc"]
+    interleave.measure_blocks(arms, blocks=3, block_s=None, fixed_steps=8)  # 3 cycles -> 2 whole periods of 2
+    runs = [name for name, _, _ in log[6:]][::3]  # after the warm-ups; a dropped and 2 timed steps a block
+    assert len(runs) == 12 and all(x != y for x, y in zip(runs, runs[1:]))
+    assert sorted(zip(runs[:6], runs[1:7])) == sorted((x, y) for x in "abc" for y in "abc" if x != y)
+    assert all(arm.cycles_per_period == 2 for arm in arms)
 
 
 def test_a_last_partial_batch_counts_what_it_holds():

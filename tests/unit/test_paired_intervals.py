@@ -50,7 +50,7 @@ def test_blocks_pair_by_process_and_round():
     rng = np.random.default_rng(1)
     arm, base = simulate(rng, 1.10, processes=4, blocks=12, process_sd=0.2, block_sd=0.02)
     paired = record_pairing.paired_units(arm, base)
-    assert paired.kind == "process" and len(paired.units) == 4 and all(len(u) == 12 for u in paired.units)
+    assert paired.kind == "process" and len(paired.units) == 4 and all(len(u.logs) == 12 for u in paired.units)
     ratio, interval = intervals.paired_ratio_interval(paired.units)
     assert interval.low < 1.10 < interval.high and abs(ratio - 1.10) < 0.02
     assert (interval.high - interval.low) / 2 / ratio < 0.02  # the 20 % process-to-process spread cancels
@@ -69,7 +69,7 @@ def test_a_block_with_a_recompile_leaves_its_pair_out():
     arm = [interleaved("x-arm", "b", "p0", 0, [1.0, 9.0, 1.0], recompiled=(1,))]
     base = [interleaved("x-base", "a", "p0", 0, [1.0, 1.0, 1.0])]
     paired = record_pairing.paired_units(arm, base)
-    assert paired.dropped == 1 and paired.units == [[0.0, 0.0]]
+    assert paired.dropped == 1 and [u.logs for u in paired.units] == [[0.0, 0.0]]
     assert "1 with a recompile left out" in paired.text()
 
 
@@ -96,7 +96,7 @@ def test_a_last_partial_batch_counts_the_samples_it_holds():
     short = interleaved("x-arm", "b", "p0", 0, [1.0, 0.9], samples=640)
     short["metrics"]["blocks"][1][6] = 576  # 9 full batches and one of 0 samples' worth less time
     paired = record_pairing.paired_units([short], [full])
-    assert paired.units[0][1] == pytest.approx(math.log(576 / 0.9) - math.log(640 / 1.0))
+    assert paired.units[0].logs[1] == pytest.approx(math.log(576 / 0.9) - math.log(640 / 1.0))
 
 
 @pytest.mark.parametrize("shape,processes", [("shared", 3), ("shared", 5), ("rounds", 3), ("rounds", 5)])

@@ -23,11 +23,19 @@ def labels(groups) -> list[list[str]]:
 
 
 def test_the_chapter_2_ladder_shares_one_process_and_intel_openmp_does_not():
+    """Intel OpenMP runs alone, so its baseline gets a process of its own too (a solo slot, measured as the
+    lone arm is); the ladder's arms keep pairing with the baseline of their shared process."""
     groups = sharing.groups(arms("ch2-baseline", "ch2-nobias", "ch2-bs256", "ch2-iomp"))
     assert labels(groups) == [["ch2-baseline [baseline]", "ch2-nobias [nobias]", "ch2-bs256 [bs256]"],
-                              ["ch2-iomp [iomp]"]]
-    assert groups[0].shared and not groups[1].shared
+                              ["ch2-iomp [iomp]"], ["ch2-baseline [baseline]"]]
+    assert groups[0].shared and not groups[1].shared and groups[2].key[0] == "solo"
+    assert groups[2].serves == ["ch2-iomp [iomp]"]
     assert sharing.differences(groups[1], groups) == "OMP_RUNTIME intel (vs gnu)"
+
+
+def test_a_baseline_alone_already_gets_no_solo_slot():
+    groups = sharing.groups(arms("ch2-baseline", "ch2-iomp"))
+    assert labels(groups) == [["ch2-baseline [baseline]"], ["ch2-iomp [iomp]"]]
 
 
 def test_a_process_wide_option_keeps_arms_apart():

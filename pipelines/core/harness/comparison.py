@@ -69,7 +69,7 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
     layouts = [preview.layout(p.experiment, cfg, p.experiment.launcher, env) for p, cfg in members]
     runnable = {cfg.arm for p, cfg in members if not _skipped(p, cfg)}  # arms this device cannot run cost no time
     estimate, least_s = rounds_estimate(
-        [([cfg for _, cfg in g.members if cfg.arm in runnable], g.key[0] in ("shared", "alone")) for g in groups
+        [([cfg for _, cfg in g.members if cfg.arm in runnable], g.key[0] in ("shared", "alone", "solo")) for g in groups
          if any(cfg.arm in runnable for _, cfg in g.members)], results_dir, rounds,
         budget_s if rounds is None else None)
     shown_rule = dataclasses.replace(first, repeats_auto=True, budget_s=budget_s) if rounds is None else first
@@ -177,10 +177,14 @@ def sharing_lines(groups, share: bool, env, why_not: str = "") -> list[str]:
     for group in groups:
         labels = ", ".join(group.labels)
         if group.shared:
-            lines.append(f"{labels}: one process a round, in interleaved blocks (ABBA, the first step after a "
-                         "switch dropped), paired by block")
+            lines.append(f"{labels}: one process a round, in interleaved blocks (each arm after every other "
+                         "equally often, never after itself; the first step after a switch dropped), paired by block")
             continue
         kind = group.key[0]
+        if kind == "solo":
+            lines.append(f"{labels} again, alone: a process of its own a round as the baseline of "
+                         f"{', '.join(group.serves)}, measured as they are, paired by round")
+            continue
         why = ((why_not or "--share none")
                if kind == "alone" and not share and not sharing.why_apart(group.members[0], env)
                else sharing.differences(group, groups, env))

@@ -21,7 +21,7 @@ from pipelines.core.record import envinfo
 from pipelines.core.record.version import REPO
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.config.repeat_rule import MAX_AUTO_REPEATS
-from pipelines.core.stats import stopping
+from pipelines.core.stats import orders, stopping
 
 REFERENCE_DIR = REPO / "results" / "reference"
 
@@ -142,7 +142,8 @@ def process_seconds(configs: Sequence[RunConfig], results_dir: Path, interleaved
             block = max(1, round(cfg.block_s / per_step)) if cfg.block_s else math.ceil((cfg.steps or 1) / cfg.blocks)
             warm = step.warmup_s * cfg.batch_size / max(step.batch_size, 1) if step.warmup_s else \
                 cfg.warmup_steps * per_step  # a recorded warm-up holds compilation; steps alone do not
-            seconds += warm + cfg.blocks * (block + (len(configs) > 1)) * per_step
+            cycles = orders.cycles(cfg.blocks, cfg.block_s, cfg.steps, len(configs))
+            seconds += warm + cycles * (block + (len(configs) > 1)) * per_step
         else:
             seconds += repeat_seconds(cfg, step) or 0.0
     return (None if missing else seconds), sources, missing

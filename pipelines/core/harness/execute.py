@@ -5,8 +5,9 @@ A process measures *units*. The arms of a unit are built side by side: seeded (t
 every generator), their loaders, the technique's `setup` and `before_training`, a Training (train/loop.py)
 with the runner's hooks. Then the unit is measured by its *protocol*, which every record names:
 
-- `blocks` (bench scale, training): every arm warms up, then `blocks` cycles, each block about
-  `block_s` seconds of that arm's steps, ABBA over the unit's arms, the first step after a switch dropped,
+- `blocks` (bench scale, training): every arm warms up, then `blocks` cycles (whole periods of a carry-over
+  balanced order, rotated by the round: stats/orders.py), each block about `block_s` seconds of that arm's
+  steps, the first step after a switch dropped,
   Python's collector paused inside each block (train/interleave.py). A lone arm (one rank of a launch, an
   arm with a process environment of its own) runs its blocks back to back with nothing dropped; the ranks
   of a launch take rank 0's block sizes, so every rank runs the same steps.
@@ -45,7 +46,7 @@ from pipelines.core.harness.arms import Built, build, loaders_for, seed_everythi
 from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import energy, machine, results
-from pipelines.core.stats import rows, stopping
+from pipelines.core.stats import orders, rows, stopping
 from pipelines.core.train import interleave, interrupt, loop, memory, progress, torch_state
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 
@@ -81,7 +82,7 @@ def work_order(configs: list[RunConfig], skips: Mapping[Arm, str], rule: stoppin
     experiments, began = list(dict.fromkeys(c.experiment for c in configs)), time.monotonic()
     while agree(rule.should_start(time.monotonic() - began)):
         round_began, index = time.monotonic(), rule.rounds
-        yield from units(index, [c for c in stopping.order(configs, index) if not (index and c.arm in skips)])
+        yield from units(index, [c for c in orders.abba(configs, index) if not (index and c.arm in skips)])
         rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - round_began)
 
 
@@ -226,7 +227,7 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
     if protocol == "blocks":
         first = built[0].cfg
         interleave.measure_blocks([b.training for b in built], first.blocks or 1, first.block_s, first.steps,
-                                  agree=rank_zeros(session))
+                                  agree=rank_zeros(session), rotation=repeat)
         measured = {b.cfg.arm: b.training.finish(shared=not alone) for b in built}
     else:
         one = built[0]

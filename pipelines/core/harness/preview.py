@@ -151,7 +151,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
 
 def repeat_rule(cfg: RunConfig, rounds: int | None = None, comparison: bool = False,
                 halfwidth: float = DEFAULT_HALFWIDTH) -> str:
-    unit = "rounds (one process per slot below, ABBA)" if comparison else "repeats of every arm (interleaved, ABBA)"
+    unit = "rounds (one process per slot below, ABBA)" if comparison else "repeats of every arm (in turn, ABBA)"
     if (rounds is None and comparison) or (not comparison and cfg.repeats_auto):
         return (f"auto: {unit} until every 95 % interval is within ±{halfwidth * 100:g} %, "
                 f"at least {stopping.MIN_ROUNDS}, at most {MAX_AUTO_REPEATS}, budget {cfg.budget_s or 0:g} s")
@@ -177,10 +177,10 @@ def data_text(cfg: RunConfig) -> str:
 
 def scale_text(cfg: RunConfig, interleaved: bool = False) -> str:
     if interleaved and cfg.blocks:
-        if cfg.block_s:
-            size = f"{cfg.blocks} blocks of about {cfg.block_s:g} s"
-        else:  # --steps: that many timed steps over at most that many blocks (interleave.block_count and
-            # steps_per_block; not imported, they bring torch into a plan that needs none)
+        if cfg.block_s:  # rounded up to whole periods of the process's order (stats/orders.py cycles)
+            size = f"at least {cfg.blocks} blocks of about {cfg.block_s:g} s"
+        else:  # --steps: that many timed steps over at most that many blocks (interleave.steps_per_block;
+            # not imported, it brings torch into a plan that needs none)
             count = min(cfg.blocks, cfg.steps or cfg.blocks)
             size = f"{count} blocks of {max(1, math.ceil((cfg.steps or 1) / count))} timed step(s)"
         return (f"{cfg.scale} scale: {cfg.warmup_steps} warm-up steps, then {size} per arm and "

@@ -21,7 +21,8 @@ from pipelines.core.record import envinfo, history, results
 from pipelines.core.train import evaluation, loop, models, progress
 
 PROTOCOLS = {  # a record's `protocol`: how its timed steps were taken
-    "blocks": "time-matched blocks, interleaved with the process's other arms (ABBA, a dropped step per switch)",
+    "blocks": "time-matched blocks, interleaved with the process's other arms (a carry-over balanced order, "
+              "a dropped step per switch)",
     "window": "one timed window after the warm-up",
 }
 

@@ -40,7 +40,7 @@ from pipelines.core.harness import worker
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import atomic, results
 from pipelines.core.stats import rows, stopping
-from pipelines.core.stats.stopping import order
+from pipelines.core.stats.orders import abba
 
 EXIT_INTERRUPTED = 130
 
@@ -169,7 +169,7 @@ def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, au
                 summary.stopped_by = "budget"
                 break
             round_began, took = clock(), []
-            for index, slot in order(list(enumerate(slots)), summary.rounds):
+            for index, slot in abba(list(enumerate(slots)), summary.rounds):
                 pairing = requests.Pairing(summary.comparison, summary.rounds, index)
                 argv, files = worker_command(slot, results_dir, pairing)
                 began_one = clock()

@@ -51,6 +51,7 @@ class Group:
 
     key: tuple
     members: list[Member] = field(default_factory=list)
+    serves: list[str] = field(default_factory=list)  # a solo baseline's group: the lone arms it is paired with
 
     @property
     def shared(self) -> bool:
@@ -121,12 +122,34 @@ def members(plans: Sequence[Plan]) -> list[Member]:
 
 
 def groups(plans: Sequence[Plan], env: Mapping[str, str] = {}, share: bool = True) -> list[Group]:
-    """The plans' arms by process, in the order given (a group's place is its first arm's)."""
+    """The plans' arms by process, in the order given (a group's place is its first arm's), then a solo
+    group for each baseline that shares a process while an arm compared with it cannot (`solo_baselines`)."""
     out: dict[tuple, Group] = {}
     for member in members(plans):
         key = process_key(member, env, share)
         out.setdefault(key, Group(key)).members.append(member)
-    return list(out.values())
+    return solo_baselines(list(out.values()))
+
+
+def solo_baselines(found: list[Group]) -> list[Group]:
+    """`found` plus, for each arm that runs alone (its own process, or its launcher's ranks) whose baseline
+    shares a process with other arms, a group holding that baseline alone: the baseline's process of each
+    round then measures it as the lone arm is measured (blocks back to back, nothing dropped, no other
+    arm's working set between them), and the round pairs the two (stats/record_pairing.py). Without it, a
+    ratio would divide a lone arm by a baseline measured among switches to other arms."""
+    from pipelines.core.stats.pairing import declared_baseline
+
+    home = {(cfg.experiment, cfg.variant): group for group in found for _, cfg in group.members}
+    lone = [(declared_baseline(p.experiment, c.variant), str(c.arm)) for g in found
+            if not g.shared and g.key[0] != "measurement" for p, c in g.members]
+    solos: dict[tuple[str, str], Group] = {}
+    for base, _ in lone:
+        shared = home.get(base) if base else None
+        if shared is not None and shared.shared and base not in solos:
+            member = next(m for m in shared.members if (m[1].experiment, m[1].variant) == base)
+            solos[base] = Group(("solo", str(member[1].arm), *shared.key[1:]), [member],
+                                serves=[arm for b, arm in lone if b == base])
+    return found + list(solos.values())
 
 
 def differences(group: Group, others: Sequence[Group], env: Mapping[str, str] = {}) -> str:

@@ -17,7 +17,7 @@ blocks of one process in the same cycle (core/train/interleave.py), or the two a
 one round. Pairs are grouped in units (a process, or a round); the interval resamples units,
 then pairs within each drawn unit (a unit with one pair: the steps of its two repeats), and averages log
 ratios: the point ratio is the geometric mean over units of each unit's 20 % trimmed geometric mean over
-its pairs (`trimmed_mean`).
+its pairs, every place of the order's period weighted alike (stats/trimming.py).
 This is the two-level bootstrap of Kalibera & Jones over processes and pairs. With the 3 to 5 processes a
 bench run has, a percentile bootstrap over units alone is too narrow when the units truly differ (it
 resamples n values as if they were the population: in simulated A/A comparisons of 5 rounds it held 1.00 in
@@ -40,6 +40,8 @@ from dataclasses import dataclass
 from typing import Any, Iterable, Sequence, Union
 
 import numpy as np
+
+from pipelines.core.stats.trimming import TRIM, Cycles, balanced_trimmed_mean
 
 SEED = 20240521  # fixed: a report regenerated from the same records is identical
 RESAMPLES = 2000
@@ -165,35 +167,24 @@ def ratio_interval(variant: Sequence[Repeat], baseline: Sequence[Repeat]) -> tup
     return point, at_least(point, Interval(float(low), float(high)), spread)
 
 
-Unit = Union[Sequence[float], tuple[Repeat, Repeat]]  # block pairs' log ratios, or one (variant, baseline) pair
+# a process's block pairs (a Cycles, or bare log ratios: one place), or one (variant, baseline) pair of repeats
+Unit = Union[Cycles, Sequence[float], tuple[Repeat, Repeat]]
 
 
 def _unit_means(unit: Unit, rng: np.random.Generator, trim: float) -> tuple[float, np.ndarray]:
-    """(the unit's mean log ratio, RESAMPLES resampled means): pairs drawn with replacement (a trimmed mean of
-    block pairs), or for a single pair of repeats, the steps of each repeat."""
-    if isinstance(unit, tuple):
+    """(the unit's mean log ratio, RESAMPLES resampled means): pairs drawn with replacement (a balanced trimmed
+    mean of block pairs), or for a single pair of repeats, the steps of each repeat."""
+    if isinstance(unit, tuple) and not isinstance(unit, Cycles):
         variant, baseline = unit
         point = math.log(variant.throughput) - math.log(baseline.throughput)
         drawn = (np.log(variant.samples_per_step / _step_means(variant.step_times_s, RESAMPLES, rng))
                  - np.log(baseline.samples_per_step / _step_means(baseline.step_times_s, RESAMPLES, rng)))
         return point, drawn
-    logs = np.asarray(unit, dtype=float)
-    drawn = logs[rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))]
-    return trimmed_mean(logs[None, :], trim)[0], trimmed_mean(drawn, trim)
-
-
-TRIM = 0.2  # of each end of a process's block pairs
-
-
-def trimmed_mean(rows: np.ndarray, trim: float = TRIM) -> np.ndarray:
-    """Each row's mean after dropping TRIM of its values at each end (none with fewer than 5 values). Why: the
-    host taking a core for 100-200 ms lands on single blocks (on a 2-core VM one moved a process's mean block
-    ratio by 4 %: 0.73 beside eleven pairs at 1.00-1.03); such blocks slow either arm as often, so trimming
-    both ends does not bias the ratio, and keeps about 94 % of the mean's efficiency for normal noise."""
-    count = rows.shape[1]
-    cut = int(trim * count) if count >= 5 else 0
-    kept = np.sort(rows, axis=1)[:, cut:count - cut]
-    return kept.mean(axis=1)
+    cycles = unit if isinstance(unit, Cycles) else Cycles(unit, [0] * len(unit))
+    logs, places = np.asarray(cycles.logs, dtype=float), np.asarray(cycles.places, dtype=int)
+    picked = rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))
+    return (balanced_trimmed_mean(logs[None, :], places[None, :], trim)[0],
+            balanced_trimmed_mean(logs[picked], places[picked], trim))
 
 
 # Student's t, 97.5th percentile, for 1-30 degrees of freedom (beyond: 1.96 + 2.4 / df, within 0.002)

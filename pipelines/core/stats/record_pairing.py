@@ -12,15 +12,17 @@ from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 from pipelines.core.stats import intervals
+from pipelines.core.stats.trimming import Cycles
 
 Records = list[dict[str, Any]]
 
 
 @dataclass
 class Pairing:
-    """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by block
-    round), "round" (the arms' processes of one round) or "" (not paired: the arms were measured
-    apart, and the interval resamples them as independent). `units`: what stats/intervals.py resamples."""
+    """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by
+    cycle, each pair with its place in the period of the process's order: stats/trimming.py), "round" (the
+    arms' processes of one round) or "" (not paired: the arms were measured apart, and the interval
+    resamples them as independent). `units`: what stats/intervals.py resamples."""
 
     kind: str = ""
     units: list[intervals.Unit] = field(default_factory=list)
@@ -29,7 +31,7 @@ class Pairing:
 
     def text(self) -> str:
         if self.kind == "process":
-            pairs = sum(len(u) for u in self.units)
+            pairs = sum(len(u.logs) for u in self.units)
             dropped = f", {self.dropped} with a recompile left out" if self.dropped else ""
             return f"same process: {len(self.units)} processes, {pairs} block pairs{dropped}"
         if self.kind == "round":
@@ -90,6 +92,27 @@ def total_log_ratios(records: Records, base_records: Records) -> list[float]:
     return out
 
 
+def _alone(record: dict[str, Any]) -> bool:
+    return len(_mark(record).get("arms") or ()) == 1
+
+
+def _by_round(records: Records) -> dict[tuple, list[dict[str, Any]]]:
+    """(comparison, round) -> its records. A baseline can have two in a round: its process shared with other
+    arms, and the solo process that pairs it with the arms that run alone (harness/sharing.py
+    `solo_baselines`)."""
+    out: dict[tuple, list[dict[str, Any]]] = {}
+    for record in records:
+        key = (_mark(record).get("comparison"), _mark(record).get("round"))
+        if None not in key:
+            out.setdefault(key, []).append(record)
+    return out
+
+
+def _like(record: dict[str, Any], candidates: Records) -> dict[str, Any]:
+    """The candidate measured as `record` was: alone in its process, or among other arms."""
+    return next((c for c in reversed(candidates) if _alone(c) == _alone(record)), candidates[-1])
+
+
 def paired_units(records: Records, base_records: Records) -> Pairing:
     """Pair an arm's records with its baseline's: by process and cycle where both ran blocks in the
     same processes, else by round (comparison and round), else not at all."""
@@ -100,26 +123,30 @@ def paired_units(records: Records, base_records: Records) -> Pairing:
         units, dropped = [], 0
         for process in shared:
             a, b = _block_throughputs(mine[process]), _block_throughputs(theirs[process])
-            logs = []
+            per_period = int(mine[process]["metrics"].get("cycles_per_period") or 1)
+            logs, places = [], []
             for index in sorted(set(a) & set(b)):
                 if a[index][1] or b[index][1]:
                     dropped += 1
                     continue
                 logs.append(math.log(a[index][0]) - math.log(b[index][0]))
+                places.append(index % per_period)
             if logs:
-                units.append(logs)
+                units.append(Cycles(logs, places))
         if units:
             return Pairing("process", units, dropped, len(units))
-    by_round = lambda recs: {(_mark(r).get("comparison"), _mark(r).get("round")): r for r in recs  # noqa: E731
-                             if _mark(r).get("comparison") is not None and _mark(r).get("round") is not None}
-    mine_r, theirs_r = by_round(records), by_round(base_records)
+    mine_r, theirs_r = _by_round(records), _by_round(base_records)
     units, used = [], []
-    for key in mine_r:
-        if key in theirs_r and mine_r[key] is not theirs_r[key]:
-            variant, baseline = intervals.repeat_of(mine_r[key]), intervals.repeat_of(theirs_r[key])
+    for key, mine_here in mine_r.items():
+        if key not in theirs_r:
+            continue
+        mine_one = mine_here[-1]
+        theirs_one = _like(mine_one, [t for t in theirs_r[key] if t is not mine_one] or theirs_r[key])
+        if mine_one is not theirs_one:
+            variant, baseline = intervals.repeat_of(mine_one), intervals.repeat_of(theirs_one)
             if variant is not None and baseline is not None:
                 units.append((variant, baseline))
-                used.append((mine_r[key], theirs_r[key]))
+                used.append((mine_one, theirs_one))
     if not units:
         return Pairing()
     return Pairing("round", units, processes=min(processes([m for m, _ in used]), processes([t for _, t in used])))

@@ -1,7 +1,7 @@
 """When repeats stop: a fixed count, or `auto` (precise enough, or the time budget spent).
 
-`--rounds auto` (the default at bench scale) runs rounds (every arm once, the order reversed every
-other round, ABBA, so a linear drift of the machine costs every arm the same) until, after at least
+`--rounds auto` (the default at bench scale) runs rounds (every slot's process once, in ABBA order,
+stats/orders.py) until, after at least
 `PRECISION_ROUNDS`, every arm's 95 % interval has a half-width of at most `halfwidth` (5 %) of its value, or
 until one more round would overrun the time budget, or `MAX_AUTO_REPEATS` rounds ran.
 
@@ -27,7 +27,7 @@ part of it stopped the run in every record's `stopping`.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
-from typing import Any, Sequence
+from typing import Any
 
 from pipelines.core.stats import intervals
 from pipelines.core.config.repeat_rule import (AUTO, DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget,
@@ -35,11 +35,6 @@ from pipelines.core.config.repeat_rule import (AUTO, DEFAULT_HALFWIDTH, MAX_AUTO
 
 MIN_ROUNDS = intervals.MIN_REPEATS_FOR_VERDICT  # fewer give no verdict; the budget may stop a run here
 PRECISION_ROUNDS = MIN_ROUNDS + 1  # the precision rule stops no earlier (module docstring)
-
-
-def order(items: Sequence[Any], round_index: int) -> list[Any]:
-    """ABBA: the given order in even rounds, reversed in odd ones."""
-    return list(items) if round_index % 2 == 0 else list(reversed(items))
 
 
 def precise_enough(widths: dict[str, float | None], limit: float) -> bool:

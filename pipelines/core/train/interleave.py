@@ -9,16 +9,17 @@ own model, optimizer, data iterator and RNG state, and run in short blocks in tu
 2. each arm's block is sized from its own warm-up steps to about `block_s` seconds, so blocks of a fast and a
    slow arm cover the same stretch of the machine's time (with fixed `--steps`, every block has the same
    steps instead);
-3. cycles run every arm once, in ABBA order (reversed every other cycle), so a linear drift costs
-   every arm the same; the first step after each switch of arms is run and dropped (the cache and the
-   allocator still hold the previous arm's working set);
+3. cycles run every arm once, in whole periods of a carry-over balanced order (stats/orders.py: every arm
+   follows every other arm once a period and never itself, the labels rotated by the process's round so
+   positions balance over processes); the first step after each switch of arms is run and dropped (the
+   cache and the allocator still hold the previous arm's working set);
 4. Python's collector runs before each block and is paused inside it; the page faults of each block are
    counted (getrusage);
 5. a block in which dynamo compiled a new graph (a recompile: a last partial batch, a guard that failed) is
    marked, and the report leaves its pairs out of the steady-state ratio.
 
-The record of each arm keeps its blocks ([cycle, steps, seconds, minor faults, major faults, recompiled,
-samples]);
+The record of each arm keeps its blocks (BLOCK_COLUMNS: cycle, steps, seconds, minor faults, major faults,
+recompiled, samples, and the block's position in the process's sequence) and the period's length;
 stats/intervals.py pairs the blocks of two arms by cycle and process. PyTorch's own dynamo benchmark runner
 alternates eager and compiled inside one process on every repeat for the same reason.
 """
@@ -35,10 +36,10 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 import torch
 
-from pipelines.core.stats.stopping import order
+from pipelines.core.stats import orders
 from pipelines.core.train.loop import Training
 
-BLOCK_COLUMNS = ("round", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples")
+BLOCK_COLUMNS = ("cycle", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples", "position")
 
 
 def steps_per_block(warmup_times: Sequence[float], block_s: float | None, fixed_steps: int | None,
@@ -84,26 +85,25 @@ def own_rng(arm: Training) -> Iterator[None]:
         np.random.set_state(outer_host[1])
 
 
-def block_count(blocks: int, block_s: float | None, fixed_steps: int | None) -> int:
-    """How many blocks an arm runs: `blocks`, or fewer where `--steps N` asks for fewer steps than that (each
-    block holds at least one timed step, so `--steps 3` is 3 blocks of 1 step, not 12)."""
-    return min(blocks, fixed_steps) if block_s is None and fixed_steps else blocks
-
-
 def measure_blocks(arms: Sequence[Training], blocks: int, block_s: float | None, fixed_steps: int | None,
-                   agree: Callable[[int], int] = lambda steps: steps) -> None:
-    """Warm every arm's training up, size its blocks, then run `blocks` rounds of one block per arm. A lone
-    arm runs its blocks back to back with nothing dropped (there is no switch). `agree`: the block size every
-    rank of a launch runs (rank 0's), so their collectives stay in step."""
-    blocks = block_count(blocks, block_s, fixed_steps)
+                   agree: Callable[[int], int] = lambda steps: steps, rotation: int = 0) -> None:
+    """Warm every arm's training up, size its blocks, then run `blocks` cycles (rounded up to whole periods,
+    stats/orders.py) of one block per arm, in the period's order with its labels rotated by `rotation` (the
+    process's round). A lone arm runs its blocks back to back with nothing dropped (there is no switch).
+    `agree`: the block size every rank of a launch runs (rank 0's), so their collectives stay in step."""
+    blocks = orders.cycles(blocks, block_s, fixed_steps, len(arms))
     for arm in arms:
         with own_rng(arm):
             arm.warm_up()
         arm.block_steps = agree(steps_per_block(arm.warmup_times, block_s, fixed_steps, blocks))
+        arm.cycles_per_period = orders.cycles_per_period(len(arms))
     discard = 1 if len(arms) > 1 else 0
+    position = 0
     for index in range(blocks):
-        for arm in order(arms, index):
+        for arm in orders.cycle_order(arms, index, rotation):
             with own_rng(arm):
                 graphs = _compiled_graphs()
                 arm.block(arm.block_steps, index, discard)
                 arm.blocks[-1][5] = int(_compiled_graphs() != graphs)
+                arm.blocks[-1].append(position)
+            position += 1

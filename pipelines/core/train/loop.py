@@ -145,7 +145,8 @@ class Training:
         self.data_wait = self.compute = self.warmup_s = self.switch_s = self.train_s = 0.0
         self.samples = 0  # samples of the timed steps, as loaded: a last partial batch counts what it holds
         self.faults = [0, 0]  # minor, major page faults inside timed windows
-        self.blocks: list[list[float]] = []  # interleaved: [round, steps, seconds, minor, major] per block
+        self.blocks: list[list[float]] = []  # interleaved: a row of train/interleave.py BLOCK_COLUMNS per block
+        self.cycles_per_period = 1  # of the process's order (stats/orders.py), set by interleave.measure_blocks
         self.gc_paused = False
         self.discarded = 0  # steps run after a switch of arms and not counted
         self.flops: int | None = None

@@ -69,7 +69,8 @@ def arm_metrics(run, shared: bool = False) -> dict[str, Any]:
     }
     if run.blocks:
         metrics.update(blocks=run.blocks, switch_s=run.switch_s, discarded_steps=run.discarded,
-                       block_steps=run.block_steps, recompiled_blocks=[b[0] for b in run.blocks if b[5]],
+                       block_steps=run.block_steps, cycles_per_period=run.cycles_per_period,
+                       recompiled_blocks=[b[0] for b in run.blocks if b[5]],
                        fault_burst_blocks=fault_bursts(run.blocks))
     if not shared:
         metrics.update(memory.process_peaks(run.device))
