@@ -219,7 +219,20 @@ def arm_seconds(entry_id: str, arm: str) -> float:
     return times[0][1]
 
 
-RATIOS = [(entry, fig) for entry in ENTRIES.values() for fig in entry.published if fig.metric == "ratio"]
+RATIOS = [(entry, fig) for entry in ENTRIES.values() for fig in entry.published
+          if fig.metric == "ratio" and fig.basis != "context"]
+
+
+def test_the_finder_s_cross_notebook_ratio_is_shown_never_judged():
+    """The course compares the finder's 4.92 min with unit 9.1's 16-mixed 7.24 min only across notebooks and
+    batch sizes: carried as context (`accel show`), and no arm's ratio is judged against it."""
+    from pipelines.core.stats.pairing import ratio_figure
+
+    finder = ENTRIES["dlf-u9-bsfinder"]
+    context = [fig for fig in finder.published if fig.metric == "ratio"]
+    assert len(context) == 1 and context[0].basis == "context"
+    assert context[0].value == pytest.approx(arm_seconds("dlf-u9-amp", "16-mixed") / arm_seconds(finder.id, "default"))
+    assert ratio_figure(finder, "default") is None
 
 
 @pytest.mark.parametrize("entry, fig", RATIOS, ids=[f"{e.id}@{f.variant or '-'}" for e, f in RATIOS])

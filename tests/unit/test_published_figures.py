@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from pipelines.core.config import experiments
+from pipelines.core.stats import pairing
 
 TABLE = Path(__file__).resolve().parents[1] / "published_reference.csv"
 COUNT_PATTERNS = (  # how the sources write a device count in the reference table's config column
@@ -80,6 +81,10 @@ def test_each_checkpointing_claim_is_on_the_arm_it_describes():
     assert figures[("checkpointed", "stated_speed_factor_x")].value == 0.7
     assert figures[("amp-checkpointed", "stated_memory_factor_x")].value == 4
     assert entry.arm("amp-checkpointed").options == {"precision": "bf16"}
+    # the recipe table's row adds checkpointing to "1 GPU mixed precision": judged against the amp arm
+    assert pairing.declared_baseline(entry, "amp-checkpointed") == ("s004-ckpt", "amp")
+    assert pairing.declared_baseline(entry, "checkpointed") == ("s004-ckpt", "plain")
+    assert entry.arm("amp").options == {"checkpoint": False, "precision": "bf16"}
 
 
 def test_table_3_2_s_cumulative_accuracies_are_context_not_a_delta(tmp_path):

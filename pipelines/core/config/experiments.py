@@ -122,6 +122,9 @@ class Variant:
     name: str
     settings: Mapping[str, Any] = field(default_factory=dict)  # RunConfig fields this variant changes
     options: Mapping[str, Any] = field(default_factory=dict)  # pipeline options this variant changes
+    # the arm of this entry it is compared with, where the source compares it with another than the first
+    # (s004-ckpt's amp-checkpointed against amp); "" is the entry's baseline rule (stats/pairing.py)
+    baseline: str = ""
 
 
 @dataclass(frozen=True)

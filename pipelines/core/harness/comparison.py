@@ -139,6 +139,8 @@ def _plans_of(group) -> list[Plan]:
 
 def _label(group) -> str:
     labels = group.labels
+    if group.key[0] == "solo":
+        return f"{labels[0]} alone"
     return " + ".join(labels) if len(labels) <= 3 else f"{' + '.join(group.ids)} ({len(labels)} arms)"
 
 

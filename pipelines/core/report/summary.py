@@ -25,8 +25,8 @@ FORMATS = ("md", "csv", "html")
 
 
 def published_ratio_text(entry: experiments.Experiment) -> str:
-    ratios = [figure(f.value) + (f"@{f.variant}" if f.variant else "") for f in entry.published
-              if f.metric == "ratio"]
+    ratios = [figure(f.value) + (f"@{f.variant}" if f.variant else "") + (" (context)" if f.basis == "context" else "")
+              for f in entry.published if f.metric == "ratio"]
     return ", ".join(ratios) if ratios else "-"
 
 

@@ -30,7 +30,10 @@ def applies(entry: experiments.Experiment, fig: experiments.Published, variant: 
 
 
 def published_figure(entry: experiments.Experiment, metric: str, variant: str) -> experiments.Published | None:
-    return next((fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant)), None)
+    """The arm's figure of that metric; a ratio or speed factor only where it is judged (a "context" ratio,
+    the finder's cross-notebook 1.47, is shown by `accel show`, never compared)."""
+    return next((fig for fig in entry.published if fig.metric == metric and applies(entry, fig, variant)
+                 and not (metric in ("ratio", STATED_SPEED) and fig.basis == "context")), None)
 
 
 def published(entry: experiments.Experiment, metric: str, variant: str) -> float | None:
@@ -62,7 +65,11 @@ def basis_text(fig: experiments.Published) -> str:
 
 
 def declared_baseline(entry: experiments.Experiment, variant: str) -> tuple[str, str] | None:
-    """(experiment, arm) the catalog compares `variant` with; None for a reference arm."""
+    """(experiment, arm) the catalog compares `variant` with: the arm's own `baseline` (an arm of the same
+    entry), else the entry's baseline entry, else the entry's first arm; None for a reference arm."""
+    own = entry.arm(variant)
+    if own is not None and own.baseline:
+        return entry.id, own.baseline
     if entry.baseline:
         base_id, _, base_variant = entry.baseline.partition("@")
         if base_variant:
