@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import shutil
 import statistics
 import subprocess
@@ -84,14 +85,28 @@ def ladder(folder: Path, share: str, budget_s: float, data_root: str, blocks: in
             for arm in json.loads(out.stdout)["arms"] if arm["ratio"] is not None}
 
 
+def clopper_pearson(held: int, runs: int) -> tuple[float, float]:
+    """The exact (Clopper-Pearson) 95 % interval of a coverage of `held` in `runs`."""
+    from scipy.stats import beta
+
+    low = beta.ppf(0.025, held, runs - held + 1) if held else 0.0
+    high = beta.ppf(0.975, held + 1, runs - held) if held < runs else 1.0
+    return float(low), float(high)
+
+
 def share_summary(runs: list[dict]) -> list[str]:
     n = len(runs)
     aa = [r["a-again"] for r in runs]
     held = sum(a["low"] <= 1.0 <= a["high"] for a in aa)
     widths = [(a["high"] - a["low"]) / 2 / a["ratio"] * 100 for a in aa]
-    lines = [f"- A/A (`a-again` / `a`): the interval holds 1.00 in {held} of {n} runs ({held / n:.0%}); "
-             f"half-width median ±{statistics.median(widths):.1f} % (±{min(widths):.1f} to ±{max(widths):.1f} %); "
-             f"ratios {min(a['ratio'] for a in aa):.3f} to {max(a['ratio'] for a in aa):.3f}",
+    low, high = clopper_pearson(held, n)
+    logs = [math.log(a["ratio"]) for a in aa]
+    se = statistics.stdev(logs) / math.sqrt(n) if n > 1 else float("nan")
+    lines = [f"- A/A (`a-again` / `a`): the interval holds 1.00 in {held} of {n} runs ({held / n:.0%}; 95 % "
+             f"Clopper-Pearson {low:.0%} to {high:.0%}); half-width median ±{statistics.median(widths):.1f} % "
+             f"(±{min(widths):.1f} to ±{max(widths):.1f} %); ratios {min(a['ratio'] for a in aa):.3f} to "
+             f"{max(a['ratio'] for a in aa):.3f}; mean log ratio {100 * statistics.fmean(logs):+.2f} % ± "
+             f"{100 * se:.2f} (SE)",
              f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
              f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
              + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}"

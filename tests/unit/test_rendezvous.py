@@ -38,3 +38,4 @@ def test_the_one_line_error_states_the_users_timeout_only(torch_says, kept):
     joined = ranks.not_joined(place, "gloo", 10, RuntimeError(torch_says))
     assert joined.startswith("rank 1 of 2 could not join the gloo group at 127.0.0.1:29500 within 10 s (")
     assert kept in joined and "11 seconds" not in joined
+

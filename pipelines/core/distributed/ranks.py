@@ -194,8 +194,7 @@ class Session:
 
             ErrorHandler().record_exception(exc)
         where = f"; error record {record}" if record else ""
-        cause = "" if isinstance(exc, Stopped) else (
-            f"; a peer was lost or did not answer within {self.timeout_s:g} s, or this rank failed")
+        cause = "" if isinstance(exc, Stopped) else f"; {failure_cause(exc, self.timeout_s)}"
         print(f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed "
               f"({exc.__class__.__name__}: {first_line(exc)}){cause} "
               f"(rendezvous {place.master_addr}:{place.master_port})"
@@ -205,3 +204,21 @@ class Session:
     def __exit__(self, kind, exc, tb) -> None:
         if kind is None:
             shutdown(self.timeout_s)
+
+
+PEER_CLOSED = ("connection closed by peer", "connection reset by peer", "broken pipe", "econnreset",
+               "socket closed")  # what Gloo's and oneCCL's transports say when the other end died
+TIMED_OUT = ("timed out", "timeout", "deadline", "did not complete within")
+
+
+def failure_cause(exc: BaseException, timeout_s: float) -> str:
+    """What a failed collective most likely means, from the error's own text: a peer's connection closed
+    (a rank died: killed, out of memory), a collective that did not complete within the group timeout (a
+    peer hung or died without closing), or neither (this rank failed on its own)."""
+    text = f"{exc.__class__.__name__}: {exc}".lower()
+    if any(mark in text for mark in PEER_CLOSED):
+        return "a peer's connection closed: another rank died (killed, out of memory, or failed first)"
+    if any(mark in text for mark in TIMED_OUT):
+        return f"a collective did not complete within the group timeout ({timeout_s:g} s): a peer hung or was lost"
+    return f"this rank failed, or a peer was lost without closing its connection (group timeout {timeout_s:g} s)"
+

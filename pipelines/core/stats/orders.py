@@ -2,11 +2,12 @@
 processes, ABBA.
 
 Inside a process a block is not independent of the block before it: the caches, the allocator and the
-branch predictors still hold that arm's working set. Measured on the chapter 2 reference's records
-(ci/order-effects.py), a block that followed a block of its own arm ran about 0.8 % faster, though the first
-step after every switch is dropped. ABBA cycles (the order reversed every other cycle) put the first and the
-last arm twice in a row at every cycle boundary and the middle arms never, which biased the middle arms'
-ratios by about -0.3 %.
+branch predictors still hold that arm's working set. Measured on the records of
+results/reference/cpu-2core-amd-f26m2-bench (ci/order-effects.py), a block that followed a block of its
+own arm ran 0.8 % faster (± 0.3), though the first step after every switch is dropped. ABBA cycles (the
+order reversed every other cycle) put the first and the last arm twice in a row at every other cycle
+boundary and the middle arms never, which moved the middle arms' ratios by 0.3-0.45 % (docs/timing.md,
+"Order effects, measured").
 
 So the cycles of a process follow a *period*: n - 1 cycles of its n arms (each cycle every arm once) such
 that, read as one sequence that repeats, every arm follows every other arm exactly once a period and never
