@@ -36,6 +36,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from pipelines.core.record import results  # noqa: E402
 from pipelines.core.stats.orders import abba  # noqa: E402
+from pipelines.core.stats.record_pairing import blocks_of  # noqa: E402
 
 
 def label(record: dict) -> str:
@@ -58,14 +59,10 @@ def sequence(arms: dict[str, dict]) -> list[tuple[str, int, float, int]]:
     listed = (next(iter(arms.values())).get("pairing") or {})["arms"]
     blocks = []
     for name, record in arms.items():
-        for row in record["metrics"]["blocks"]:
-            cycle, steps, seconds = int(row[0]), int(row[1]), float(row[2])
-            if len(row) > 7:
-                position = int(row[7])
-            else:  # ABBA over the listed arms
-                position = cycle * len(listed) + abba(listed, cycle).index(name)
-            samples = float(row[6]) if len(row) > 6 else steps * record["metrics"].get("samples_per_step", 1)
-            if steps and seconds > 0 and samples and not (len(row) > 5 and row[5]):
+        for row, (cycle, steps, seconds, recompiled, samples) in zip(record["metrics"]["blocks"], blocks_of(record)):
+            # records before the position column ran ABBA over the listed arms
+            position = int(row[7]) if len(row) > 7 else cycle * len(listed) + abba(listed, cycle).index(name)
+            if steps and seconds > 0 and samples and not recompiled:
                 blocks.append((name, cycle, math.log(samples / seconds), position))
     return sorted(blocks, key=lambda b: b[3])
 
