@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from pipelines.core.errors import ConfigError  # noqa: E402
 from pipelines.core.record import results  # noqa: E402
 from pipelines.core.stats.orders import abba  # noqa: E402
 from pipelines.core.stats.record_pairing import blocks_of  # noqa: E402
@@ -130,7 +131,12 @@ def main() -> int:
     args = parser.parse_args()
     out = {}
     for folder in args.folders:
-        found = effects(results.load(folder).records)
+        try:
+            found = effects(results.load(folder).records)
+        except ConfigError:
+            print(f"order-effects: error: no results folder at {folder}: give a folder of records "
+                  "(results/reference/<class>, or a run's --results-dir)", file=sys.stderr)
+            return 2
         out[str(folder)] = found
         sf, par, ob = found["self_follow"], found["parity_even_minus_odd"], found["order_bias"]["mean"]
         print(f"{folder}:")
