@@ -244,9 +244,10 @@ def test_killing_one_rank_makes_the_other_fail_fast_with_a_clear_message(backend
     assert time.monotonic() - started < 60  # within the 20 s group timeout plus teardown, never a hang
     assert "accel: error: rank 0/2" in err, err[-2000:]
     # the surviving rank names the cause its error shows: Gloo sees the killed peer's sockets close; oneCCL's
-    # transport may instead wait for the group timeout
+    # transport may wait for the group timeout, or (once in 9 fresh-clone runs) fail with a text that names
+    # neither, which the line then reports as a peer lost without closing its connection
     causes = ("a peer's connection closed",) if backend == "gloo" else \
-        ("a peer's connection closed", "did not complete within the group timeout")
+        ("a peer's connection closed", "did not complete within the group timeout", "a peer was lost without")
     assert any(cause in err for cause in causes), err[-2000:]
     assert not processes_matching(str(ckpt))
 
