@@ -3,11 +3,14 @@
 
 A benchmark, not a test (it takes tens of minutes and its numbers belong to the machine). Each run goes
 through the whole method a user's command goes through: `accel run harness-calibration` at bench scale,
-rounds of processes under the stopping rule and its budget, paired intervals. The entry has four arms
+rounds of processes under the stopping rule and its budget, paired intervals. The entry has seven arms
 (pipelines/catalog/harness.py): `a`; `a-again`, built exactly as `a` (an A/A pair: the true ratio is 1);
-and `a` slowed by 5 % and 10 % of its step's compute (pipelines/selfcheck/calibration.py). Reported per method:
+`big` and `big-again`, an A/A pair at four times the batch, unlike its neighbours; and `a` slowed by 3, 5
+and 10 % of its step's compute (pipelines/selfcheck/calibration.py). Reported per method:
 
-- A/A: how often `a-again`'s interval holds 1.00 (goal: 90 % or more), its half-width, the run's time;
+- A/A, per pair: how often the interval holds 1.00, with the exact (Clopper-Pearson) interval of that rate,
+  its half-width, the mean log ratio ± its standard error (the statistic that would see a bias of a fraction
+  of a percent), and the coverage split by the round the stopping rule stopped at;
 - injected effects: how often each slow-down is detected (interval entirely below 1) and how often the
   interval holds the ratio injected ((compute + data) / (compute x (1 + slowdown) + data), from `a`'s
   records of the same run);
@@ -16,10 +19,12 @@ and `a` slowed by 5 % and 10 % of its step's compute (pipelines/selfcheck/calibr
 - `--ladder N`: the chapter 2 ladder (baseline, nobias, bs256) N times in one shared process and N times in
   separate processes, same allocator: the two ratios must agree within their intervals.
 
-Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 90] [--blocks 6]
+Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 300] [--blocks 12]
                                  [--share auto|none|both] [--ladder 0] [--data-root data]
                                  [--out results/calibration]
-Writes OUT/calibration.json and prints a Markdown summary (docs/timing.md quotes it with this command).
+       ci/calibrate-intervals.py --summarize FILE...   (pools the runs of earlier calibration.json files)
+Writes OUT/calibration.json after every run (a stopped calibration keeps its finished runs) and prints a
+Markdown summary (docs/timing.md quotes it with this command). The defaults are `accel run`'s.
 """
 
 from __future__ import annotations
@@ -36,7 +41,8 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 ENTRY = "harness-calibration"
-SLOWDOWNS = {"slow-5pct": 0.05, "slow-10pct": 0.10}
+SLOWDOWNS = {"slow-3pct": 0.03, "slow-5pct": 0.05, "slow-10pct": 0.10}
+SAME = ("a-again", "big-again")  # A/A arms: their true ratio is 1
 
 
 def accel(*args: str) -> subprocess.CompletedProcess:
@@ -67,7 +73,7 @@ def one_run(folder: Path, share: str, budget_s: float, data_root: str, blocks: i
     arms = {arm["variant"]: arm for arm in json.loads(out.stdout)["arms"]}
     summary = json.loads(next(folder.glob("comparison--*.json")).read_text())
     row = {"seconds": round(took, 1), "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
-    for name in ("a-again", *SLOWDOWNS):
+    for name in (*SAME, *SLOWDOWNS):
         arm = arms[name]
         row[name] = {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
         if name in SLOWDOWNS:
@@ -94,69 +100,52 @@ def clopper_pearson(held: int, runs: int) -> tuple[float, float]:
     return float(low), float(high)
 
 
-def share_summary(runs: list[dict]) -> list[str]:
-    n = len(runs)
-    aa = [r["a-again"] for r in runs]
-    held = sum(a["low"] <= 1.0 <= a["high"] for a in aa)
-    widths = [(a["high"] - a["low"]) / 2 / a["ratio"] * 100 for a in aa]
-    low, high = clopper_pearson(held, n)
-    logs = [math.log(a["ratio"]) for a in aa]
+def same_arm_lines(runs: list[dict], name: str) -> list[str]:
+    """One A/A pair's coverage (with its exact interval), width, mean log ratio ± SE, and coverage by the
+    round the run stopped at (runs that stop early are those whose spread came out small)."""
+    rows = [(r["rounds"], r[name]) for r in runs if name in r]  # older calibrations have no big-again
+    if not rows:
+        return []
+    n = len(rows)
+    held = [a["low"] <= 1.0 <= a["high"] for _, a in rows]
+    widths = [(a["high"] - a["low"]) / 2 / a["ratio"] * 100 for _, a in rows]
+    low, high = clopper_pearson(sum(held), n)
+    logs = [math.log(a["ratio"]) for _, a in rows]
     se = statistics.stdev(logs) / math.sqrt(n) if n > 1 else float("nan")
-    lines = [f"- A/A (`a-again` / `a`): the interval holds 1.00 in {held} of {n} runs ({held / n:.0%}; 95 % "
-             f"Clopper-Pearson {low:.0%} to {high:.0%}); half-width median ±{statistics.median(widths):.1f} % "
-             f"(±{min(widths):.1f} to ±{max(widths):.1f} %); ratios {min(a['ratio'] for a in aa):.3f} to "
-             f"{max(a['ratio'] for a in aa):.3f}; mean log ratio {100 * statistics.fmean(logs):+.2f} % ± "
-             f"{100 * se:.2f} (SE)",
-             f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
-             f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
-             + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}"
-                         for k in sorted({r['stopped_by'] for r in runs}))]
+    by_round = "; ".join(f"stopped at round {k}: {sum(h for (r, _), h in zip(rows, held) if r == k)} of "
+                         f"{sum(r == k for r, _ in rows)}" for k in sorted({r for r, _ in rows}))
+    return [f"- A/A `{name}`: the interval holds 1.00 in {sum(held)} of {n} runs ({sum(held) / n:.0%}; 95 % "
+            f"Clopper-Pearson {low:.0%} to {high:.0%}); half-width median ±{statistics.median(widths):.1f} % "
+            f"(±{min(widths):.1f} to ±{max(widths):.1f} %); ratios {min(a['ratio'] for _, a in rows):.3f} to "
+            f"{max(a['ratio'] for _, a in rows):.3f}; mean log ratio {100 * statistics.fmean(logs):+.2f} % ± "
+            f"{100 * se:.2f} (SE); {by_round}"]
+
+
+def share_summary(runs: list[dict]) -> list[str]:
+    lines = [line for name in SAME for line in same_arm_lines(runs, name)]
+    lines.append(f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
+                 f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
+                 + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}"
+                             for k in sorted({r['stopped_by'] for r in runs})))
     for name in SLOWDOWNS:
-        arms = [r[name] for r in runs]
+        arms = [r[name] for r in runs if name in r]
+        if not arms:
+            continue
         found = sum(a["high"] < 1.0 for a in arms)
         covered = sum(a["low"] <= a["injected"] <= a["high"] for a in arms)
         lines.append(f"- {name}: injected {statistics.fmean(a['injected'] for a in arms):.3f}; detected (interval "
-                     f"below 1) in {found} of {n}; the interval holds the injected ratio in {covered} of {n}; "
-                     f"measured {min(a['ratio'] for a in arms):.3f} to {max(a['ratio'] for a in arms):.3f}")
+                     f"below 1) in {found} of {len(arms)}; the interval holds the injected ratio in {covered} of "
+                     f"{len(arms)}; measured {min(a['ratio'] for a in arms):.3f} to "
+                     f"{max(a['ratio'] for a in arms):.3f}")
     return lines
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20)
-    parser.add_argument("--budget-s", type=float, default=90)
-    parser.add_argument("--share", choices=("auto", "none", "both"), default="auto")
-    parser.add_argument("--ladder", type=int, default=0, help="ch2 ladder runs per sharing mode (0: none)")
-    parser.add_argument("--blocks", type=int, default=6, help="blocks per arm and process (accel run --blocks)")
-    parser.add_argument("--runs-none", type=int, help="runs with --share none (default: --runs)")
-    parser.add_argument("--data-root", default="data")
-    parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
-    args = parser.parse_args(argv)
-    if args.runs < 0 or args.ladder < 0:
-        parser.error("--runs and --ladder must be 0 or more")
-    args.out.mkdir(parents=True, exist_ok=True)
-    found: dict = {"runs": {}, "ladder": {},
-                   "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
-    shares = ("auto", "none") if args.share == "both" else (args.share,)
-    for share in shares:
-        found["runs"][share] = []
-        runs = args.runs_none if share == "none" and args.runs_none is not None else args.runs
-        budget = args.budget_s * (4 / 3 if share == "none" else 1)  # four processes a round instead of one
-        for k in range(runs):
-            row = one_run(args.out / f"{share}-{k}", share, budget, args.data_root, args.blocks)
-            found["runs"][share].append(row)
-            print(f"calibrate-intervals: --share {share} run {k + 1}/{runs}: a-again {row['a-again']}, "
-                  f"{row['seconds']} s", file=sys.stderr, flush=True)
-            (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
-    for share in ("auto", "none") if args.ladder else ():
-        found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root,
-                                         args.blocks) for k in range(args.ladder)]
-        (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
+def print_summary(found: dict) -> None:
     print(f"calibration on this machine ({found['command']}):")
     for share, runs in found["runs"].items():
         if runs:
             how = "arms in one process, paired by block" if share == "auto" else "one process per arm, paired by round"
-            print(f"\n--share {share} ({how}), {args.blocks} blocks per arm and process:")
+            print(f"\n--share {share} ({how}), {found.get('blocks', 6)} blocks per arm and process:")
             print("\n".join(share_summary(runs)))
     if found["ladder"]:
         print("\nthe chapter 2 ladder, one shared process vs a process per arm (same allocator):")
@@ -164,6 +153,66 @@ def main(argv: list[str] | None = None) -> int:
             for share, runs in found["ladder"].items():
                 shown = "; ".join(f"{r[arm]['ratio']:.3f} [{r[arm]['low']:.3f}, {r[arm]['high']:.3f}]" for r in runs)
                 print(f"- {arm}, --share {share}: {shown}")
+
+
+def pooled(paths: list[Path]) -> dict:
+    """The runs of several calibration.json files of one protocol, as one."""
+    found: dict = {"runs": {}, "ladder": {}, "command": " + ".join(str(p) for p in paths)}
+    blocks = {json.loads(p.read_text()).get("blocks", 6) for p in paths}
+    if len(blocks) == 1:
+        found["blocks"] = blocks.pop()
+    else:
+        found["blocks"] = "/".join(str(b) for b in sorted(blocks))
+    for path in paths:
+        one = json.loads(path.read_text())
+        for share, runs in one["runs"].items():
+            found["runs"].setdefault(share, []).extend(runs)
+        for share, runs in one.get("ladder", {}).items():
+            found["ladder"].setdefault(share, []).extend(runs)
+    return found
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--budget-s", type=float, default=300)
+    parser.add_argument("--share", choices=("auto", "none", "both"), default="auto")
+    parser.add_argument("--ladder", type=int, default=0, help="ch2 ladder runs per sharing mode (0: none)")
+    parser.add_argument("--blocks", type=int, default=12, help="blocks per arm and process (accel run --blocks)")
+    parser.add_argument("--runs-none", type=int, help="runs with --share none (default: --runs)")
+    parser.add_argument("--data-root", default="data")
+    parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
+    parser.add_argument("--summarize", type=Path, nargs="+", metavar="FILE",
+                        help="print the summary of earlier calibration.json files, pooled; run nothing")
+    args = parser.parse_args(argv)
+    if args.summarize:
+        missing = [str(p) for p in args.summarize if not p.is_file()]
+        if missing:
+            parser.exit(2, f"calibrate-intervals: no such file: {', '.join(missing)}\n")
+        print_summary(pooled(args.summarize))
+        return 0
+    if args.runs < 0 or args.ladder < 0:
+        parser.error("--runs and --ladder must be 0 or more")
+    args.out.mkdir(parents=True, exist_ok=True)
+    found: dict = {"runs": {}, "ladder": {}, "blocks": args.blocks,
+                   "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
+    shares = ("auto", "none") if args.share == "both" else (args.share,)
+    for share in shares:
+        found["runs"][share] = []
+        runs = args.runs_none if share == "none" and args.runs_none is not None else args.runs
+        budget = args.budget_s * (7 / 6 if share == "none" else 1)  # a process per arm instead of one
+        for k in range(runs):
+            row = one_run(args.out / f"{share}-{k}", share, budget, args.data_root, args.blocks)
+            found["runs"][share].append(row)
+            print(f"calibrate-intervals: --share {share} run {k + 1}/{runs}: a-again {row['a-again']}, "
+                  f"big-again {row['big-again']}, "
+                  f"{row['seconds']} s", file=sys.stderr, flush=True)
+            (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
+    for share in ("auto", "none") if args.ladder else ():
+        found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root,
+                                         args.blocks) for k in range(args.ladder)]
+        (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
+    print_summary(found)
     return 0
 
 
