@@ -21,6 +21,7 @@ import torch
 
 from pipelines.core.train import models
 from pipelines.core.train.ipex import IPEX_HINT, ipex_has_bf16_kernels, ipex_problem
+from pipelines.core.train.profiler import ProfileAfterTraining
 from pipelines.core.harness.pipeline import ConfigError, NotRunnable, Trainable, TrainingPipeline
 from pipelines.core.train.steps import DTYPES, autocast_forward, book_optimizer, plain_step
 
@@ -28,6 +29,7 @@ from pipelines.core.train.steps import DTYPES, autocast_forward, book_optimizer,
 class Options:
     optimize: Literal["none", "ipex", "compile"] = "none"
     dtype: Literal["fp32", "bf16"] = "fp32"
+    profile: bool = False  # after training: one more training step profiled, for the book's op-share tables
 
 
 class IpexOptimize(TrainingPipeline[Options]):
@@ -59,15 +61,26 @@ class IpexOptimize(TrainingPipeline[Options]):
             import intel_extension_for_pytorch as ipex  # optional: only in .venv-ipex / the cpu-intel image
 
             model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=dtype)
+            step = plain_step(model, optimizer, dtype)
             # IPEX's own kernels are invisible to torch's FLOP counter: no count rather than a wrong one.
-            return Trainable(model, plain_step(model, optimizer, dtype), count_flops=False,
-                             predict=autocast_forward(model, dtype),
-                             notes=[f"intel-extension-for-pytorch {ipex.__version__}"])
+            return Trainable(model, step, count_flops=False, predict=autocast_forward(model, dtype),
+                             **self._profiled(step, opts, ctx, [f"intel-extension-for-pytorch {ipex.__version__}"]))
         run_model = model
         if opts.optimize == "compile":
             run_model = torch.compile(model)
-        return Trainable(model, plain_step(run_model, optimizer, dtype),
-                         predict=autocast_forward(run_model, dtype))
+        step = plain_step(run_model, optimizer, dtype)
+        return Trainable(model, step, predict=autocast_forward(run_model, dtype), **self._profiled(step, opts, ctx))
+
+    @staticmethod
+    def _profiled(step, opts: Options, ctx, notes: list[str] | None = None) -> dict:
+        """The book profiled its training (a whole epoch): with `profile`, one training step after the timed
+        ones is profiled (core/train/profiler.py), and the record says the model trained that step more."""
+        notes = list(notes or [])
+        if not opts.profile:
+            return {"notes": notes}
+        notes.append("profile: one more training step after the timed ones, profiled (the book profiled a "
+                     "whole epoch of training); evaluation follows it")
+        return {"notes": notes, "hooks": [ProfileAfterTraining(step, ctx.device)]}
 
 
 PIPELINE = IpexOptimize()

@@ -20,18 +20,17 @@ names stands for a printed one is pipelines/core/report/shares.py's (`PRINTED_AS
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated, Callable, Literal
+from typing import Annotated, Literal
 
 import click
 import torch
-from torch.profiler import ProfilerActivity, profile
 
 from pipelines.core.train import models
+from pipelines.core.train.profiler import profile_call
 from pipelines.core.harness.pipeline import Measured, Measurement
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 BOOK_OPS = ("aten::mkldnn_convolution", "aten::max_pool2d_with_indices", "aten::addmm", "aten::clamp_min")
-COMPILED_EVENTS = ("CompiledFunction", "CompiledFunctionBackward")
 
 
 @dataclass(frozen=True)
@@ -41,23 +40,6 @@ class Options:
     compile: bool = False
     warmup: Annotated[int, click.IntRange(min=0)] = 0  # untimed calls before the profiled one
     grad: bool = True  # a forward pass with autograd on, as the book's model(input_sample); False: no_grad
-
-
-def profile_call(call: Callable[[], object], top: int, cuda: bool) -> tuple[dict, str]:
-    """Profile one call: the self-CPU share of every op, the compiled-mode events' shares, and the table of
-    the `top` ops."""
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    with profile(activities=activities) as prof:
-        call()
-    events = prof.key_averages()
-    total = sum(e.self_cpu_time_total for e in events) or 1
-    ranked = sorted(events, key=lambda e: e.self_cpu_time_total, reverse=True)
-    shares = {e.key: round(100.0 * e.self_cpu_time_total / total, 2) for e in ranked}
-    metrics = {"self_cpu_total_ms": total / 1e3, "op_share_pct": shares}
-    for name in COMPILED_EVENTS:
-        inside = sum(e.cpu_time_total for e in events if e.key == name)
-        metrics[f"share_{name}_pct"] = round(100.0 * inside / total, 2)
-    return metrics, events.table(sort_by="self_cpu_time_total", row_limit=top)
 
 
 class Profile(Measurement[Options]):

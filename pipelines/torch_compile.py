@@ -9,6 +9,11 @@ Compilation is cold by default (`cache=false`: inductor's on-disk caches off for
 for the book: torch 2.0.0 had no compile cache, so every run compiled from scratch, and its end-to-end
 times hold a whole compilation. With the caches on, a second process on this machine compiled the CPU CNN
 in 1.4 s instead of 19.6 s, which would move a projected end-to-end ratio by 7 % (docs/timing.md).
+
+With `profile=true` (chapter 3's CPU entry) each arm also records the book's other chapter 3 figure: when
+its training ends, one forward pass of a training batch through the module it trained (eager, or the
+compiled one, whose graph is then warm) is profiled, and the report judges the printed op shares against
+it (core/train/profiler.py).
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ import torch
 
 from pipelines.core.train import models
 from pipelines.core.harness.pipeline import ConfigError, Trainable, TrainingPipeline
+from pipelines.core.train.profiler import ProfileAfterTraining
 from pipelines.core.train.steps import book_optimizer, plain_step
 
 
@@ -30,6 +36,7 @@ class Options:
     backend: str = "inductor"  # any of torch._dynamo.list_backends() (checked against this torch)
     fullgraph: bool = False
     cache: bool = False  # inductor's on-disk caches (false: compile cold, as torch 2.0.0, the book's, always did)
+    profile: bool = False  # after training: one forward pass profiled, for the book's op-share tables
 
 
 class Compile(TrainingPipeline[Options]):
@@ -53,7 +60,7 @@ class Compile(TrainingPipeline[Options]):
         model = models.build(cfg.model, classes=cfg.head_classes, weights=cfg.weights).to(ctx.device)
         optimizer = book_optimizer(model, cfg)
         if not opts.compile:
-            return Trainable(model, plain_step(model, optimizer))
+            return Trainable(model, plain_step(model, optimizer), hooks=self._profiled(model, opts, ctx))
         import torch._inductor.config as inductor_config
 
         # smoke scale proves the code path and judges no figure: its compiles may reuse the caches
@@ -66,9 +73,13 @@ class Compile(TrainingPipeline[Options]):
         # evaluation at bench scale is a learning check on the same weights: the eager model gives it without a
         # second compilation (eval mode is another graph: a cold compile of its own, outside any timing)
         return Trainable(model, plain_step(compiled, optimizer), predict=compiled if cfg.scale == "book" else None,
-                         notes=[f"torch.compile({kwargs}); inductor caches "
+                         hooks=self._profiled(compiled, opts, ctx), notes=[f"torch.compile({kwargs}); inductor caches "
                                 f"{'off (cold)' if inductor_config.force_disable_caches else 'on'}; "
                                 f"dynamo backends here: {backends}"])
+
+    @staticmethod
+    def _profiled(trained, opts: Options, ctx) -> list:
+        return [ProfileAfterTraining.forward_pass(trained, ctx.device)] if opts.profile else []
 
 
 PIPELINE = Compile()

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
+from pipelines.core.report import shares
 from pipelines.core.train import ipex
 from pipelines.core.distributed import affinity
 
@@ -121,3 +122,9 @@ def test_ipex_optimize_runs_for_real_in_the_ipex_venv(tmp_path, data_root):
         assert Path(rec["env"]["executable"]).parent == IPEX_PYTHON.parent
         has_note = any("intel-extension-for-pytorch" in note for note in rec.get("notes", []))
         assert has_note == variant.startswith("ipex")
+        # the book's training profiles: one training step profiled when the timed steps end, said in the notes
+        assert rec["metrics"]["op_share_pct"] and any(n.startswith("profile: one more training step")
+                                                      for n in rec["notes"])
+    assert any(op.startswith("torch_ipex::") for op in recs["ipex-fp32"]["metrics"]["op_share_pct"])
+    judged = shares.share_rows(list(recs.values()))
+    assert {r.variant for r in judged} == {"baseline", "ipex-fp32"} and len(judged) == 20  # top 10 each

@@ -51,6 +51,10 @@ def test_ready_entry_runs_at_smoke_scale(entry, data_root, tmp_path):
             assert (metrics["share_CompiledFunction_pct"] > 0) == compiled
             assert (metrics["share_CompiledFunctionBackward_pct"] > 0) == (compiled and rec["variant"] != "profile")
             continue
+        if rec["config"]["options"].get("profile"):  # a timing entry that also records the book's profile
+            assert metrics["op_share_pct"] and "profile_table" in rec["artifacts"]
+            if rec["pipeline"] == "torch_compile":  # a forward pass: CompiledFunction only where compiled
+                assert (metrics["share_CompiledFunction_pct"] > 0) == rec["config"]["options"]["compile"]
         if rec["pipeline"] == "compiled_inference":  # same predictions, timed apart from compilation
             assert metrics["argmax_agreement_pct"] == 100 and metrics["max_abs_diff_vs_eager"] < 1e-4
             assert metrics["measured_steps"] == 3 and metrics["throughput_samples_per_s"] > 0

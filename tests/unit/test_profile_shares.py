@@ -58,7 +58,7 @@ def test_renamed_ops_are_found_under_today_s_names():
 def _ch1_forward_profile(grad: bool = True) -> dict[str, float]:
     import torch
 
-    from pipelines.profiling import profile_call
+    from pipelines.core.train.profiler import profile_call
     from pipelines.core.train import models
 
     torch.manual_seed(0)
@@ -87,7 +87,7 @@ def test_every_op_ch1_printed_is_in_today_s_profile_of_the_book_s_cnn():
 
 def test_the_report_judges_every_printed_share_of_a_recorded_profile(tmp_path):
     """A profile record has no throughput, so no Results row: the section reads the records themselves."""
-    from pipelines.core.report import summary
+    from pipelines.core.report import views
 
     entry = experiments.get("ch1-profile-ops")
     profile = {**{op: pct for op, pct in PROFILE_CH3_EAGER.items()}, "aten::view": 0.2, "aten::flatten": 0.1}
@@ -109,7 +109,7 @@ def test_the_report_judges_every_printed_share_of_a_recorded_profile(tmp_path):
     assert {row.metric for row in shares.share_rows(recs) if row.verdict == shares.DIFFERS} == \
         {"share_mkldnn_convolution_pct"}
     write(tmp_path, "profile", recs)
-    written = summary.write_report(tmp_path, formats=("md",))
+    written = views.write_report(tmp_path, formats=("md",))
     markdown = written.paths[0].read_text()
     cells = table_rows(markdown, "Profile shares")
     assert len(cells) == 20 and "19 of 20 shares match: differ ch1-profile-ops [profile] " \
@@ -123,7 +123,7 @@ def test_compiled_function_s_printed_share_is_found_in_today_s_compiled_profile(
     '## Call CompiledFxGraph' record inside it. A compiled forward pass (autograd on) shows it."""
     import torch
 
-    from pipelines.profiling import profile_call
+    from pipelines.core.train.profiler import profile_call
     from pipelines.core.train import models
 
     torch._dynamo.reset()
@@ -134,3 +134,31 @@ def test_compiled_function_s_printed_share_is_found_in_today_s_compiled_profile(
     measured = shares.measured_shares(metrics["op_share_pct"])
     share, ops = measured["share_CompiledFunction_pct"]
     assert any(op.startswith("## Call CompiledFxGraph") for op in ops) and share > 5.0
+
+
+def test_a_timing_entry_profiles_one_forward_pass_when_training_ends_and_its_shares_are_judged():
+    """ch3-compile-cnn-cpu times training and carries the book's forward-pass tables: the hook profiles one
+    forward pass of a training batch after the timed steps, changes no weight, and the report judges every
+    printed share of the arm against it."""
+    import torch
+
+    from pipelines.core.train import models
+    from pipelines.core.train.loop import Trainable
+    from pipelines.core.train.profiler import ProfileAfterTraining
+
+    torch.manual_seed(0)
+    model = models.build("cnn_fmnist", classes=10)
+    before = [p.detach().clone() for p in model.parameters()]
+    batch = (torch.randn(64, 1, 28, 28), torch.zeros(64, dtype=torch.long))
+    trainable = Trainable(model, lambda x, y: None)
+    hook = ProfileAfterTraining.forward_pass(model, torch.device("cpu"))
+    hook.train_start(trainable, type("Loaders", (), {"train": [batch]})())
+    hook.train_end(trainable, epoch=1)
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters()))
+    profile = trainable.metrics["op_share_pct"]
+    assert profile["aten::mkldnn_convolution"] > 5 and "profile_table" in trainable.artifacts
+    rec = record("ch3-compile-cnn-cpu", "eager", 1000.0)
+    rec["metrics"].update(trainable.metrics)
+    judged = shares.share_rows([rec])
+    assert {row.metric for row in judged} == {shares.share_metric(op) for op in PROFILE_CH3_EAGER}
+    assert all(row.variant == "eager" and row.repeats == 1 for row in judged)
