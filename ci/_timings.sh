@@ -1,7 +1,7 @@
 # shellcheck shell=bash
 # Shared by ci/reference-timings.sh and ci/gpu-reference.sh (sourced, not run): the catalog's id lists,
 # data preparation, and one measured launch that must leave a new record. The caller sets PYTHON, DATA,
-# REPEATS, the array SIZE (--scale and how much each arm runs) and an array `failed`; `accel` runs the
+# ROUNDS, the array SIZE (--scale and how much each arm runs) and an array `failed`; `accel` runs the
 # package with PYTHON.
 
 accel() { "$PYTHON" -m pipelines "$@"; }
@@ -58,7 +58,7 @@ measure() {
   [[ "${ENTRY_TIMEOUT:-0}" -gt 0 ]] && limit=(timeout -k 15 "$ENTRY_TIMEOUT")
   # shellcheck disable=SC2153  # SIZE is the sourcing script's array (see the header)
   if ! "${limit[@]}" env "${knobs[@]}" "$PYTHON" -m pipelines launch "$id" "${SIZE[@]}" "$@" \
-       --rounds "$REPEATS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
+       --rounds "$ROUNDS" --data-root "$DATA" --results-dir "$out" --no-baseline; then
     failed+=("$id (exit code)")
     return 0
   fi
@@ -66,12 +66,12 @@ measure() {
 }
 
 # compare_argv OUT ID[@ARM]...: sets `argv` to the `accel compare` command that measures them as one
-# comparison: REPEATS rounds, each one process per group of arms that share a process environment (ABBA
-# order). The rounds are the rule, as REPEATS is for one launch, so the time budget is out of the way.
+# comparison: ROUNDS rounds, each one process per slot (the arms that share one), slots in ABBA order. The
+# rounds are the rule, as ROUNDS is for one launch, so the time budget is out of the way.
 compare_argv() {
   local out="$1"
   shift
-  argv=("$PYTHON" -m pipelines compare "$@" --rounds "$REPEATS" --budget-s 86400 --results-dir "$out"
+  argv=("$PYTHON" -m pipelines compare "$@" --rounds "$ROUNDS" --budget-s 86400 --results-dir "$out"
         "${SIZE[@]}" --data-root "$DATA")
 }
 

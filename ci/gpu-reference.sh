@@ -10,7 +10,7 @@
 # Knobs (echoed below):
 #   GPU_OUT   output folder (default: OUT_DIR argument, else $OUT/gpu-reference when $OUT is set, else
 #             results/reference/gpu-bench)
-#   STEPS     timed steps per repeat (default 30)     REPEATS  repeats per variant (default 3)
+#   STEPS     timed steps per arm and process (default 30)     ROUNDS  rounds of processes (default 3)
 #   DATA      dataset root (default data/; cifar10 and imdb are generated when missing, labelled generated)
 #   PYTHON    interpreter with the package installed (default .venv/bin/python)
 #   IDS       override the experiment list (space-separated; default: every ready entry whose target is cuda,
@@ -31,7 +31,11 @@ PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-30}"
 SIZE=(--scale bench --steps "$STEPS")  # how much each arm runs (ci/_timings.sh's measure reads it)
-REPEATS="${REPEATS:-3}"
+if [[ -n "${REPEATS:-}" ]]; then  # the knob's old name: rounds of processes are ROUNDS (docs/design.md)
+  echo "gpu-reference: REPEATS=$REPEATS is now called ROUNDS (rounds of processes): pass ROUNDS=$REPEATS" >&2
+  exit 2
+fi
+ROUNDS="${ROUNDS:-3}"
 EXTRAS="${EXTRAS:-1}"
 ENTRY_TIMEOUT="${ENTRY_TIMEOUT:-0}"
 dry=0
@@ -57,7 +61,7 @@ if [[ -z "${IDS:-}" ]]; then
     esac
   done
 fi
-echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS REPEATS=$REPEATS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
+echo "gpu-reference: GPU_OUT=$GPU_OUT STEPS=$STEPS ROUNDS=$ROUNDS DATA=$DATA PYTHON=$PYTHON GPUS=$GPUS" \
      "ENTRY_TIMEOUT=$ENTRY_TIMEOUT EXTRAS=$EXTRAS dry_run=$dry"
 for knob in ENTRY_TIMEOUT GPUS; do
   [[ "${!knob}" =~ ^[0-9]+$ ]] || { echo "gpu-reference: error: $knob=${!knob} is not a whole number (e.g. $knob=2)" >&2; exit 2; }
@@ -103,7 +107,7 @@ measure_spec() {
   [[ -z "$knob" ]] || knobs=("$knob" "${knobs[@]}")
   if [[ $dry -eq 1 ]]; then
     local line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${SIZE[@]}" --device cuda "${extra[@]}"
-                --rounds "$REPEATS" --data-root "$DATA" --results-dir "$GPU_OUT" --no-baseline)
+                --rounds "$ROUNDS" --data-root "$DATA" --results-dir "$GPU_OUT" --no-baseline)
     echo "${line[*]}"
   else
     measure "$GPU_OUT" "${spec%%:*}" "${knobs[@]}" -- --device cuda "${extra[@]}"
@@ -133,6 +137,6 @@ fi
 for spec in "${run_ids[@]}"; do measure_spec "$spec"; done
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$GPU_OUT" --out "$GPU_OUT" --experiments "$only" \
-  --note "GPU bench scale, $STEPS steps x $REPEATS repeats; published figures are the book's A100 runs"
+  --note "GPU bench scale, $STEPS steps x $ROUNDS rounds; published figures are the book's A100 runs"
 if [[ ${#failed[@]} -gt 0 ]]; then echo "gpu-reference: FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "gpu-reference: done; see $GPU_OUT/report.md"

@@ -36,7 +36,7 @@ if __name__ == "__main__":  # before torch loads: libgomp would print its own wa
 
 from pipelines.core.config import experiments  # noqa: E402
 from pipelines.selfcheck.book_loop import BOOK_EXPERIMENT, book_train_indices, main_book  # noqa: E402,F401
-from pipelines.selfcheck.harness_overhead import main_bench, summary  # noqa: E402,F401
+from pipelines.selfcheck.harness_overhead import main_bench, result_line  # noqa: E402,F401
 
 
 def main(argv: list[str] | None = None) -> int:

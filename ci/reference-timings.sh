@@ -8,8 +8,8 @@
 # Knobs (echoed below):
 #   REF_OUT   output folder (records + report.md/csv/html + PNGs; its old ones are replaced);
 #             default results/reference/cpu-<cores>core-bench
-#   REPEATS   rounds of every comparison (default 3: the fewest a verdict needs; each round is one process
-#             per group of arms that share a process environment, core/harness/sharing.py)
+#   ROUNDS    rounds of every comparison (default 3: the fewest a verdict needs; each round is one process
+#             per slot, the arms that share one: core/harness/sharing.py)
 #   BLOCKS    interleaved blocks per arm and process (default 6, about 0.5 s each)
 #   STEPS     timed steps per arm and process instead of time-matched blocks (default: unset)
 #   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default 60 / 6)
@@ -41,7 +41,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 DATA="${DATA:-data}"
 STEPS="${STEPS:-}"
-REPEATS="${REPEATS:-3}"
+if [[ -n "${REPEATS:-}" ]]; then  # the knob's old name: rounds of processes are ROUNDS (docs/design.md)
+  echo "reference-timings: REPEATS=$REPEATS is now called ROUNDS (rounds of processes): pass ROUNDS=$REPEATS" >&2
+  exit 2
+fi
+ROUNDS="${ROUNDS:-3}"
 BLOCKS="${BLOCKS:-6}"
 DIFF_FAIL_ABOVE="${DIFF_FAIL_ABOVE:-50}"
 # The overhead benchmark measures a few-percent effect: it gets twice the steps and repeats.
@@ -68,7 +72,7 @@ AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 # The explicit list, by chapter family. After an id, colon-separated extras: KEY=VALUE
 # tokens are launcher knobs, the rest accel arguments. Ids joined by + are one comparison (accel compare;
 # ID@ARM names one arm): its arms that share a process environment run in one process per round,
-# interleaved in blocks, the others in processes of their own, ABBA, REPEATS rounds. Thread and rank sweeps
+# interleaved in blocks, the others in processes of their own, ABBA, ROUNDS rounds. Thread and rank sweeps
 # stop at this machine's cores; Table 9.2's ranks are compared with the threads arm of the same total cores,
 # in the same rounds. ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU
 # workload; with no loader workers, which would compete with its arms for the 2 cores, its fp32 and bf16
@@ -87,7 +91,7 @@ EXCLUDE="${EXCLUDE:-}"
 dry=0
 [[ "${1:-}" == "--dry-run" ]] && dry=1
 
-echo "reference-timings: REF_OUT=$REF_OUT REPEATS=$REPEATS BLOCKS=$BLOCKS STEPS=${STEPS:-time-matched blocks}" \
+echo "reference-timings: REF_OUT=$REF_OUT ROUNDS=$ROUNDS BLOCKS=$BLOCKS STEPS=${STEPS:-time-matched blocks}" \
   "DATA=$DATA cores=$cores PYTHON=$PYTHON" \
   "AGAINST=${AGAINST:-none}" "EXCLUDE=${EXCLUDE:-none}"
 # How much each arm runs in each process: time-matched blocks, or STEPS timed steps split over them.
@@ -138,7 +142,7 @@ if [[ $dry -eq 1 ]]; then
     fi
     split_spec "$spec"
     line=("${knobs[@]}" "$PYTHON" -m pipelines launch "${spec%%:*}" "${SIZE[@]}" "${extra[@]}"
-          --rounds "$REPEATS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
+          --rounds "$ROUNDS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
     echo "${line[*]}"
   done
   exit 0
@@ -176,7 +180,7 @@ summary="${GITHUB_STEP_SUMMARY:-$REF_OUT/summary.md}"
 markdown=(--markdown "$summary")
 [[ -n "$AGAINST" ]] && markdown=()
 accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
-  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" \
+  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}" \
   --junit "$REF_OUT/verdicts.xml" "${markdown[@]}"
 
 if [[ -n "$AGAINST" ]]; then
@@ -187,7 +191,7 @@ if [[ -n "$AGAINST" ]]; then
   # Neither of the last two is a failure of this run: each is said in one line.
   rc=0
   accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
-    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $REPEATS rounds on $cores cores}" \
+    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}" \
     --junit "$REF_OUT/verdicts.xml" --markdown "$summary" --fail-on-reversal || rc=$?
   if [[ $rc -eq 1 ]]; then
     failed+=("drift (a conclusive verdict reversed against $AGAINST)")

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from pipelines.core.report.summary import ids_makefile, map_markdown
+from pipelines.core.report.views import ids_makefile, map_markdown
 
 page = Path(__file__).resolve().parents[1] / "docs" / "experiments.md"
 text = page.read_text()

@@ -12,7 +12,7 @@ from conftest import REPO
 from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import load
 
-GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v2.json").read_text())
+GOLDEN = json.loads((REPO / "tests" / "golden" / "result_v3.json").read_text())
 CPU_REFERENCES = sorted((REPO / "results" / "reference").glob("cpu-*-bench"))  # one per machine class
 
 

@@ -36,7 +36,7 @@ from pipelines.core.harness import arms, plan as planning, refusals
 from pipelines.core.harness.pipeline import Preparation, warmup_config
 from pipelines.core.record import envinfo, results
 from pipelines.core.train import loop, memory, models, progress
-from pipelines.selfcheck.harness_overhead import ARMS, EXPERIMENT, LOCAL, summary
+from pipelines.selfcheck.harness_overhead import ARMS, EXPERIMENT, LOCAL, result_line
 
 BOOK_EXPERIMENT = "ch2-baseline"  # the entry whose `accel run --scale book` is set against the book's loop
 BOOK_DATASETS = ("fashion_mnist",)  # the book's chapter-2 loop is written for Fashion-MNIST
@@ -124,7 +124,7 @@ def spread_pct(values: list[float]) -> float | None:
     return 100 * statistics.stdev(values) / statistics.fmean(values) if len(values) > 1 else None
 
 
-def book_summary(train_s: dict[str, list[float]], throughput: dict[str, list[float]], epochs: int,
+def book_result_line(train_s: dict[str, list[float]], throughput: dict[str, list[float]], epochs: int,
                  steps: int) -> str:
     """The issue's reading (shared / book training time per adjacent pair: median, range), the report's
     reading (throughput ratio, 95 % interval, overhead against the goal) and each arm's spread."""
@@ -135,7 +135,7 @@ def book_summary(train_s: dict[str, list[float]], throughput: dict[str, list[flo
     return (f"book scale ({epochs} epoch(s), {steps} steps a repeat): training time shared / book loop, per "
             f"pair: median {statistics.median(pairs):.3f}, range {min(pairs):.3f}-{max(pairs):.3f}; "
             f"spread (CV of training time): {spread}\n"
-            + summary(throughput["shared-loop"], throughput["hand-loop"], steps).replace(
+            + result_line(throughput["shared-loop"], throughput["hand-loop"], steps).replace(
                 "hand-written loop", "book loop"))
 
 
@@ -179,5 +179,5 @@ def main_book(args) -> int:
                 dist=LOCAL,
                 env=envinfo.fingerprint()))
             path = results.write(results.result_path(args.results_dir, EXPERIMENT, run_id), records)
-    print(book_summary(train_s, throughput, cfg.epochs, steps) + f"; wrote {path}")
+    print(book_result_line(train_s, throughput, cfg.epochs, steps) + f"; wrote {path}")
     return 0

@@ -58,7 +58,7 @@ def one(arm: str, cfg, ctx, loaders) -> dict:
     return hand_loop(step, loaders.train, cfg.warmup_steps, cfg.steps, cfg.batch_size, ctx.device)
 
 
-def summary(shared_runs: list[float], hand_runs: list[float], steps: int) -> str:
+def result_line(shared_runs: list[float], hand_runs: list[float], steps: int) -> str:
     """The printed line: both loops' mean throughput, the ratio with its 95 % interval over the repeats (the
     report's own, so the two never disagree), and the overhead read against the goal by that interval."""
     shared, hand = statistics.fmean(shared_runs), statistics.fmean(hand_runs)
@@ -92,5 +92,5 @@ def main_bench(args) -> int:
                 dist=LOCAL,
                 env=envinfo.fingerprint()))
     path = results.write(results.result_path(args.results_dir, EXPERIMENT, run_id), records)
-    print(summary(throughput["shared-loop"], throughput["hand-loop"], args.steps) + f"; wrote {path}")
+    print(result_line(throughput["shared-loop"], throughput["hand-loop"], args.steps) + f"; wrote {path}")
     return 0

@@ -140,7 +140,7 @@ def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tm
     asked = requests.read(log.split(f"{requests.FLAG} ", 1)[1].split()[0])  # one request: both arms, one repeat
     assert [(e, [c["variant"] for c in cs]) for e, cs in asked.plans] == [("ch2-baseline", ["baseline"]),
                                                                            ("ch2-nobias", ["nobias"])]
-    assert all(c["repeats"] == 1 and not c["repeats_auto"] for _, cs in asked.plans for c in cs)
+    assert all(c["rounds"] is None and c["repeats"] == 1 and not c["auto"] for _, cs in asked.plans for c in cs)
     # the verdict is the last thing printed: a table of this comparison's arms, then the records line
     lines = out.stdout.strip().splitlines()
     assert lines[0] == "verdict:" and "ch2-nobias [nobias]" in out.stdout and lines[-1].startswith("records: ")

@@ -105,7 +105,7 @@ def test_the_estimate_multiplies_recorded_step_times_and_says_how_it_was_made(tm
 def test_bench_is_the_default_scale_of_every_experiment_command():
     from pipelines.core.cli.main import cli
 
-    assert SCALE_DEFAULTS["bench"].repeats == "auto"
+    assert SCALE_DEFAULTS["bench"].rounds == "auto"
     run_scale = next(p for p in cli.commands["run"].params if p.name == "scale")
     assert run_scale.default == "bench"
 
@@ -145,7 +145,7 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
     assert len(result["records"]) == 4 and result["report"].startswith("accel report --results-dir")
 
 
-def test_an_auto_run_bar_counts_the_budget_and_names_the_round(capsys):
+def test_an_auto_run_bar_counts_the_budget_and_names_the_repeat(capsys):
     from pipelines.core.stats import stopping
     from pipelines.core.train import progress
 
@@ -155,7 +155,7 @@ def test_an_auto_run_bar_counts_the_budget_and_names_the_round(capsys):
     bars.finished({"variant": "eager", "repeat": 0, "status": "ok"})
     bars.close()
     err = capsys.readouterr().err
-    assert "ch3-compile-cnn-cpu round 2 (at most 50)" in err and "/120 s budget" in err
+    assert "ch3-compile-cnn-cpu repeat 2 (at most 50)" in err and "/120 s budget" in err
 
 
 def test_cpu_only_runs_silence_torchs_no_cuda_warning_that_would_land_in_the_bars():

@@ -160,9 +160,9 @@ def test_report_shows_interrupted_arms_and_computes_no_ratio_from_them(tmp_path)
     bs128 = rows[("ch2-bs128", "bs128")]
     assert bs128.verdict == stats_rows.INTERRUPTED and bs128.ratio is None and bs128.n == 0
     assert "after 0 of 45 steps" in bs128.why
-    from pipelines.core.report.summary import summary_table
+    from pipelines.core.report.views import verdict_table
 
-    text = summary_table(tmp_path)
+    text = verdict_table(tmp_path)
     assert "| interrupted" in text.replace("  ", " ") or " interrupted " in text
     assert "- interrupted: ch2-bs128 [bs128] repeat 0" in text
 

@@ -50,6 +50,7 @@ def test_config_is_frozen_and_recordable():
     ("epochs", 0, "--epochs"),
     ("steps", 0, "--steps"),
     ("repeats", 0, "--repeats"),
+    ("rounds", 0, "--rounds must be at least 1, got 0"),
     ("num_workers", -1, "--num-workers"),
     ("lr", 0.0, "--lr"),
     ("lr", float("inf"), "--lr must be a positive finite number"),

@@ -19,7 +19,7 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.record import machine_class
 from pipelines.core.record.results import load
 from pipelines.core.report import drift
-from pipelines.core.report import summary as report
+from pipelines.core.report import views as report
 from pipelines.core.stats import intervals
 from pipelines.core.stats import rows as stats_rows
 from recordutil import CPU_REFERENCES, ch2, drift_pair, record, table_rows, write

@@ -15,7 +15,7 @@ import pytest
 
 from conftest import REPO
 from pipelines.core.record.results import load
-from pipelines.core.report import summary as report
+from pipelines.core.report import views as report
 from pipelines.core.report import tables
 from pipelines.core.stats import intervals
 from recordutil import record, table_rows, write
@@ -62,7 +62,7 @@ def test_harness_overhead_script_prints_the_interval_reading():
     spec = importlib.util.spec_from_file_location("harness_overhead", REPO / "ci" / "harness-overhead.py")
     script = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(script)
-    line = script.summary([1115.0, 960.0, 1270.0], [1000.0, 1000.0, 1000.0], 60)
+    line = script.result_line([1115.0, 960.0, 1270.0], [1000.0, 1000.0, 1000.0], 60)
     assert "overhead -11.5 % (harness faster than the plain loop: within noise, no overhead measured)" in line
     assert "inconclusive" in line and "goal within" not in line
 

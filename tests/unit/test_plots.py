@@ -16,7 +16,7 @@ from conftest import REPO
 from pipelines.core.config import experiments
 from pipelines.core.record.results import load
 from pipelines.core.report import figures, scaling_plots, speedup_plots, tradeoff_plots
-from pipelines.core.report import summary as report
+from pipelines.core.report import views as report
 from pipelines.core.stats import rows as stats_rows
 from recordutil import ch2, record
 

@@ -12,7 +12,7 @@ import click
 from conftest import REPO
 from pipelines.core.config import request as requests
 from pipelines.core.config import experiments
-from pipelines.core.report.summary import map_markdown
+from pipelines.core.report.views import map_markdown
 
 README = REPO / "README.md"
 DOCS = REPO / "docs"
@@ -372,7 +372,7 @@ def test_readme_example_adds_a_technique_in_one_file(tmp_path, one_torch_thread)
 def test_the_makefile_s_id_list_is_the_catalog_s():
     """`make` reads its targets from catalog-ids.mk and starts no Python to list them: the file must equal the
     catalog's ids, in order (regenerate: .venv/bin/python ci/update-readme-map.py)."""
-    from pipelines.core.report.summary import ids_makefile
+    from pipelines.core.report.views import ids_makefile
 
     stale = "catalog-ids.mk is stale: run ci/update-readme-map.py"
     assert (REPO / "catalog-ids.mk").read_text() == ids_makefile(), stale

@@ -68,7 +68,7 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_measures_a_plus_joined_comparison_as_one(tmp_path):
-    """Ids joined by + are one comparison (accel compare, REPEATS rounds); its excluded members drop out."""
+    """Ids joined by + are one comparison (accel compare, ROUNDS rounds); its excluded members drop out."""
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline+ch2-nobias+ch2-bs256 ch6-prune"})
     assert result.returncode == 0, result.stderr
@@ -87,7 +87,7 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
         if report_drift.machine_classes(load(folder).records) != {here}:
             shutil.copytree(folder, others / folder.name)
     result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
-                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "REPEATS": "2",
+                                                  "EXCLUDE": "ch2-bs128", "STEPS": "2", "ROUNDS": "2",
                                                   "DATA": str(data_root), "REFERENCES": str(others)})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "== invariants: no reference of this machine class" in result.stdout
@@ -111,3 +111,14 @@ def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
     assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
     assert not (tmp_path / "g").exists()
 
+
+
+@pytest.mark.parametrize("name", ["reference-timings.sh", "gpu-reference.sh"])
+def test_the_old_repeats_knob_is_refused_with_the_name_of_the_new_one(name, tmp_path):
+    """ROUNDS counts rounds of processes (docs/design.md's glossary); the knob's old name is refused in one
+    line that names the new one, before any work, never read as a silent alias."""
+    result = script(name, "--dry-run", env={"REPEATS": "5", "REF_OUT": str(tmp_path / "r"),
+                                            "GPU_OUT": str(tmp_path / "g")}, timeout=30)
+    assert result.returncode == 2 and result.stdout == ""
+    assert result.stderr.splitlines() == [f"{name[:-3]}: REPEATS=5 is now called ROUNDS (rounds of processes): "
+                                          "pass ROUNDS=5"]

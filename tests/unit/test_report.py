@@ -18,7 +18,7 @@ import pytest
 from conftest import REPO, accel
 from recordutil import GOLDEN, SAMPLES, ch2, record, rows_for, steps, table_rows, write  # noqa: F401
 from pipelines.catalog import decisions
-from pipelines.core.report import summary as report
+from pipelines.core.report import views as report
 from pipelines.core.report import document
 from pipelines.core.config import experiments
 from pipelines.core.stats import rows as stats_rows, intervals

@@ -29,10 +29,10 @@ def test_every_entry_s_plan_comes_back_from_its_request_unchanged(tmp_path, scal
 
 def test_a_round_s_request_is_one_repeat_with_no_rule_of_its_own(tmp_path):
     plan = build_plan("ch2-nobias", "bench", (), (), {"results_dir": tmp_path})
-    assert plan.configs[0].repeats_auto
+    assert plan.configs[0].auto and plan.configs[0].rounds
     asked = worker.request_of([plan], "r1", one_repeat=True)
     [cfg] = worker.plans_of(asked)[0].configs
-    assert (cfg.repeats, cfg.repeats_auto, cfg.budget_s) == (1, False, None)
+    assert (cfg.rounds, cfg.repeats, cfg.auto, cfg.budget_s) == (None, 1, False, None)
     assert worker.record_paths(asked) == [tmp_path / "ch2-nobias--r1.jsonl"]
 
 

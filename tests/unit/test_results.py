@@ -7,7 +7,7 @@ import pytest
 from pipelines.core.record import results
 from pipelines.core.config.runconfig import RunConfig
 
-GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v2.json").read_text())
+GOLDEN = json.loads((Path(__file__).parents[1] / "golden" / "result_v3.json").read_text())
 
 
 def test_golden_record_is_valid_and_its_keys_are_the_schema():
@@ -62,7 +62,7 @@ def test_an_older_schema_is_read_in_today_s_words_and_left_as_it_is_on_disk(tmp_
     """accel.result/1 called a record's comparison `pairing.group`; /2 calls it `pairing.comparison`
     (docs/design.md's glossary). Committed references keep their /1 files, and every reader takes them."""
     old = json.loads((Path(__file__).parents[1] / "golden" / "result_v1.json").read_text())
-    assert old["schema"] == "accel.result/1" and results.SCHEMA == "accel.result/2"
+    assert old["schema"] == "accel.result/1" and results.SCHEMA == "accel.result/3"
     old["pairing"] = {"group": "20261101T000000Z-abcdef", "round": 2, "process": "p"}
     path = tmp_path / "old.jsonl"
     path.write_text(json.dumps(old) + "\n")
@@ -74,6 +74,20 @@ def test_an_older_schema_is_read_in_today_s_words_and_left_as_it_is_on_disk(tmp_
     assert loaded["pairing"]["comparison"] == "20261101T000000Z-abcdef"
     with pytest.raises(results.SchemaError, match="unknown schema"):
         results.validate(json.loads(path.read_text()))  # written records are always today's schema
+
+
+def test_a_version_2_record_reads_its_one_count_as_repeats_in_one_process(tmp_path):
+    """accel.result/2 kept one `repeats` for rounds and repeats, and `repeats_auto`; /3 counts them apart
+    (`rounds`, `repeats`, `auto`). An older record was always written by one process: rounds null."""
+    old = json.loads((Path(__file__).parents[1] / "golden" / "result_v2.json").read_text())
+    assert old["config"]["repeats_auto"] is False and "rounds" not in old["config"]
+    path = tmp_path / "v2.jsonl"
+    path.write_text(json.dumps(old) + "\n")
+    (read,) = results.read(path)
+    assert read["schema"] == "accel.result/3"
+    assert (read["config"]["rounds"], read["config"]["repeats"], read["config"]["auto"]) == (None, 3, False)
+    assert "repeats_auto" not in read["config"]
+    assert set(read["config"]) == set(GOLDEN["config"])  # today's words, no others
 
 
 def test_unwritable_results_dir_is_a_config_error(tmp_path):

@@ -87,22 +87,27 @@ def test_a_missing_interval_is_never_precise_and_the_backstop_holds():
     while rule.should_start(0):
         rule.after_round({"x [a]": None, "x [b]": 0.01}, round_s=1)
     assert (rule.stopped_by, rule.rounds) == ("max_repeats", 4)
-    summary = rule.summary()
+    summary = rule.as_record()
     assert summary["rule"] == "auto" and summary["widths"] == {"x [a]": None, "x [b]": 0.01}
 
 
-def test_bench_scale_defaults_to_auto_with_a_budget_and_a_count_is_fixed():
+def test_bench_scale_defaults_to_auto_rounds_with_a_budget_and_a_count_is_fixed():
+    """Rounds of processes and repeats inside one are two counts: bench scale's default is auto rounds (one
+    repeat a process), smoke scale's one repeat in this process; `auto` makes either the rule's."""
     settings = {"model": "cnn_fmnist", "dataset": "fashion_mnist"}
     bench = resolve(settings, None, {}, scale="bench", experiment="x", pipeline="p", variant="v")
-    assert bench.repeats_auto and bench.budget_s == repeat_rule.DEFAULT_BUDGET_S
-    assert bench.repeats == repeat_rule.MAX_AUTO_REPEATS
-    fixed = resolve(settings, None, {"repeats": 3}, scale="bench", experiment="x", pipeline="p", variant="v")
-    assert (fixed.repeats_auto, fixed.repeats, fixed.budget_s) == (False, 3, None)
+    assert bench.auto and bench.budget_s == repeat_rule.DEFAULT_BUDGET_S
+    assert (bench.rounds, bench.repeats) == (repeat_rule.MAX_AUTO_REPEATS, 1)
+    fixed = resolve(settings, None, {"rounds": 3}, scale="bench", experiment="x", pipeline="p", variant="v")
+    assert (fixed.auto, fixed.rounds, fixed.repeats, fixed.budget_s) == (False, 3, 1, None)
     smoke = resolve(settings, None, {"repeats": "auto", "budget_s": 20}, scale="smoke", experiment="x",
                     pipeline="p", variant="v")
-    assert smoke.repeats_auto and smoke.budget_s == 20
+    assert smoke.auto and smoke.budget_s == 20
+    assert (smoke.rounds, smoke.repeats) == (None, repeat_rule.MAX_AUTO_REPEATS)
+    book = resolve(settings, None, {"rounds": "auto"}, scale="book", experiment="x", pipeline="p", variant="v")
+    assert book.auto and (book.rounds, book.repeats) == (repeat_rule.MAX_AUTO_REPEATS, 1)
     with pytest.raises(ConfigError, match="--budget-s 0 must be a positive"):
-        resolve(settings, None, {"repeats": "auto", "budget_s": 0}, scale="bench", experiment="x",
+        resolve(settings, None, {"rounds": "auto", "budget_s": 0}, scale="bench", experiment="x",
                 pipeline="p", variant="v")
 
 
@@ -178,3 +183,18 @@ def test_a_real_auto_run_at_bench_scale_says_in_its_rounds_summary_which_rule_st
     recs = records(tmp_path)
     assert len(recs) == summary["rounds"] == len({r["pairing"]["process"] for r in recs})
     assert f"stopped by {summary['stopped_by']}" in out.stderr
+
+
+def test_a_rank_started_by_hand_runs_its_rounds_as_repeats_of_its_one_process(tmp_path):
+    """`launch/torchrun.sh run ID` at bench scale: the launcher's ranks are the only process there is, so
+    the plan's rounds (auto: the rule's, at most MAX_AUTO_REPEATS) become repeats in it, under the same rule."""
+    from pipelines.core.cli.run_command import build_plan, in_one_process, in_rounds
+
+    plan = build_plan("ch2-nobias", "bench", (), (), {"results_dir": tmp_path})
+    assert in_rounds(plan.configs[0])
+    here = in_one_process(plan)
+    cfg = here.configs[0]
+    assert not in_rounds(cfg) and (cfg.rounds, cfg.repeats, cfg.auto) == (None, repeat_rule.MAX_AUTO_REPEATS, True)
+    assert execute._stop_rule(here.configs).max_rounds == repeat_rule.MAX_AUTO_REPEATS
+    fixed = in_one_process(build_plan("ch2-nobias", "bench", (), (), {"results_dir": tmp_path, "rounds": 3}))
+    assert (fixed.configs[0].repeats, fixed.configs[0].auto, execute._stop_rule(fixed.configs)) == (3, False, None)

@@ -14,7 +14,7 @@ from pipelines.core.config import experiments
 
 def catalog_row(e: experiments.Experiment) -> dict[str, str]:
     """One experiment as `accel list` shows it (the table's columns, the --json objects' keys)."""
-    from pipelines.core.report.summary import published_ratio_text
+    from pipelines.core.report.views import published_ratio_text
 
     return {"id": e.id, "status": e.status, "target": e.target, "launcher": e.launcher,
             "reproduces": e.reproduces, "published_ratio": published_ratio_text(e), "compares": e.compares}
@@ -35,7 +35,7 @@ def list_cmd(status: str | None, markdown: bool, as_json: bool, wide: bool) -> N
 
     from tabulate import tabulate
 
-    from pipelines.core.report.summary import map_markdown
+    from pipelines.core.report.views import map_markdown
 
     if markdown:
         click.echo(map_markdown())
@@ -68,11 +68,11 @@ def _clip(text: str, width: int) -> str:
 @click.option("--json", "as_json", is_flag=True, help="The catalog entry as one JSON object, for scripts.")
 def show(experiment_id: str, as_json: bool) -> None:
     """Everything the catalog knows about one experiment."""
-    from pipelines.core.report.summary import describe
+    from pipelines.core.report.views import entry_text
 
     entry = experiments.get(experiment_id)
     if not as_json:
-        click.echo(describe(entry))
+        click.echo(entry_text(entry))
         return
     whole = dataclasses.asdict(entry)
     for fig, shown in zip(entry.published, whole["published"]):

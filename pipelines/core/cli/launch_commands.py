@@ -68,7 +68,7 @@ def launch(experiment_id: str, args: tuple[str, ...]) -> None:
     the_plan = plan_from_params(options)
     first = the_plan.configs[0]
     env = {**os.environ, **{k: v for k, v in entry.knobs.items() if k not in os.environ}}
-    if in_rounds(first, options) and not printing:  # rounds, each process through the launcher
+    if in_rounds(first) and not printing:  # rounds, each process through the launcher
         bench_rounds(the_plan, options, options["no_baseline"], options["dry_run"], options["as_json"], "launch")
         return
     choice = preview.baseline_choice(entry, the_plan.configs, first.scale, first.results_dir,

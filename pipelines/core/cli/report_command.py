@@ -40,7 +40,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
            experiment_ids: str, note: str, fail_on_reversal: bool, junit_path: Path | None,
            markdown_path: Path | None, strict: bool) -> None:
     """Published vs reproduced, from result files only."""
-    from pipelines.core.report.summary import FORMATS, summary_table, write_report
+    from pipelines.core.report.views import FORMATS, verdict_table, write_report
 
     if against is not None and not against.is_dir():
         raise ConfigError(f"--against {against} is not a folder; pass a results folder such as "
@@ -60,7 +60,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
         if path is not None:
             check_folder(path.parent, f"{flag}'s folder", f"pass {flag} with a file in a writable folder")
     if out_dir is None and not ci_files:
-        click.echo(summary_table(results_dir, strict))
+        click.echo(verdict_table(results_dir, strict))
         return
     only = [e.strip() for e in experiment_ids.split(",") if e.strip()]
     for experiment_id in only:

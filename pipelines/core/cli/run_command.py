@@ -12,7 +12,7 @@ import click
 from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
                                      fail, share_option)
 from pipelines.core.config import experiments
-from pipelines.core.config.runconfig import BOUNDS, DATASETS, DEVICES, SCALES
+from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
 
 
@@ -97,13 +97,16 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core.train import progress
 
     params = click.get_current_context().params
-    plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (counted)
+    plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (check_counts)
     first = plan.configs[0]
     # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
     launched = placement.placement().launched
-    if in_rounds(first, params) and not launched:
+    if in_rounds(first) and not launched:
         bench_rounds(plan, params, no_baseline, dry_run, as_json)
         return
+    if launched and in_rounds(first):  # the launcher's ranks are the one process: its rounds are repeats there
+        plan = in_one_process(plan)
+        first = plan.configs[0]
     choice = preview.baseline_choice(plan.experiment, plan.configs, first.scale, first.results_dir,
                                      refused=no_baseline or launched)
     if dry_run:
@@ -116,11 +119,11 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
 
 
 def finish(plans, outcomes, as_json: bool) -> None:
-    """What a run ends with: its summary and verdict (or the verdict as JSON), once per run: a distributed
+    """What a run ends with: its repeats' lines and verdict (or the verdict as JSON), once per run: a distributed
     run's rank 0 (the rank that wrote the records) says it."""
     if not any(o.path for o in outcomes) and outcomes[0].launched:
         return
-    from pipelines.core.report.summary import print_run_summary
+    from pipelines.core.report.views import print_repeats
     from pipelines.core.stats import verdict
 
     ids = [p.experiment.id for p in plans]
@@ -130,7 +133,7 @@ def finish(plans, outcomes, as_json: bool) -> None:
     if as_json:
         click.echo(verdict.as_json(records, ids, paths, results_dir))
         return
-    print_run_summary(records, None)
+    print_repeats(records, None)
     click.echo(verdict.text(records, ids, paths, results_dir))
 
 
@@ -150,7 +153,7 @@ def bench_rounds(plan, params: dict, no_baseline: bool, dry_run: bool, as_json: 
     title = f"{entry.id} with its baseline {choice.bring}" if choice.bring else entry.id
     planned = comparison.plan_comparison(
         requests, plan_maker(params, known=plan), dict(os.environ), first.results_dir,
-        None if first.repeats_auto else first.repeats, first.budget_s or comparison.NO_BUDGET_S,
+        None if first.auto else first.rounds, first.budget_s or comparison.NO_BUDGET_S,
         params.get("halfwidth"), allocator_choice=params.get("allocator") or "auto",
         share=params.get("share") or "auto", title=title, notes=[choice.note], serving=serving)
     measure_comparison(planned, params, dry_run, as_json, [r[0] for r in requests], serving)
@@ -178,7 +181,7 @@ def measure_comparison(planned, params: dict, dry_run: bool, as_json: bool, ids,
         finished = sum(r["status"] == "ok" for r in kept)
         raise Interrupted(stop.signum, planned.results_dir if kept else None, finished,
                           any(r["status"] == "interrupted" for r in kept)) from None
-    click.echo(rounds.describe(measured.summary), err=True)
+    click.echo(rounds.summary_line(measured.summary), err=True)
     click.echo(verdict.as_json(measured.records, ids, measured.paths, planned.results_dir, serving) if as_json else
                verdict.text(measured.records, ids, measured.paths, planned.results_dir,
                             method=f"allocator {planned.allocator.text}", serving=serving))
@@ -220,23 +223,32 @@ def single_plan_text(plan, choice, launcher: str | None, env=None) -> str:
     entry, first = plan.experiment, plan.configs[0]
     layouts = [preview.layout(entry, cfg, launcher, env, in_process_threads=torch.get_num_threads())
                for cfg in plan.configs]
-    rounds = None if first.repeats_auto else first.repeats
+    repeats = None if first.auto else first.repeats
     how = f"{entry.id} under launch/{launcher}.sh" if launcher and launcher != "local" else entry.id
     return preview.plan_text(how, [(cfg, preview.against_text(entry, cfg.variant)) for cfg in plan.configs], layouts,
-                         preview.repeat_rule(first), estimate(plan.configs, first.results_dir, rounds,
-                                                                      first.budget_s if rounds is None else None,
+                         preview.repeat_rule(first), estimate(plan.configs, first.results_dir, repeats,
+                                                                      first.budget_s if repeats is None else None,
                                                                       layouts[0].ranks * layouts[0].nodes),
                          first.results_dir, [choice.note])
 
 
-def in_rounds(first, params: dict) -> bool:
+def in_rounds(first) -> bool:
     """Whether a command measures in rounds of processes: bench scale, and book scale with --rounds."""
-    return first.scale == "bench" or params.get("rounds") is not None
+    return first.rounds is not None
 
 
-def counted(scale: str, rounds, repeats):
-    """The plan's count from `--rounds` (rounds of processes: bench and book scale) or `--repeats` (repeats
-    inside this process: smoke and book scale); a flag on the scale that has no such thing is refused."""
+def in_one_process(plan):
+    """The plan with its rounds run as repeats of this process (`auto` stays the rule's): for one rank of a
+    launcher started by hand, whose ranks are the only process the command has."""
+    import dataclasses
+
+    return dataclasses.replace(plan, configs=[dataclasses.replace(cfg, repeats=cfg.rounds, rounds=None)
+                                              for cfg in plan.configs])
+
+
+def check_counts(scale: str, rounds, repeats) -> None:
+    """`--rounds` counts rounds of processes (bench and book scale), `--repeats` repeats inside this process
+    (smoke and book scale): one of them, on a scale that has it (RunConfig checks their bounds)."""
     if rounds is not None and repeats is not None:
         raise ConfigError(f"--rounds {rounds} and --repeats {repeats} both given: --rounds counts rounds of processes, "
                           "--repeats repeats inside one process; pass one")
@@ -246,13 +258,6 @@ def counted(scale: str, rounds, repeats):
     if scale == "smoke" and rounds is not None:
         raise ConfigError(f"--rounds {rounds} runs rounds of processes, and smoke scale runs in this process: pass "
                           f"--repeats {rounds}, or --scale bench")
-    count = rounds if rounds is not None else repeats
-    low, high = BOUNDS["repeats"]
-    if isinstance(count, int) and not low <= count <= high:
-        flag = "--rounds" if rounds is not None else "--repeats"
-        raise ConfigError(f"{flag} must be at least {low}, got {count}" if count < low else
-                          f"{flag} must be at most {high:,}, got {count:,}")
-    return count
 
 
 def plan_from_params(parsed: dict):
@@ -261,7 +266,7 @@ def plan_from_params(parsed: dict):
     params = dict(parsed)
     for shown in NOT_PLANNED:
         params.pop(shown, None)
-    params["repeats"] = counted(params["scale"], params.pop("rounds", None), params.get("repeats"))
+    check_counts(params["scale"], params.get("rounds"), params.get("repeats"))
     return build_plan(params.pop("experiment_id"), params.pop("scale"), params.pop("variants"),
                       params.pop("option_items"), params)
 

@@ -36,7 +36,9 @@ class ScaleDefaults:
 
     steps: int | None
     warmup_steps: int
-    repeats: int | str  # a count, or "auto" (core/stats/stopping.py: until precise, or the budget is spent)
+    rounds: int | str | None  # rounds of processes: a count, or "auto" (core/stats/stopping.py: until
+    # precise, or the budget is spent); None: the command measures in its own process
+    repeats: int  # repeats of every arm inside that process
     eval_batches: int | None  # None: the whole test set
     blocks: int | None = None  # a round's process: cycles, one block per arm each (core/train/interleave.py)
     block_s: float | None = None  # seconds a block aims at (steps sized from warm-up); None: `steps` split
@@ -45,16 +47,17 @@ class ScaleDefaults:
 # smoke: prove the path works; bench: fixed timed steps after a timed warm-up, repeated until every arm's
 # interval is narrow or the budget is spent; book: the book's epochs and settings, one run, full test pass.
 SCALE_DEFAULTS = {
-    "smoke": ScaleDefaults(steps=3, warmup_steps=1, repeats=1, eval_batches=2),
-    "bench": ScaleDefaults(steps=40, warmup_steps=5, repeats=repeat_rule.AUTO, eval_batches=5, blocks=12,
+    "smoke": ScaleDefaults(steps=3, warmup_steps=1, rounds=None, repeats=1, eval_batches=2),
+    "bench": ScaleDefaults(steps=40, warmup_steps=5, rounds=repeat_rule.AUTO, repeats=1, eval_batches=5, blocks=12,
                            block_s=0.5),
-    "book": ScaleDefaults(steps=None, warmup_steps=0, repeats=1, eval_batches=None),
+    "book": ScaleDefaults(steps=None, warmup_steps=0, rounds=None, repeats=1, eval_batches=None),
 }
 
 
 # Upper bounds: far beyond any book or bench setting, so a typo (1e20 epochs, an extra zero or five) is
 # refused before work instead of running for years. Values are (lowest, highest).
-BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "repeats": (1, 1000), "steps": (1, 10**9),
+BOUNDS = {"batch_size": (1, 1 << 20), "epochs": (1, 100_000), "rounds": (1, 1000), "repeats": (1, 1000),
+          "steps": (1, 10**9),
           "blocks": (1, 10_000),
           "warmup_steps": (0, 10**9), "num_workers": (0, 1024), "seed": (0, 2**32 - 1),
           "image_size": (8, 8192), "prefetch_factor": (1, 1024)}
@@ -77,9 +80,12 @@ class RunConfig(Generic[O]):
     epochs: int = 1
     steps: int | None = None
     warmup_steps: int = 0
-    repeats: int = 1  # --rounds (bench, book) or --repeats (smoke, book); with repeats_auto: the most the rule may run
-    repeats_auto: bool = False  # auto: stop when every arm is precise enough, or at budget_s
-    budget_s: float | None = None  # --rounds auto's time budget for the whole run (seconds)
+    # --rounds: rounds of processes the command runs (bench scale, book scale with --rounds: harness/rounds.py);
+    # None: the command measures in its own process, and so does a worker, which measures one round
+    rounds: int | None = None
+    repeats: int = 1  # --repeats: repeats of every arm in this process (smoke and book scale)
+    auto: bool = False  # the count is the stopping rule's (rounds, or repeats without rounds); the field its most
+    budget_s: float | None = None  # with auto: the time budget of the whole run (seconds)
     eval_batches: int | None = None
     # bench scale, a round's process (core/train/interleave.py): cycles, every arm one block each, each block about
     # block_s seconds of the arm's steps (None: `steps` split evenly over the blocks, as with --steps)
@@ -124,7 +130,7 @@ class RunConfig(Generic[O]):
                                   if value < low else f"{flag} must be at most {high:,}, got {value:,}")
         if self.budget_s is not None:
             repeat_rule.check_budget(self.budget_s)
-            if not self.repeats_auto:
+            if not self.auto:
                 raise ConfigError(f"--budget-s {self.budget_s:g} applies to --rounds auto (or --repeats auto) only; "
                                   "drop it, or pass --rounds auto (bench scale's default)")
         if self.block_s is not None and not (math.isfinite(self.block_s) and 0.01 <= self.block_s <= 600):
@@ -212,15 +218,16 @@ def resolve(settings: Mapping[str, Any], options: Any, overrides: Mapping[str, A
     defaults = SCALE_DEFAULTS[scale]
     merged: dict[str, Any] = dict(settings)
     merged.update(steps=defaults.steps, warmup_steps=defaults.warmup_steps,
-                  repeats=defaults.repeats, eval_batches=defaults.eval_batches, blocks=defaults.blocks,
+                  rounds=defaults.rounds, repeats=defaults.repeats, eval_batches=defaults.eval_batches,
+                  blocks=defaults.blocks,
                   block_s=defaults.block_s)
     if overrides.get("steps") is not None and overrides.get("block_s") is None:
         merged["block_s"] = None  # --steps N: N timed steps an arm and process, split over its blocks
     if scale == "book":  # the book's own step budget, if an entry states one, wins at book scale
         merged["steps"] = settings.get("steps")
     merged.update({k: v for k, v in overrides.items() if v is not None})
-    if merged["repeats"] == repeat_rule.AUTO:
-        merged.update(repeats=repeat_rule.MAX_AUTO_REPEATS, repeats_auto=True)
+    if counts := [count for count in ("rounds", "repeats") if merged[count] == repeat_rule.AUTO]:
+        merged.update({count: repeat_rule.MAX_AUTO_REPEATS for count in counts}, auto=True)
         if merged.get("budget_s") is None:
             merged["budget_s"] = repeat_rule.DEFAULT_BUDGET_S
     known = {f.name for f in dataclasses.fields(RunConfig)}

@@ -44,7 +44,7 @@ ERROR = "accel: error: "
 class Console:
     """Where torchrun's tee threads write the ranks' lines (and torch's handlers the agent's): a rank's line
     goes to the terminal (rank 0's without its prefix), except `accel: error:` lines, which are kept by rank
-    for the one-line summary; anything else is the agent's and goes to the log."""
+    for the failure's one line; anything else is the agent's and goes to the log."""
 
     def __init__(self, terminal: TextIO, log: TextIO) -> None:
         self.terminal, self.log, self.lock = terminal, log, threading.Lock()
@@ -95,7 +95,7 @@ def _bound(args: argparse.Namespace, budget: Budget) -> None:
     args.rdzv_conf = ",".join(part for part in (args.rdzv_conf, waits) if part)
 
 
-def summary(failures: dict[int, Any], said: dict[int, list[str]]) -> tuple[str, int]:
+def failure_text(failures: dict[int, Any], said: dict[int, list[str]]) -> tuple[str, int]:
     """One line for torchrun's failures (rank -> ProcessFailure) and what the ranks said; the exit code is
     the failed rank's when it means a user mistake (2) or cannot-run-here (3), else 1."""
     rank, failure = min(failures.items(), key=lambda item: (item[1].exitcode >= 0, item[1].timestamp, item[0]))
@@ -155,7 +155,7 @@ def main(argv: list[str] | None = None) -> int:
         run(args)
     except ChildFailedError as exc:
         logging.exception("torchrun's report:\n%s", exc.format_msg())  # what plain torchrun prints
-        return fail(*summary(exc.failures, sys.stderr.errors))
+        return fail(*failure_text(exc.failures, sys.stderr.errors))
     except SignalException as exc:
         logging.error("stopped by %s", exc.sigval.name)
         terminal.write(f"accel: interrupted: torchrun was stopped by {exc.sigval.name}; each rank's output: "

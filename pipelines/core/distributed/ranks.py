@@ -132,7 +132,7 @@ def shutdown(timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
         gc.collect()
 
 
-def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
+def dist_section(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> dict[str, Any]:
     """The result's `dist` section (with ccl: which binding ran, and the oneCCL it loaded)."""
     return {"launcher": place.source, "backend": backend, "world_size": place.world_size,
             "nodes": max(place.nodes, len({(r["host"], r["node_rank"]) for r in per_rank})),
@@ -141,7 +141,7 @@ def describe(place: Placement, backend: str, per_rank: list[dict[str, Any]]) -> 
 
 
 class Session:
-    """One rank's part of a distributed run: `with Session(...) as s: runner(s.ctx, s.describe())`.
+    """One rank's part of a distributed run: `with Session(...) as s: runner(s.ctx, s.dist_section())`.
 
     Joining (`join`, or entering) pins this rank's cores, joins the group (bounded by `timeout_s`) and,
     under torchrun, turns the agent's SIGTERM into `Stopped`, recorded as an error: the agent sends it to
@@ -182,9 +182,9 @@ class Session:
         raise Stopped(f"stopped by {signal.Signals(signum).name} from the launcher (torchrun stops every rank "
                       "when one fails; SLURM when the job is cancelled or out of time)")
 
-    def describe(self) -> dict[str, Any]:
+    def dist_section(self) -> dict[str, Any]:
         """The result's `dist` section, with every rank's placement (a collective: all ranks call it)."""
-        return describe(self.place, self.backend, gather_objects(self.placement_info))
+        return dist_section(self.place, self.backend, gather_objects(self.placement_info))
 
     def abort(self, exc: BaseException, record: Path | None) -> None:
         self.stopping = True

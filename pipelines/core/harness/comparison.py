@@ -72,7 +72,7 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
         [([cfg for _, cfg in g.members if cfg.arm in runnable], g.key[0] in ("shared", "alone", "solo")) for g in groups
          if any(cfg.arm in runnable for _, cfg in g.members)], results_dir, rounds,
         budget_s if rounds is None else None)
-    shown_rule = dataclasses.replace(first, repeats_auto=True, budget_s=budget_s) if rounds is None else first
+    shown_rule = dataclasses.replace(first, auto=True, budget_s=budget_s) if rounds is None else first
     why_not = "" if shared or share != "auto" else \
         "the allocator is not pinned: glibc's thresholds follow the largest block any arm frees"
     extra = [("sharing", sharing_lines(groups, shared, env, why_not)), ("allocator", [allocator.text])]

@@ -19,8 +19,9 @@ applies the pipeline's declared `process_options` before the unit is built, give
 and puts the process's state back after the unit (train/torch_state.py), so no arm inherits another's.
 
 At bench scale one unit a repeat holds every arm of the process; at smoke and book scale each arm is a unit
-of its own (the book ran its variants one after the other). Repeats: a fixed count (ABAB) or `auto` (ABBA
-rounds until core/stats/stopping.py's rule stops them; rank 0 decides for every rank). Rank 0 rewrites one
+of its own (the book ran its variants one after the other). Repeats: a fixed count (ABAB) or `auto` (ABBA:
+every arm's next repeat, in turn, until core/stats/stopping.py's rule stops them; rank 0 decides for every
+rank). Rank 0 rewrites one
 result file per plan atomically after every unit, so a crash, Ctrl-C or SIGTERM loses at most the unit in
 flight: a failure adds an `error` record for each of its arms, a signal an `interrupted` one saying how far
 each got (core/train/interrupt.py).
@@ -68,8 +69,9 @@ def work_order(configs: list[RunConfig], skips: Mapping[Arm, str], rule: stoppin
     """(repeat, the unit's configs) in run order; a skipped arm runs (is recorded) once, in repeat 0.
     `together`: a repeat's arms are one unit (blocks), else one unit each.
 
-    Fixed repeats: every arm's repeat 0, then repeat 1, ... (ABAB). `auto` (a rule): ABBA rounds until the
-    rule stops, judged on the records written so far; rank 0's decision is every rank's (`agree`)."""
+    Fixed repeats: every arm's repeat 0, then repeat 1, ... (ABAB). `auto` (a rule): every arm's next repeat,
+    in ABBA order, until the rule stops, judged on the records written so far; rank 0's decision is every
+    rank's (`agree`)."""
     def units(repeat: int, cfgs: list[RunConfig]) -> list[tuple[int, list[RunConfig]]]:
         if not cfgs:
             return []
@@ -81,9 +83,9 @@ def work_order(configs: list[RunConfig], skips: Mapping[Arm, str], rule: stoppin
         return
     experiments, began = list(dict.fromkeys(c.experiment for c in configs)), time.monotonic()
     while agree(rule.should_start(time.monotonic() - began)):
-        round_began, index = time.monotonic(), rule.rounds
-        yield from units(index, [c for c in orders.abba(configs, index) if not (index and c.arm in skips)])
-        rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - round_began)
+        began_repeat, repeat = time.monotonic(), rule.rounds
+        yield from units(repeat, [c for c in orders.abba(configs, repeat) if not (repeat and c.arm in skips)])
+        rule.after_round(rows.arm_halfwidths(records, experiments), time.monotonic() - began_repeat)
 
 
 def rank_zeros(session) -> Callable[[Any], Any]:
@@ -94,7 +96,7 @@ def rank_zeros(session) -> Callable[[Any], Any]:
 
 def _stop_rule(configs: list[RunConfig]) -> stopping.AutoStop | None:
     first = configs[0]
-    return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.repeats_auto else None
+    return stopping.AutoStop(first.budget_s, max_rounds=first.repeats) if first.auto else None
 
 
 def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any], skips: Mapping[Arm, str], *,
@@ -129,7 +131,7 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
             if recs and ctx.is_main:
                 if with_stopping and rule is not None:
                     for record in recs:
-                        record["stopping"] = rule.summary()
+                        record["stopping"] = rule.as_record()
                 kept = recording.keep(paths[experiment_id], recs)
         return kept
 

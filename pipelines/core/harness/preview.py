@@ -152,7 +152,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
 def repeat_rule(cfg: RunConfig, rounds: int | None = None, comparison: bool = False,
                 halfwidth: float = DEFAULT_HALFWIDTH) -> str:
     unit = "rounds (one process per slot below, ABBA)" if comparison else "repeats of every arm (in turn, ABBA)"
-    if (rounds is None and comparison) or (not comparison and cfg.repeats_auto):
+    if (rounds is None and comparison) or (not comparison and cfg.auto):
         return (f"auto: {unit} until every 95 % interval is within ±{halfwidth * 100:g} %, "
                 f"at least {stopping.MIN_ROUNDS}, at most {MAX_AUTO_REPEATS}, budget {cfg.budget_s or 0:g} s")
     count = rounds if comparison else cfg.repeats

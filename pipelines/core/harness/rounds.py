@@ -13,8 +13,8 @@ worker's request (config/request.py: the slot's configs as planned, one repeat, 
 run id), so the records' files are known before the process starts; they are read back from there, never
 searched for. No process started here runs a command of the `accel` CLI.
 
-Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `accel run --repeats auto`
-applies inside a process): after `PRECISION_ROUNDS`, stop once every measured arm's 95 % interval has a
+Stopping: a fixed number of rounds, or `auto`, core/stats/stopping.py's rule (the one `--repeats auto` applies
+to repeats inside a process): after `PRECISION_ROUNDS`, stop once every measured arm's 95 % interval has a
 half-width of at most `halfwidth` (5 % by default), or before a round that would overrun the time
 budget. The summary file (comparison--<id>.json) says which rule stopped it, with the half-widths;
 every record carries its `pairing` (comparison, round, process).
@@ -207,7 +207,7 @@ def round_line(summary: Summary, rule: StopRule, took: list[str], elapsed_s: flo
     most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {MAX_AUTO_REPEATS})"
     budget = (f"{elapsed_s:.0f} s of {rule.budget_s:g} s budget spent, {max(0.0, rule.budget_s - elapsed_s):.0f} s "
               "left" if rule.rounds is None else f"{elapsed_s:.0f} s")
-    widths = stopping.describe_widths(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"
+    widths = stopping.widths_text(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"
     return f"round {summary.rounds}{most}: {', '.join(took)}; {budget}; {widths}"
 
 
@@ -221,8 +221,9 @@ def _error_lines(log: Path) -> str:
     return "; ".join(dict.fromkeys(said)) if said else (lines[-1][:300] if lines else "")
 
 
-def describe(summary: Summary) -> str:
-    widths = stopping.describe_widths(summary.halfwidths)
+def summary_line(summary: Summary) -> str:
+    """The comparison's last line before its verdict: rounds, time, what stopped it, the half-widths."""
+    widths = stopping.widths_text(summary.halfwidths)
     return (f"comparison {summary.comparison}: {summary.rounds} round(s) of {', '.join(summary.experiments)} in "
             f"{summary.elapsed_s:.0f} s, stopped by {summary.stopped_by}; 95 % half-widths: {widths}")
 

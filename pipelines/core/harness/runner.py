@@ -54,11 +54,11 @@ def execute_plans(plans: list[Plan], shown: progress.Settings = progress.OFF,
         session.join()
     except DistError as exc:  # rank 0 records the failed join, torch's full text included; one line on screen
         if place.rank == 0:
-            path = _write_error(plans[0], exc, ranks.describe(place, settings.backend, [session.placement_info]))
+            path = _write_error(plans[0], exc, ranks.dist_section(place, settings.backend, [session.placement_info]))
             raise DistError(f"{exc}; error record {path}") from exc
         raise
     with session:
-        return run_plans(plans, session.ctx, session.describe(), skips, run_id=run_id, pairing=pairing,
+        return run_plans(plans, session.ctx, session.dist_section(), skips, run_id=run_id, pairing=pairing,
                          session=session, shown=shown)
 
 

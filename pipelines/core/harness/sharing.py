@@ -162,18 +162,20 @@ def differences(group: Group, others: Sequence[Group], env: Mapping[str, str] = 
     if not rivals:
         return ""
     rival = max(rivals, key=lambda g: len(g.members))
-    mine, theirs = _describe(group.members[0], env), _describe(rival.members[0], env)
+    mine, theirs = _environment(group.members[0], env), _environment(rival.members[0], env)
     changed = [f"{name} {mine[name]} (vs {theirs[name]})" for name in mine
                if name in theirs and mine[name] != theirs[name]]
     return ", ".join(changed) or "another process environment"
 
 
-def _describe(member: Member, env: Mapping[str, str]) -> dict[str, Any]:
+def _environment(member: Member, env: Mapping[str, str]) -> dict[str, Any]:
+    """What a member's process is set up with: its launcher's knobs, the technique's process settings, the
+    device and the image."""
     the_plan, cfg = member
-    described: dict[str, Any] = {k: v for k, v in runtime_knobs(the_plan.experiment, env).items()}
-    described.update(the_plan.pipeline.process_values(cfg))
-    described.update(device=cfg.device, image=the_plan.experiment.target)
-    return described
+    settings: dict[str, Any] = {k: v for k, v in runtime_knobs(the_plan.experiment, env).items()}
+    settings.update(the_plan.pipeline.process_values(cfg))
+    settings.update(device=cfg.device, image=the_plan.experiment.target)
+    return settings
 
 
 ALLOCATOR_CHOICES = ("auto", "pinned", "default")

@@ -32,7 +32,7 @@ def request_of(plans: Sequence[Plan], run_id: str, *, pairing: requests.Pairing 
     orchestrator's (one repeat a process, no auto rule of its own)."""
     def config(cfg: RunConfig) -> dict:
         if one_repeat:
-            cfg = dataclasses.replace(cfg, repeats=1, repeats_auto=False, budget_s=None)
+            cfg = dataclasses.replace(cfg, rounds=None, repeats=1, auto=False, budget_s=None)
         return cfg.to_record()
 
     return requests.Request(run_id, tuple((p.experiment.id, tuple(config(c) for c in p.configs)) for p in plans),

@@ -11,9 +11,12 @@ written before it was added ran blocks at bench scale in a comparison's shared p
 Readers: `read` (one file, damage raises), `read_tolerant` (one file, damage skipped with a reason) and `load`
 (every file of a results folder, as the report and `accel diff` read it).
 
-Schema versions, and the words that changed (docs/design.md's glossary): `accel.result/2` calls the id of
-the comparison a record belongs to `pairing.comparison`; `accel.result/1` called it `pairing.group`. Every
-reader takes both and hands on version 2 (`upgrade`); files on disk are never rewritten.
+Schema versions, and the words that changed (docs/design.md's glossary): `accel.result/3` counts rounds and
+repeats apart in its config (`rounds`: rounds of processes, null in a process that measured one, or for a
+command that ran in its own; `repeats`: repeats in the process; `auto`: the stopping rule set the count),
+where /2 and /1 kept one `repeats` for both and `repeats_auto`. `accel.result/2` calls the id of the
+comparison a record belongs to `pairing.comparison`; `accel.result/1` called it `pairing.group`. Every
+reader takes all three and hands on version 3 (`upgrade`); files on disk are never rewritten.
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from pipelines.core.errors import ConfigError
 from pipelines.core.record import atomic
 from pipelines.core.config.arm import Arm
 
-SCHEMA = "accel.result/2"
-OLDER_SCHEMAS = ("accel.result/1",)  # read, upgraded in memory (`upgrade`)
+SCHEMA = "accel.result/3"
+OLDER_SCHEMAS = ("accel.result/1", "accel.result/2")  # read, upgraded in memory (`upgrade`)
 STATUSES = ("ok", "error", "skipped", "interrupted")
 REQUIRED_KEYS = ("schema", "status", "run_id", "experiment", "pipeline", "variant", "scale", "repeat",
                  "config", "metrics", "dist", "env")
@@ -96,11 +99,19 @@ def validate(record: dict[str, Any]) -> None:
 
 def upgrade(record: dict[str, Any]) -> dict[str, Any]:
     """A record of an older schema in this schema's words (the same dict, changed in place); any other
-    record as it is. accel.result/1 -> /2: `pairing.group` is `pairing.comparison`."""
+    record as it is. accel.result/1 -> /2: `pairing.group` is `pairing.comparison`. /2 -> /3: the config's
+    `repeats_auto` is `auto`, and `rounds` is null (every older record was measured in one process, and its
+    `repeats` counted the repeats there)."""
     if record.get("schema") == "accel.result/1":
         pairing = record.get("pairing")
         if isinstance(pairing, dict) and "group" in pairing:
             pairing["comparison"] = pairing.pop("group")
+        record["schema"] = "accel.result/2"
+    if record.get("schema") == "accel.result/2":
+        config = record.get("config")
+        if isinstance(config, dict):
+            config["auto"] = config.pop("repeats_auto", False)
+            config.setdefault("rounds", None)
         record["schema"] = SCHEMA
     return record
 

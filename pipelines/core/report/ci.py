@@ -89,7 +89,7 @@ def markdown(rows: Sequence[Row], drift: Drift | None, drift_skipped: str | None
     counts = pd.Series([row.verdict for row in arms]).value_counts() if arms else pd.Series(dtype=int)
     lines = [f"## {title}", "",
              ", ".join(f"{count} {verdict}" for verdict, count in counts.items()) or "no judged arm", "",
-             markdown_table(tables.summary_view(tables.frame(list(rows)))) if rows else "(no records)", ""]
+             markdown_table(tables.verdict_view(tables.frame(list(rows)))) if rows else "(no records)", ""]
     errors = [f"- error: {Arm.of(row)}: {error}" for row in rows for error in row.errors]
     if errors:
         lines += ["### Errors", "", *errors, ""]

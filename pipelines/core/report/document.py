@@ -66,11 +66,11 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
     return Written(paths, judged)
 
 
-def summary(results_dir: Path, strict: bool = False) -> str:
+def verdict_table(results_dir: Path, strict: bool = False) -> str:
     """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
     loaded = results.load(results_dir)
     rows = stats_rows.build(loaded, None, strict)
-    lines = [markdown_table(tables.summary_view(tables.frame(rows)))] if rows else \
+    lines = [markdown_table(tables.verdict_view(tables.frame(rows)))] if rows else \
         [f"(no successful runs under {results_dir})"]
     lines += [f"- error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
     lines += [f"- interrupted: {Arm.of(r)} {i}" for r in rows for i in r.interrupted]

@@ -72,7 +72,7 @@ def memory_view(data: pd.DataFrame) -> pd.DataFrame:
         "published": has.published_memory_ratio.map(intervals.fmt), "verdict": has.memory_verdict})
 
 
-def summary_view(data: pd.DataFrame) -> pd.DataFrame:
+def verdict_view(data: pd.DataFrame) -> pd.DataFrame:
     """The compact table `accel report` prints: one line per arm, ratio with its interval, verdict."""
     scale = data.scale.map(lambda s: "" if s in ("bench", "-") else f" ({s})")
     return pd.DataFrame({

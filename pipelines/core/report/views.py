@@ -1,4 +1,6 @@
-"""Published vs reproduced: the names the CLI, CI scripts and tests use, and the catalog's text views.
+"""What the CLI prints without pandas: the catalog's text views (an entry's text for `accel show`, the README
+map, the Makefile's id list), the lines of a command that measured in its own process, and the report's two
+entry points the CLI, CI scripts and tests use (`write_report`, `verdict_table`).
 
 The report itself is three layers: rows (`stats.rows`: records -> one Row per arm with its ratio, interval
 and verdict; the numbers in `stats.intervals`, baselines in `stats.pairing`, the pairing of records in
@@ -55,7 +57,8 @@ def _chunks(items: list[str], size: int) -> list[list[str]]:
     return [items[i:i + size] for i in range(0, len(items), size)]
 
 
-def describe(entry: experiments.Experiment) -> str:
+def entry_text(entry: experiments.Experiment) -> str:
+    """What `accel show ID` prints: everything the catalog says about one entry."""
     lines = [f"{entry.id}: {entry.compares}",
              f"  reproduces: {entry.reproduces or '-'}",
              f"  status {entry.status}; pipeline {entry.pipeline or '-'}; target {entry.target}; "
@@ -83,7 +86,8 @@ def describe(entry: experiments.Experiment) -> str:
     return "\n".join(lines)
 
 
-def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
+def print_repeats(records: list[dict[str, Any]], path: Path | None) -> None:
+    """A command that measured in its own process: a line per repeat, the stopping rule's line, the file."""
     for rec in records:
         m = rec["metrics"]
         if rec["status"] != "ok":
@@ -98,10 +102,10 @@ def print_run_summary(records: list[dict[str, Any]], path: Path | None) -> None:
                    f"{fmt(m.get('throughput_samples_per_s'), 1)} samples/s, "
                    f"acc {fmt(m.get('test_accuracy_pct'), 1)} % on {rec['config'].get('data_source')} data")
     if records and (rule := records[-1].get("stopping")):
-        click.echo(f"repeats auto: {rule['rounds']} round(s) in {rule['elapsed_s']:.0f} s, stopped by "
+        click.echo(f"repeats auto: {rule['rounds']} repeat(s) of every arm in {rule['elapsed_s']:.0f} s, stopped by "
                    f"{rule['stopped_by']} (budget {rule['budget_s']:g} s, at most "
-                   f"±{rule['halfwidth'] * 100:g} % after {stopping.PRECISION_ROUNDS} rounds); 95 % half-widths: "
-                   f"{stopping.describe_widths(rule['widths'])}")
+                   f"±{rule['halfwidth'] * 100:g} % after {stopping.PRECISION_ROUNDS} repeats); 95 % half-widths: "
+                   f"{stopping.widths_text(rule['widths'])}")
     if path:
         click.echo(f"wrote {path}")
 
@@ -116,8 +120,8 @@ def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS
     return document.write(results_dir, out_dir, formats, only, against, note, strict)
 
 
-def summary_table(results_dir: Path, strict: bool = False) -> str:
+def verdict_table(results_dir: Path, strict: bool = False) -> str:
     """The compact table `make demo` and `accel report` print: one line per arm, with its verdict."""
     from pipelines.core.report import document
 
-    return document.summary(results_dir, strict)
+    return document.verdict_table(results_dir, strict)

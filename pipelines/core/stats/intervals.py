@@ -1,5 +1,5 @@
 """The report's numbers: per-repeat throughput, a bootstrap interval for a throughput ratio, the verdict
-rule, and the one number formatter every table, summary and plot label goes through.
+rule, and the one number formatter every table, line and plot label goes through.
 
 Why a bootstrap and why two levels: step times on a shared machine are skewed (a descheduled step takes
 several times the median) and there are only a few repeats, so a normal-theory interval would be wrong

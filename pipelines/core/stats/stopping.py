@@ -19,9 +19,10 @@ is that of its ratio to its baseline when the baseline ran beside it, else that 
 (stats/intervals.py); the budget is the user's limit and may stop a run before that (the report then says
 the run is inconclusive), but never before the first round.
 
-The same rule serves `accel compare --rounds auto` (core/harness/rounds.py), where every experiment is one
-process per round; `accel run` applies it to the arms of one process (core/harness/execute.py) and records which
-part of it stopped the run in every record's `stopping`.
+The rule counts what it stops in rounds. `--rounds auto` (core/harness/rounds.py, for `accel run`, `launch`
+and `compare`) counts rounds of processes; `--repeats auto` at smoke and book scale (core/harness/execute.py)
+counts repeats of every arm in this process, in ABBA order, and records which part of the rule stopped it in
+every record's `stopping`.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ def precise_enough(widths: dict[str, float | None], limit: float) -> bool:
     return bool(widths) and all(w is not None and w <= limit for w in widths.values())
 
 
-def describe_widths(widths: dict[str, float | None]) -> str:
+def widths_text(widths: dict[str, float | None]) -> str:
     return ", ".join(f"{k} ±{v * 100:.1f} %" if v is not None else f"{k} no interval"
                      for k, v in widths.items()) or "no arm measured"
 
@@ -87,7 +88,7 @@ class AutoStop:
             self.stopped_by = "budget"
         return not self.stopped_by
 
-    def summary(self) -> dict[str, Any]:
+    def as_record(self) -> dict[str, Any]:
         """What a record keeps: the rule, which part of it stopped the run, and the half-widths then."""
         kept = asdict(self)
         kept.pop("first_round_s")

@@ -103,9 +103,9 @@ class RepeatProgress(Hooks):
 class RunProgress:
     """The outer bar: one unit per record the run will write (variant x repeat, skipped ones too).
 
-    With `--repeats auto` (a `rule`, core/stopping.AutoStop) the number of rounds is not known beforehand,
-    so the bar counts the time budget instead: its total is the budget in seconds, its position the time
-    spent, its label the round and the most rounds allowed; tqdm's ETA is then the budget left, which the
+    With `--repeats auto` (a `rule`, core/stats/stopping.AutoStop) the number of repeats is not known
+    beforehand, so the bar counts the time budget instead: its total is the budget in seconds, its position the
+    time spent, its label the repeat and the most repeats allowed; tqdm's ETA is then the budget left, which the
     rule never overruns (it may stop earlier, when every interval is narrow enough)."""
 
     def __init__(self, label: str, units: int | None, settings: Settings, rule: Any = None):
@@ -123,7 +123,7 @@ class RunProgress:
                             dynamic_ncols=True, file=sys.stderr)
 
     def _round_label(self) -> str:
-        return f"{self.label} round {self.rule.rounds + 1} (at most {self.rule.max_rounds})"
+        return f"{self.label} repeat {self.rule.rounds + 1} (at most {self.rule.max_rounds})"
 
     def repeat(self, label: str, epochs: int, steps: int | None) -> RepeatProgress:
         return RepeatProgress(label, epochs, steps, self.settings)
