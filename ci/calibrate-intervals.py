@@ -158,13 +158,9 @@ def print_summary(found: dict) -> None:
 def pooled(paths: list[Path]) -> dict:
     """The runs of several calibration.json files of one protocol, as one."""
     found: dict = {"runs": {}, "ladder": {}, "command": " + ".join(str(p) for p in paths)}
-    blocks = {json.loads(p.read_text()).get("blocks", 6) for p in paths}
-    if len(blocks) == 1:
-        found["blocks"] = blocks.pop()
-    else:
-        found["blocks"] = "/".join(str(b) for b in sorted(blocks))
-    for path in paths:
-        one = json.loads(path.read_text())
+    files = [json.loads(p.read_text()) for p in paths]
+    found["blocks"] = "/".join(str(b) for b in sorted({one.get("blocks", 6) for one in files}))
+    for one in files:
         for share, runs in one["runs"].items():
             found["runs"].setdefault(share, []).extend(runs)
         for share, runs in one.get("ladder", {}).items():

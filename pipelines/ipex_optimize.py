@@ -63,24 +63,22 @@ class IpexOptimize(TrainingPipeline[Options]):
             model, optimizer = ipex.optimize(model, optimizer=optimizer, dtype=dtype)
             step = plain_step(model, optimizer, dtype)
             # IPEX's own kernels are invisible to torch's FLOP counter: no count rather than a wrong one.
-            return Trainable(model, step, count_flops=False, predict=autocast_forward(model, dtype),
-                             **self._profiled(step, opts, ctx, [f"intel-extension-for-pytorch {ipex.__version__}"]))
+            return self._profiled(Trainable(model, step, count_flops=False, predict=autocast_forward(model, dtype),
+                                            notes=[f"intel-extension-for-pytorch {ipex.__version__}"]), opts, ctx)
         run_model = model
         if opts.optimize == "compile":
             run_model = torch.compile(model)
         step = plain_step(run_model, optimizer, dtype)
-        return Trainable(model, step, predict=autocast_forward(run_model, dtype), **self._profiled(step, opts, ctx))
+        return self._profiled(Trainable(model, step, predict=autocast_forward(run_model, dtype)), opts, ctx)
 
     @staticmethod
-    def _profiled(step, opts: Options, ctx, notes: list[str] | None = None) -> dict:
+    def _profiled(trainable: Trainable, opts: Options, ctx) -> Trainable:
         """The book profiled its training (a whole epoch): with `profile`, one training step after the timed
         ones is profiled (core/train/profiler.py), and the record says the model trained that step more."""
-        notes = list(notes or [])
-        if not opts.profile:
-            return {"notes": notes}
-        notes.append("profile: one more training step after the timed ones, profiled (the book profiled a "
-                     "whole epoch of training); evaluation follows it")
-        return {"notes": notes, "hooks": [ProfileAfterTraining(step, ctx.device)]}
-
+        if opts.profile:
+            trainable.hooks.append(ProfileAfterTraining(trainable.step, ctx.device))
+            trainable.notes.append("profile: one more training step after the timed ones, profiled (the book "
+                                   "profiled a whole epoch of training); evaluation follows it")
+        return trainable
 
 PIPELINE = IpexOptimize()
