@@ -6,7 +6,9 @@ through the whole method a user's command goes through: `accel run harness-calib
 rounds of processes under the stopping rule and its budget, paired intervals. The entry has seven arms
 (pipelines/catalog/harness.py): `a`; `a-again`, built exactly as `a` (an A/A pair: the true ratio is 1);
 `big` and `big-again`, an A/A pair at four times the batch, unlike its neighbours; and `a` slowed by 3, 5
-and 10 % of its step's compute (pipelines/selfcheck/calibration.py). Reported per method:
+and 10 % of its step's compute (pipelines/selfcheck/calibration.py). `--entry harness-calibration-compiled`
+runs the other unlike pair instead: eager beside torch.compile, and `compiled-again` judged against
+`compiled`, each process compiling both. Reported per method:
 
 - A/A, per pair: how often the interval holds 1.00, with the exact (Clopper-Pearson) interval of that rate,
   its half-width, the mean log ratio ± its standard error (the statistic that would see a bias of a fraction
@@ -21,6 +23,7 @@ and 10 % of its step's compute (pipelines/selfcheck/calibration.py). Reported pe
 
 Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 300] [--blocks 12]
                                  [--share auto|none|both] [--ladder 0] [--data-root data]
+                                 [--entry harness-calibration|harness-calibration-compiled]
                                  [--out results/calibration]
        ci/calibrate-intervals.py --summarize FILE...   (pools the runs of earlier calibration.json files)
 Writes OUT/calibration.json after every run (a stopped calibration keeps its finished runs) and prints a
@@ -40,9 +43,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+# Per entry (pipelines/catalog/harness.py): its A/A arms, whose true ratio is 1, and its slowed arms.
+ENTRIES = {"harness-calibration": (("a-again", "big-again"), {"slow-3pct": 0.03, "slow-5pct": 0.05,
+                                                              "slow-10pct": 0.10}),
+           "harness-calibration-compiled": (("compiled-again",), {})}
 ENTRY = "harness-calibration"
-SLOWDOWNS = {"slow-3pct": 0.03, "slow-5pct": 0.05, "slow-10pct": 0.10}
-SAME = ("a-again", "big-again")  # A/A arms: their true ratio is 1
 
 
 def accel(*args: str) -> subprocess.CompletedProcess:
@@ -62,22 +67,23 @@ def injected(folder: Path, slowdown: float) -> float:
     return (compute + data) / (compute * (1 + slowdown) + data)
 
 
-def one_run(folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
+def one_run(entry: str, folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
     shutil.rmtree(folder, ignore_errors=True)
     began = time.monotonic()
-    out = accel("run", ENTRY, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
+    out = accel("run", entry, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
                 "--data-root", data_root, "--blocks", str(blocks), "--json")
     took = time.monotonic() - began
     if out.returncode != 0:
-        raise SystemExit(f"calibrate-intervals: {ENTRY} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
+        raise SystemExit(f"calibrate-intervals: {entry} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
     arms = {arm["variant"]: arm for arm in json.loads(out.stdout)["arms"]}
     summary = json.loads(next(folder.glob("comparison--*.json")).read_text())
     row = {"seconds": round(took, 1), "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
-    for name in (*SAME, *SLOWDOWNS):
+    same, slowed = ENTRIES[entry]
+    for name in (*same, *slowed):
         arm = arms[name]
         row[name] = {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
-        if name in SLOWDOWNS:
-            row[name]["injected"] = injected(folder, SLOWDOWNS[name])
+        if name in slowed:
+            row[name]["injected"] = injected(folder, slowed[name])
     return row
 
 
@@ -122,12 +128,13 @@ def same_arm_lines(runs: list[dict], name: str) -> list[str]:
 
 
 def share_summary(runs: list[dict]) -> list[str]:
-    lines = [line for name in SAME for line in same_arm_lines(runs, name)]
+    same = [name for name in ("a-again", "big-again", "compiled-again") if any(name in r for r in runs)]
+    lines = [line for name in same for line in same_arm_lines(runs, name)]
     lines.append(f"- time per run: median {statistics.median(r['seconds'] for r in runs):.0f} s, rounds "
                  f"{min(r['rounds'] for r in runs)} to {max(r['rounds'] for r in runs)}, stopped by "
                  + ", ".join(f"{k} {sum(r['stopped_by'] == k for r in runs)}"
                              for k in sorted({r['stopped_by'] for r in runs})))
-    for name in SLOWDOWNS:
+    for name in ENTRIES[ENTRY][1]:
         arms = [r[name] for r in runs if name in r]
         if not arms:
             continue
@@ -141,7 +148,7 @@ def share_summary(runs: list[dict]) -> list[str]:
 
 
 def print_summary(found: dict) -> None:
-    print(f"calibration on this machine ({found['command']}):")
+    print(f"calibration on this machine ({found['command']}), {found.get('entry', ENTRY)}:")
     for share, runs in found["runs"].items():
         if runs:
             how = "arms in one process, paired by block" if share == "auto" else "one process per arm, paired by round"
@@ -159,6 +166,11 @@ def pooled(paths: list[Path]) -> dict:
     """The runs of several calibration.json files of one protocol, as one."""
     found: dict = {"runs": {}, "ladder": {}, "command": " + ".join(str(p) for p in paths)}
     files = [json.loads(p.read_text()) for p in paths]
+    entries = {one.get("entry", ENTRY) for one in files}
+    if len(entries) > 1:
+        raise SystemExit(f"calibrate-intervals: these files calibrate different entries "
+                         f"({', '.join(sorted(entries))}): summarize each entry's files apart")
+    found["entry"] = entries.pop()
     found["blocks"] = "/".join(str(b) for b in sorted({one.get("blocks", 6) for one in files}))
     for one in files:
         for share, runs in one["runs"].items():
@@ -177,6 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--blocks", type=int, default=12, help="blocks per arm and process (accel run --blocks)")
     parser.add_argument("--runs-none", type=int, help="runs with --share none (default: --runs)")
     parser.add_argument("--data-root", default="data")
+    parser.add_argument("--entry", choices=tuple(ENTRIES), default=ENTRY)
     parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
     parser.add_argument("--summarize", type=Path, nargs="+", metavar="FILE",
                         help="print the summary of earlier calibration.json files, pooled; run nothing")
@@ -190,7 +203,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.runs < 0 or args.ladder < 0:
         parser.error("--runs and --ladder must be 0 or more")
     args.out.mkdir(parents=True, exist_ok=True)
-    found: dict = {"runs": {}, "ladder": {}, "blocks": args.blocks,
+    found: dict = {"runs": {}, "ladder": {}, "blocks": args.blocks, "entry": args.entry,
                    "command": " ".join(["ci/calibrate-intervals.py", *(argv or sys.argv[1:])])}
     shares = ("auto", "none") if args.share == "both" else (args.share,)
     for share in shares:
@@ -198,11 +211,11 @@ def main(argv: list[str] | None = None) -> int:
         runs = args.runs_none if share == "none" and args.runs_none is not None else args.runs
         budget = args.budget_s * (7 / 6 if share == "none" else 1)  # a process per arm instead of one
         for k in range(runs):
-            row = one_run(args.out / f"{share}-{k}", share, budget, args.data_root, args.blocks)
+            row = one_run(args.entry, args.out / f"{share}-{k}", share, budget, args.data_root, args.blocks)
             found["runs"][share].append(row)
-            print(f"calibrate-intervals: --share {share} run {k + 1}/{runs}: a-again {row['a-again']}, "
-                  f"big-again {row['big-again']}, "
-                  f"{row['seconds']} s", file=sys.stderr, flush=True)
+            shown = ", ".join(f"{name} {row[name]}" for name in ENTRIES[args.entry][0])
+            print(f"calibrate-intervals: --share {share} run {k + 1}/{runs}: {shown}, {row['seconds']} s",
+                  file=sys.stderr, flush=True)
             (args.out / "calibration.json").write_text(json.dumps(found, indent=1))
     for share in ("auto", "none") if args.ladder else ():
         found["ladder"][share] = [ladder(args.out / f"ladder-{share}-{k}", share, args.budget_s * 2, args.data_root,

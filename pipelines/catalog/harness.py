@@ -4,8 +4,10 @@
 one process: `a` (batch 64) and `a-again`, built exactly as `a` (an A/A pair, whose true ratio is 1); `big`
 (batch 256) and `big-again`, an A/A pair unlike its neighbours (four times the step, another working set),
 judged against `big`; and `a` slowed by a known 3 %, 5 % and 10 % of its step
-(pipelines/selfcheck/calibration.py). `ci/calibrate-intervals.py`
-runs it through the whole stopping rule many times and reports coverage and detection (docs/timing.md).
+(pipelines/selfcheck/calibration.py). `harness-calibration-compiled` is the same workload eager beside
+torch.compile's default mode, and a second compiled arm judged against the first: an A/A pair whose arms run
+a graph inductor generated, beside an arm that does not. `ci/calibrate-intervals.py` runs either through the
+whole stopping rule many times and reports coverage and detection (docs/timing.md).
 """
 
 from pipelines.core.config.experiments import Experiment, Variant
@@ -24,4 +26,11 @@ EXPERIMENTS = (
                   Variant("big-again", settings={"batch_size": 256}, baseline="big")),
         expect="a-again and big-again: 1.00 inside their intervals about 95 % of runs; slow-*: below 1, the "
                "injected ratio inside the interval."),
+    Experiment(
+        id="harness-calibration-compiled", compares="eager beside torch.compile, compiled against itself (A/A)",
+        reproduces="harness: calibration of the paired intervals (no published figure)",
+        pipeline="torch_compile", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
+        variants=(Variant("eager", options={"compile": False}), Variant("compiled"),
+                  Variant("compiled-again", baseline="compiled")),
+        expect="compiled-again: 1.00 inside its interval about 95 % of runs."),
 )
