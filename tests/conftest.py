@@ -104,6 +104,16 @@ def results_dir(tmp_path) -> Path:
     return tmp_path / "results"
 
 
+@pytest.fixture
+def procs():
+    """Processes started in their own sessions (distutil.Procs), killed at the test's end whatever happened."""
+    from distutil import Procs  # distutil imports this module
+
+    group = Procs()
+    yield group
+    group.close()
+
+
 def without_plan(stderr: str) -> list[str]:
     """stderr's lines after the plan block a run prints before work (`plan: ...` and its indented lines): a
     mistake found only while working (a hostile checkpoint at resume, a batch that does not fit) follows it."""

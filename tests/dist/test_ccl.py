@@ -14,7 +14,7 @@ import sys
 import pytest
 
 from conftest import IPEX_PYTHON, REPO, accel, needs_ipex_venv, records
-from distutil import free_port
+from distutil import free_port, rank_env
 
 HOST_BUILT = pytest.mark.skipif(importlib.util.find_spec("accel_ccl") is None,
                                 reason="the ccl backend is not built in this environment (make venv builds it)")
@@ -110,6 +110,32 @@ def test_a_timed_out_group_fails_the_call_then_refuses_every_later_one_in_one_li
     assert said[1] == ("ok then refused: ccl backend: allreduce refused: this process group is broken (ccl "
                        "backend: allreduce did not complete within 3 s: a peer rank is gone or stopped answering); "
                        "no later collective runs, start the job again")
+
+
+# One rank of a real 2-rank ccl group joined through ranks.Session; rank 0 then throws in a thread of its own,
+# where nothing can catch it (as oneCCL's worker does on a send to a peer that died mid-step).
+UNCAUGHT_PROBE = """
+import accel_ccl
+from pipelines.core.distributed import placement, ranks
+
+with ranks.Session(placement.placement(), "ccl", "cpu", timeout_s=30) as session:
+    if session.place.rank == 0:
+        accel_ccl._C._throw_in_a_thread("oneCCL: send_entry.hpp:109 update: EXCEPTION: SEND entry failed")
+    else:
+        import time; time.sleep(60)
+"""
+
+
+@HOST_BUILT
+def test_an_exception_in_a_native_thread_ends_the_rank_with_its_one_line(procs):
+    port = free_port()
+    ranks = [procs.start([sys.executable, "-c", UNCAUGHT_PROBE], env=rank_env(r, 2, port)) for r in (0, 1)]
+    _, err = ranks[0].communicate(timeout=120)
+    assert ranks[0].returncode == 1 and "terminate called" not in err, err[-2000:]
+    assert err.strip().splitlines()[-1] == (
+        "accel: error: rank 0/2 (torchrun): the run failed (uncaught C++ exception: oneCCL: send_entry.hpp:109 "
+        "update: EXCEPTION: SEND entry failed); this rank failed, or a peer was lost without closing its connection "
+        f"(group timeout 30 s) (rendezvous 127.0.0.1:{port})")
 
 
 @HOST_BUILT

@@ -29,13 +29,6 @@ SMOKE = ("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic"
 NOISE = ("Traceback", "ChildFailedError", "frame #", "Exception raised from", "[W", "[E")
 
 
-@pytest.fixture
-def procs():
-    group = Procs()
-    yield group
-    group.close()
-
-
 def _timed_launch(argv: list[str], env: dict, procs: Procs, wrap: tuple[str, ...] = ()) -> tuple[int, str, float]:
     """Run a launcher; returns its exit code, stderr and the seconds from the moment the launcher started
     waiting (it echoes `+ ... pipelines.core.distributed.agent`, after its pre-flight) to its exit."""

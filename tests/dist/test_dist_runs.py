@@ -18,18 +18,11 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, records
-from distutil import Procs, accel_argv, free_port, processes_matching, rank_env, wait_for
+from distutil import accel_argv, free_port, processes_matching, rank_env, wait_for
 from pipelines.core.train import checkpoint
 
 pytestmark = pytest.mark.slow
 SMOKE = ("--scale", "smoke", "--dataset", "synthetic")
-
-
-@pytest.fixture
-def procs():
-    group = Procs()
-    yield group
-    group.close()
 
 
 def launch(script: str, env: dict, *args: str, timeout: int = 240) -> subprocess.CompletedProcess:
@@ -244,8 +237,9 @@ def test_killing_one_rank_makes_the_other_fail_fast_with_a_clear_message(backend
     assert time.monotonic() - started < 60  # within the 20 s group timeout plus teardown, never a hang
     assert "accel: error: rank 0/2" in err, err[-2000:]
     # the surviving rank names the cause its error shows: Gloo sees the killed peer's sockets close; oneCCL's
-    # transport may wait for the group timeout, or (once in 9 fresh-clone runs) fail with a text that names
-    # neither, which the line then reports as a peer lost without closing its connection
+    # transport may wait for the group timeout, fail with a text that names neither, or fail inside its own
+    # worker thread (an uncaught C++ exception, 1 run in 4 on an Intel Xeon: backends/ccl's terminate handler
+    # writes the line); the line then reports a peer lost without closing its connection
     causes = ("a peer's connection closed",) if backend == "gloo" else \
         ("a peer's connection closed", "did not complete within the group timeout", "a peer was lost without")
     assert any(cause in err for cause in causes), err[-2000:]

@@ -69,6 +69,13 @@ from accel_ccl import _C  # noqa: E402
 ONECCL_VERSION = _C.oneccl_version()
 
 
+def on_uncaught(before: str, after: str, code: int) -> None:
+    """From now on, an uncaught C++ exception (oneCCL's worker thread throws one when a peer died mid-send)
+    writes `before` + its message + `after` as one line to stderr and exits with `code`, instead of
+    libstdc++'s abort (pipelines/core/distributed/ranks.py gives the rank's failure line)."""
+    _C.on_uncaught(before, after, code)
+
+
 def effective(env: Mapping[str, str]) -> dict[str, str]:
     """What a record keeps of the transport this process runs: the ATL and libfabric providers as oneCCL
     uses them (CCL_ATL_SHM=1 adds shm to FI_PROVIDER), and this rank's worker core."""

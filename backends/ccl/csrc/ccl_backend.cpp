@@ -20,6 +20,11 @@
 //
 // Bootstrap: rank 0 creates oneCCL's main key-value store and publishes its address in the process group's
 // c10d Store; every other rank reads it (Store::get waits at most the group's timeout) and attaches to it.
+//
+// oneCCL's own worker thread may throw where no caller can catch it (a send to a peer that died mid-step:
+// "SEND entry failed"), which ends the process through std::terminate. `on_uncaught` installs a terminate
+// handler that writes the rank's one line, with the exception's message, and exits with the run-failed code,
+// instead of libstdc++'s "terminate called after throwing" and a core dump.
 #include <torch/extension.h>
 #include <pybind11/chrono.h>
 
@@ -33,6 +38,7 @@
 
 #include <oneapi/ccl.hpp>
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstring>
@@ -41,10 +47,13 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <stdexcept>
 #include <string>
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <unistd.h>
 
 namespace accel_ccl {
 
@@ -57,6 +66,34 @@ std::once_flag g_ccl_init_once;
 
 void ensureCclInit() {
   std::call_once(g_ccl_init_once, [] { ccl::init(); });
+}
+
+// The one line for an uncaught C++ exception (set from Python, which owns the wording): before + the
+// exception's message + after. Written once, however many threads terminate.
+std::string g_uncaught_before;
+std::string g_uncaught_after;
+int g_uncaught_code = 1;
+std::atomic_flag g_uncaught_said = ATOMIC_FLAG_INIT;
+
+[[noreturn]] void sayUncaughtAndExit() {
+  if (!g_uncaught_said.test_and_set()) {
+    std::string what = "not a std::exception";
+    if (auto current = std::current_exception()) {
+      try {
+        std::rethrow_exception(current);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+    }
+    std::string line = g_uncaught_before + what + g_uncaught_after + "\n";
+    auto written = ::write(STDERR_FILENO, line.data(), line.size());
+    (void)written;
+    ::_exit(g_uncaught_code);
+  }
+  for (;;) {  // another thread is writing the line and will exit the process
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
 }
 
 // dtype mapping used for reductions; the reduction must run on the real type.
@@ -529,6 +566,21 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
       // Construction blocks on the store / KVS handshake: release the GIL.
       py::call_guard<py::gil_scoped_release>());
   m.attr("WORK") = "async";  // records say how a collective completes (dist.ccl.work)
+  m.def(
+      "on_uncaught",
+      [](std::string before, std::string after, int code) {
+        accel_ccl::g_uncaught_before = std::move(before);
+        accel_ccl::g_uncaught_after = std::move(after);
+        accel_ccl::g_uncaught_code = code;
+        std::set_terminate(accel_ccl::sayUncaughtAndExit);
+      },
+      py::arg("before"),
+      py::arg("after"),
+      py::arg("code"));
+  // For tests: an exception no caller can catch, thrown in a thread of its own, as oneCCL's worker does.
+  m.def("_throw_in_a_thread", [](std::string message) {
+    std::thread([message] { throw std::runtime_error(message); }).join();
+  });
   m.def("oneccl_version", [] {
     auto v = ccl::get_library_version();
     return std::string(v.full);

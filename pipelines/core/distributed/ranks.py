@@ -166,6 +166,8 @@ class Session:
             if self.place.source == "torchrun":  # its agent's SIGTERM means: stop, the group is done
                 signal.signal(signal.SIGTERM, self._stop)
             init(self.place, self.backend, self.device, self.timeout_s)
+            if self.backend == "ccl" and ccl_binding()["binding"] == "accel_ccl":
+                self._say_native_failures()
             device = torch.device("cuda", self.place.local_rank) if self.device == "cuda" else torch.device("cpu")
             self.ctx = RunContext(device=device, rank=self.place.rank, world_size=self.place.world_size)
         return self
@@ -186,20 +188,32 @@ class Session:
         """The result's `dist` section, with every rank's placement (a collective: all ranks call it)."""
         return dist_section(self.place, self.backend, gather_objects(self.placement_info))
 
+    def failure_line(self, failed: str, cause: str, where: str = "") -> str:
+        place = self.place
+        return (f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed ({failed})"
+                f"{cause} (rendezvous {place.master_addr}:{place.master_port}){where}")
+
     def abort(self, exc: BaseException, record: Path | None) -> None:
         self.stopping = True
-        place = self.place
         if os.environ.get("TORCHELASTIC_ERROR_FILE"):  # torchrun's per-rank error record, full text
             from torch.distributed.elastic.multiprocessing.errors import ErrorHandler
 
             ErrorHandler().record_exception(exc)
         where = f"; error record {record}" if record else ""
         cause = "" if isinstance(exc, Stopped) else f"; {failure_cause(exc, self.timeout_s)}"
-        print(f"accel: error: rank {place.rank}/{place.world_size} ({place.source}): the run failed "
-              f"({exc.__class__.__name__}: {first_line(exc)}){cause} "
-              f"(rendezvous {place.master_addr}:{place.master_port})"
-              f"{where}", file=sys.stderr, flush=True)
+        print(self.failure_line(f"{exc.__class__.__name__}: {first_line(exc)}", cause, where), file=sys.stderr,
+              flush=True)
         os._exit(EXIT_RUN_FAILED)
+
+    def _say_native_failures(self) -> None:
+        """oneCCL's worker thread can end the process through std::terminate (a send to a peer that died
+        mid-step), past every Python handler and so past `abort`: accel's ccl binding then writes this same
+        line, the exception's message in it, and exits with the same code (backends/ccl/csrc)."""
+        import accel_ccl
+
+        cause = failure_cause(RuntimeError("uncaught"), self.timeout_s)
+        before, after = self.failure_line("uncaught C++ exception: \0", f"; {cause}").split("\0")
+        accel_ccl.on_uncaught(before, after, EXIT_RUN_FAILED)
 
     def __exit__(self, kind, exc, tb) -> None:
         if kind is None:
