@@ -6,7 +6,7 @@ IDS := ch1-profile-ops ch1-params-extra-fc ch1-onnx-export ch2-baseline ch2-nobi
   ch4-alloc-jemalloc-cnn ch4-ipex-densenet ch5-pipeline ch6-prune ch7-amp ch8-ddp-template \
   ch9-cpu-threads ch9-cpu-gloo ch9-cpu-oneccl ch10-gpu-nccl ch11-multinode-mpi-nccl ch11-mpi-backend-cpu \
   dlf-u9-amp dlf-u9-multigpu dlf-u9-compile dlf-u9-compile-inference dlf-u9-bsfinder dlf-u9-ex1 \
-  dlf-u9-bow harness-calibration harness-calibration-compiled scale-channels-last s004-amp s004-gradaccum \
+  dlf-u9-bow harness-calibration harness-calibration-compile scale-channels-last s004-amp s004-gradaccum \
   s004-ckpt s004-dp-vs-ddp s004-pp s004-tp s004-fsdp s004-deepspeed \
   s004-dataloader vit-scratch vit-finetune vit-compile vit-fabric-baseline vit-bf16-mixed \
   vit-ddp-4gpu vit-fsdp-4gpu vit-fsdp-4gpu-sched

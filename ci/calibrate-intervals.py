@@ -6,7 +6,7 @@ through the whole method a user's command goes through: `accel run harness-calib
 rounds of processes under the stopping rule and its budget, paired intervals. The entry has seven arms
 (pipelines/catalog/harness.py): `a`; `a-again`, built exactly as `a` (an A/A pair: the true ratio is 1);
 `big` and `big-again`, an A/A pair at four times the batch, unlike its neighbours; and `a` slowed by 3, 5
-and 10 % of its step's compute (pipelines/selfcheck/calibration.py). `--entry harness-calibration-compiled`
+and 10 % of its step's compute (pipelines/selfcheck/calibration.py). `--entry harness-calibration-compile`
 runs the other unlike pair instead: eager beside torch.compile, and `compiled-again` judged against
 `compiled`, each process compiling both. Reported per method:
 
@@ -23,7 +23,7 @@ runs the other unlike pair instead: eager beside torch.compile, and `compiled-ag
 
 Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 300] [--blocks 12]
                                  [--share auto|none|both] [--ladder 0] [--data-root data]
-                                 [--entry harness-calibration|harness-calibration-compiled]
+                                 [--entry harness-calibration|harness-calibration-compile]
                                  [--out results/calibration]
        ci/calibrate-intervals.py --summarize FILE...   (pools the runs of earlier calibration.json files)
 Writes OUT/calibration.json after every run (a stopped calibration keeps its finished runs) and prints a
@@ -46,7 +46,7 @@ REPO = Path(__file__).resolve().parents[1]
 # Per entry (pipelines/catalog/harness.py): its A/A arms, whose true ratio is 1, and its slowed arms.
 ENTRIES = {"harness-calibration": (("a-again", "big-again"), {"slow-3pct": 0.03, "slow-5pct": 0.05,
                                                               "slow-10pct": 0.10}),
-           "harness-calibration-compiled": (("compiled-again",), {})}
+           "harness-calibration-compile": (("compiled-again",), {})}
 ENTRY = "harness-calibration"
 
 

@@ -4,7 +4,7 @@
 one process: `a` (batch 64) and `a-again`, built exactly as `a` (an A/A pair, whose true ratio is 1); `big`
 (batch 256) and `big-again`, an A/A pair unlike its neighbours (four times the step, another working set),
 judged against `big`; and `a` slowed by a known 3 %, 5 % and 10 % of its step
-(pipelines/selfcheck/calibration.py). `harness-calibration-compiled` is the same workload eager beside
+(pipelines/selfcheck/calibration.py). `harness-calibration-compile` is the same workload eager beside
 torch.compile's default mode, and a second compiled arm judged against the first: an A/A pair whose arms run
 a graph inductor generated, beside an arm that does not. `ci/calibrate-intervals.py` runs either through the
 whole stopping rule many times and reports coverage and detection (docs/timing.md).
@@ -27,7 +27,7 @@ EXPERIMENTS = (
         expect="a-again and big-again: 1.00 inside their intervals about 95 % of runs; slow-*: below 1, the "
                "injected ratio inside the interval."),
     Experiment(
-        id="harness-calibration-compiled", compares="eager beside torch.compile, compiled against itself (A/A)",
+        id="harness-calibration-compile", compares="eager beside torch.compile, compiled against itself (A/A)",
         reproduces="harness: calibration of the paired intervals (no published figure)",
         pipeline="torch_compile", settings=FMNIST, knobs={"OMP_RUNTIME": "gnu"},
         variants=(Variant("eager", options={"compile": False}), Variant("compiled"),

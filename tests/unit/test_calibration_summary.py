@@ -23,7 +23,7 @@ def compiled_file(tmp_path: Path, ratios: list[tuple[float, float, float]]) -> P
              "compiled-again": {"ratio": r, "low": lo, "high": hi}} for r, lo, hi in ratios]
     path = tmp_path / "compiled.json"
     path.write_text(json.dumps({"runs": {"auto": runs}, "ladder": {}, "blocks": 12,
-                                "entry": "harness-calibration-compiled", "command": "generated"}))
+                                "entry": "harness-calibration-compile", "command": "generated"}))
     return path
 
 
@@ -39,7 +39,7 @@ def test_the_committed_calibration_reports_both_pairs_and_the_injected_effects()
 def test_the_compiled_pair_is_summarized_on_its_own(tmp_path):
     out = summarize(compiled_file(tmp_path, [(1.01, 0.98, 1.04), (0.97, 0.95, 0.99), (1.0, 0.97, 1.03)]))
     assert out.returncode == 0, out.stderr
-    assert "harness-calibration-compiled:" in out.stdout
+    assert "harness-calibration-compile:" in out.stdout
     assert "- A/A `compiled-again`: the interval holds 1.00 in 2 of 3 runs" in out.stdout
     assert "a-again" not in out.stdout and "slow-" not in out.stdout
 
@@ -49,4 +49,4 @@ def test_files_of_different_entries_are_not_pooled(tmp_path):
     assert out.returncode != 0 and out.stdout == ""
     assert out.stderr.strip().splitlines() == [
         "calibrate-intervals: these files calibrate different entries (harness-calibration, "
-        "harness-calibration-compiled): summarize each entry's files apart"]
+        "harness-calibration-compile): summarize each entry's files apart"]
