@@ -77,7 +77,7 @@ gpu-reference: venv ## GPU experiments at bench scale (needs a GPU; ci/gpu-refer
 harness-overhead: venv ## Shared loop vs a hand-written loop, same CNN workload (prints the ratio)
 	$(PY) ci/harness-overhead.py --results-dir results $(ARGS)
 
-calibrate-intervals: venv ## A/A runs and injected 5 %/10 % slow-downs through the whole method (tens of minutes; ARGS='--runs 20')
+calibrate-intervals: venv ## A/A pairs and injected 3/5/10 % slow-downs through the whole method (hours; ARGS='--runs 20', '--entry harness-calibration-compile')
 	$(PY) ci/calibrate-intervals.py --data-root $(DATA) $(ARGS)
 
 data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clearly marked generated)
