@@ -6,14 +6,19 @@ excluded and uncatalogued ids as not run, and exits 2 on an EXCLUDE that names a
 ci/reference-timings.sh at two steps and two rounds measures a +-joined comparison with one process per id
 and round, writes the report (an excluded id listed as not run, the Harness overhead section), summary and
 verdicts, and, given only committed references of other machine classes in REFERENCES, checks the
-invariants they agree on instead of drift."""
+invariants they agree on instead of drift. ci/gpu-lease.sh, rehearsed on the CPU at smoke scale, skips every
+stage that does not fit its deadline and still packs the records folder, refuses a bad knob in one line,
+and runs its data and profile stages for real (ci/gpu-step-profile.py's rows per arm and batch; exit 2 on
+a machine without CUDA)."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
 import sys
+import tarfile
 
 import pytest
 
@@ -111,6 +116,53 @@ def test_gpu_reference_refuses_a_knob_that_is_not_a_whole_number(tmp_path):
     assert bad.returncode == 2 and "ENTRY_TIMEOUT=10m is not a whole number" in bad.stderr
     assert not (tmp_path / "g").exists()
 
+
+
+def lease(tmp_path, **knobs: str) -> subprocess.CompletedProcess:
+    """ci/gpu-lease.sh rehearsed on this CPU at smoke scale, its folders under tmp_path."""
+    return script("gpu-lease.sh", timeout=300, env={"DEVICE": "cpu", "SCALE": "smoke", "WORK": str(tmp_path / "w"),
+                                                    "LEASE_OUT": str(tmp_path / "out"), **knobs})
+
+
+def packed(tmp_path) -> dict[str, bytes]:
+    with tarfile.open(tmp_path / "out" / "records.tgz") as tar:
+        return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+
+
+def test_gpu_lease_skips_the_stages_that_do_not_fit_and_packs_what_it_has(tmp_path):
+    """A stage starts only when its minimum fits before DEADLINE_S; the records folder is packed whole at
+    the end either way (the tool brings back what a lease measured, even when nothing fit)."""
+    result = lease(tmp_path, DEADLINE_S="0")
+    assert result.returncode == 0, result.stderr
+    skipped = [line for line in result.stdout.splitlines() if " skipped: 0s left of DEADLINE_S=0" in line]
+    assert [line.split()[1] for line in skipped] == ["machine", "data", "vit", "profile", "densenet", "ch5", "ch7"]
+    assert b"vit skipped" in packed(tmp_path)["records/lease.log"]
+    assert not list((tmp_path / "out").glob(".records*"))  # written whole, then renamed
+
+
+def test_gpu_lease_refuses_bad_knobs_in_one_line(tmp_path):
+    for knobs, said in (({"DEADLINE_S": "9m"}, "DEADLINE_S=9m is not a whole number of seconds"),
+                        ({"PYTHON": "python3"}, "PYTHON=python3 is not an executable file; give its full path")):
+        bad = lease(tmp_path, **knobs)
+        assert bad.returncode == 2 and bad.stdout == "" and len(bad.stderr.splitlines()) == 1, bad.stderr
+        assert said in bad.stderr
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_gpu_lease_runs_its_stages_and_the_step_profile_reads_both_arms(tmp_path):
+    """The data and profile stages for real (CPU, a 2-layer ViT): the profile's JSON lands in the pack with
+    a row per arm and batch and the bf16 / fp32 ratio; on a CPU it has no kernel figures."""
+    result = lease(tmp_path, STAGES="data profile", DEADLINE_S="200")
+    assert result.returncode == 0, result.stderr
+    assert "profile ended rc=0" in result.stdout
+    profile = json.loads(packed(tmp_path)["records/step-profile.json"])
+    assert [(row["arm"], row["batch"]) for row in profile["arms"]] == [("fp32-highest", 2), ("bf16-mixed", 2)]
+    assert all(row["flops_per_step"] > 0 and row["kernels_per_step"] == 0 for row in profile["arms"])
+    assert profile["bf16_over_fp32_batch2"] > 0
+    no_gpu = subprocess.run([sys.executable, str(REPO / "ci" / "gpu-step-profile.py")], capture_output=True,
+                            text=True, timeout=120)
+    assert no_gpu.returncode == 2 and no_gpu.stderr.strip().endswith("(run it on a GPU machine)")
 
 
 @pytest.mark.parametrize("name", ["reference-timings.sh", "gpu-reference.sh"])
