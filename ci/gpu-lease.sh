@@ -30,7 +30,7 @@
 #   /tmp/gpu-lease-out); WORK (default /tmp/gpu-lease); STAGES (default "machine data vit profile densenet
 #   ch5 ch7"); DEVICE (default cuda; cpu with SCALE=smoke rehearses the flow without a GPU); SCALE (bench)
 set -uo pipefail
-cd "$(dirname "${BASH_SOURCE[0]}")/.."
+cd "$(dirname "${BASH_SOURCE[0]}")/.." || exit 2
 
 PYTHON="${PYTHON:-$(command -v python3)}"
 DEADLINE_S="${DEADLINE_S:-540}"
@@ -88,7 +88,7 @@ rounds=(--rounds 3)
 [[ "$SCALE" == smoke ]] && rounds=(--repeats 3)
 peak=()
 [[ "$DEVICE" == cuda ]] && peak=(--peak "$WORK/records/matmul-peak.json")
-profile_size=(--batch-sizes 16,128)
+profile_size=(--batch-sizes "16,128")
 [[ "$SCALE" == smoke ]] && profile_size=(--model vit_tiny --batch-sizes 2 --steps 2 --warmup 1 --profile-steps 1)
 
 stage machine 40 40 bash -c machine
