@@ -1,5 +1,5 @@
 # shellcheck shell=bash
-# Shared by ci/reference-timings.sh and ci/gpu-reference.sh (sourced, not run): the catalog's id lists,
+# Shared by ci/reference-timings.sh, ci/gpu-reference.sh and ci/gpu-lease.sh (sourced, not run): the catalog's id lists,
 # data preparation, and one measured launch that must leave a new record. The caller sets PYTHON, DATA,
 # ROUNDS, the array SIZE (--scale and how much each arm runs) and an array `failed`; `accel` runs the
 # package with PYTHON.

@@ -44,7 +44,9 @@ SCALE="${SCALE:-bench}"
 mkdir -p "$LEASE_OUT" "$WORK/records"
 began=$SECONDS
 export PYTHONUNBUFFERED=1
-accel() { "$PYTHON" -m pipelines "$@"; }
+# shellcheck source=ci/_timings.sh
+source ci/_timings.sh  # accel, ensure_data
+DATA="$WORK/data"
 COMMON=(--scale "$SCALE" --device "$DEVICE" --data-root "$WORK/data" --results-dir "$WORK/records")
 
 pack() {  # WORK's records and logs into LEASE_OUT/records.tgz, never half-written
@@ -77,12 +79,9 @@ machine() {
   [[ "$DEVICE" == cuda ]] || return 0
   "$PYTHON" ci/matmul-peak.py --repeats 10 --out "$WORK/records/matmul-peak.json"
 }
-data() {
-  accel data verify cifar10 --root "$WORK/data" >/dev/null 2>&1 \
-    || accel data generate cifar10 --root "$WORK/data" --train 6000 --test 1000
-}
-export -f accel machine data
-export PYTHON WORK DEVICE
+data() { ensure_data gpu-lease cifar10; }
+export -f accel ensure_data machine data
+export PYTHON WORK DEVICE DATA
 # smoke scale runs in one process: a launch there repeats instead of running rounds of processes
 rounds=(--rounds 3)
 [[ "$SCALE" == smoke ]] && rounds=(--repeats 3)
