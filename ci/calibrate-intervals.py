@@ -26,8 +26,11 @@ Usage: ci/calibrate-intervals.py [--runs 20] [--runs-none N] [--budget-s 300] [-
                                  [--entry harness-calibration|harness-calibration-compile]
                                  [--out results/calibration]
        ci/calibrate-intervals.py --summarize FILE...   (pools the runs of earlier calibration.json files)
+       ci/calibrate-intervals.py --recompute OUT       (the same runs judged by the library as it is now)
 Writes OUT/calibration.json after every run (a stopped calibration keeps its finished runs) and prints a
-Markdown summary (docs/timing.md quotes it with this command). The defaults are `accel run`'s.
+Markdown summary (docs/timing.md quotes it with this command). Every run's records stay in OUT/<share>-<k>,
+so a change of the interval method is checked on the very runs the old one was (--recompute). The defaults
+are `accel run`'s.
 """
 
 from __future__ import annotations
@@ -43,6 +46,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO))  # row_of judges the records with the library itself
 # Per entry (pipelines/catalog/harness.py): its A/A arms, whose true ratio is 1, and its slowed arms.
 ENTRIES = {"harness-calibration": (("a-again", "big-again"), {"slow-3pct": 0.03, "slow-5pct": 0.05,
                                                               "slow-10pct": 0.10}),
@@ -67,17 +71,15 @@ def injected(folder: Path, slowdown: float) -> float:
     return (compute + data) / (compute * (1 + slowdown) + data)
 
 
-def one_run(entry: str, folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
-    shutil.rmtree(folder, ignore_errors=True)
-    began = time.monotonic()
-    out = accel("run", entry, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
-                "--data-root", data_root, "--blocks", str(blocks), "--json")
-    took = time.monotonic() - began
-    if out.returncode != 0:
-        raise SystemExit(f"calibrate-intervals: {entry} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
-    arms = {arm["variant"]: arm for arm in json.loads(out.stdout)["arms"]}
+def row_of(entry: str, folder: Path, seconds: float) -> dict:
+    """One run's row from its records, through the library's own table (what `accel run --json` prints): the
+    A/A and slowed arms' ratios and intervals, the injected ratios, how many rounds and what stopped them."""
+    from pipelines.core.record import results
+    from pipelines.core.stats import verdict
+
+    arms = {line["variant"]: line for line in verdict.rows(results.load(folder).records, [entry])}
     summary = json.loads(next(folder.glob("comparison--*.json")).read_text())
-    row = {"seconds": round(took, 1), "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
+    row = {"seconds": seconds, "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
     same, slowed = ENTRIES[entry]
     for name in (*same, *slowed):
         arm = arms[name]
@@ -85,6 +87,28 @@ def one_run(entry: str, folder: Path, share: str, budget_s: float, data_root: st
         if name in slowed:
             row[name]["injected"] = injected(folder, slowed[name])
     return row
+
+
+def one_run(entry: str, folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
+    shutil.rmtree(folder, ignore_errors=True)
+    began = time.monotonic()
+    out = accel("run", entry, "--budget-s", str(budget_s), "--share", share, "--results-dir", str(folder),
+                "--data-root", data_root, "--blocks", str(blocks))
+    took = time.monotonic() - began
+    if out.returncode != 0:
+        raise SystemExit(f"calibrate-intervals: {entry} failed ({out.returncode}): {out.stderr.strip()[-800:]}")
+    return row_of(entry, folder, round(took, 1))
+
+
+def recomputed(folder: Path) -> dict:
+    """A finished calibration (its calibration.json and every run's records, FOLDER/<share>-<k>) judged again
+    by the library as it is now: the same runs under the current interval method."""
+    found = json.loads((folder / "calibration.json").read_text())
+    entry = found.get("entry", ENTRY)
+    for share, runs in found["runs"].items():
+        found["runs"][share] = [row_of(entry, folder / f"{share}-{k}", row["seconds"]) for k, row in enumerate(runs)]
+    found["command"] += f" (recomputed from its records: ci/calibrate-intervals.py --recompute {folder})"
+    return found
 
 
 def ladder(folder: Path, share: str, budget_s: float, data_root: str, blocks: int) -> dict:
@@ -193,7 +217,17 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, default=REPO / "results" / "calibration")
     parser.add_argument("--summarize", type=Path, nargs="+", metavar="FILE",
                         help="print the summary of earlier calibration.json files, pooled; run nothing")
+    parser.add_argument("--recompute", type=Path, metavar="OUT",
+                        help="judge a finished calibration's kept records again with the library as it is now; "
+                             "writes OUT/calibration-recomputed.json; run nothing")
     args = parser.parse_args(argv)
+    if args.recompute:
+        if not (args.recompute / "calibration.json").is_file():
+            parser.exit(2, f"calibrate-intervals: no calibration.json in {args.recompute}\n")
+        found = recomputed(args.recompute)
+        (args.recompute / "calibration-recomputed.json").write_text(json.dumps(found, indent=1))
+        print_summary(found)
+        return 0
     if args.summarize:
         missing = [str(p) for p in args.summarize if not p.is_file()]
         if missing:

@@ -4,9 +4,12 @@ compiled pair: the A/A statistics per pair, and files of different entries never
 from __future__ import annotations
 
 import json
+import tarfile
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPT = REPO / "ci" / "calibrate-intervals.py"
@@ -50,3 +53,34 @@ def test_files_of_different_entries_are_not_pooled(tmp_path):
     assert out.stderr.strip().splitlines() == [
         "calibrate-intervals: these files calibrate different entries (harness-calibration, "
         "harness-calibration-compile): summarize each entry's files apart"]
+
+
+RECORDS = sorted((REPO / "results" / "calibration").glob("*-records.tar.xz"))
+
+
+def test_the_committed_records_give_the_committed_rows_under_the_current_method(tmp_path):
+    """The calibration's raw records are committed beside its rows: judged again by the library as it is now
+    (--recompute), they give the committed `-t.json` exactly (the t interval over processes)."""
+    assert RECORDS, "no committed calibration records (results/calibration/*-records.tar.xz)"
+    for archive in RECORDS:
+        stem = archive.name.removesuffix("-records.tar.xz")
+        with tarfile.open(archive) as tar:
+            tar.extractall(tmp_path / stem, filter="data")
+        out = subprocess.run([sys.executable, str(SCRIPT), "--recompute", str(tmp_path / stem)], capture_output=True,
+                             text=True, timeout=600)
+        assert out.returncode == 0, out.stderr
+        mine = json.loads((tmp_path / stem / "calibration-recomputed.json").read_text())
+        committed = json.loads((archive.parent / f"{stem}-t.json").read_text())
+        for share, runs in committed["runs"].items():  # equal up to the last bits of a float sum
+            assert len(mine["runs"][share]) == len(runs)
+            for again, then in zip(mine["runs"][share], runs):
+                for key, value in then.items():
+                    assert again[key] == (pytest.approx(value, rel=1e-9) if isinstance(value, dict) else value)
+        assert "- A/A `a-again`: the interval holds 1.00 in" in out.stdout
+
+
+def test_recompute_of_a_folder_without_a_calibration_says_so_in_one_line(tmp_path):
+    out = subprocess.run([sys.executable, str(SCRIPT), "--recompute", str(tmp_path)], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 2 and out.stdout == ""
+    assert out.stderr.strip() == f"calibrate-intervals: no calibration.json in {tmp_path}"

@@ -27,8 +27,9 @@ from pipelines.core.config.arm import Arm
 HARNESS_GOAL_PCT = tables.HARNESS_GOAL_PCT
 INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same "
          "work, with a 95 % interval: paired where the arms ran side by side (blocks of one process, or "
-         "processes of one round), a two-level bootstrap over processes and pairs, at least Student's or "
-         "Welch's t over processes. A verdict needs 3+ processes per arm and is conclusive "
+         "processes of one round) Student's t over the processes' mean log ratios, else a two-level "
+         "bootstrap of repeats and steps, at least Welch's t over processes. A verdict needs 3+ processes "
+         "per arm and is conclusive "
          "only when the interval is: inside the band (published ratio ± the catalog's tolerance) -> "
          "reproduced; entirely above / below -> faster / slower than published; otherwise inconclusive. "
          "Records without per-step times have no interval. Timings are reported, never asserted.")

@@ -2,9 +2,10 @@
 last week and today), per arm, with what in the environment may explain a change.
 
 Per arm present on both sides (experiment, variant, scale): B's throughput over A's with the same
-two-level bootstrap the report uses (repeats, then steps within a repeat; stats/intervals.py), as a
-change in percent with its 95 % interval. A change is significant only when the interval excludes zero
-and each side has at least `MIN_REPEATS_FOR_VERDICT` processes: with fewer, run-to-run noise is unseen.
+two-level bootstrap the report uses for unpaired arms (repeats, then steps within a repeat, at least
+Welch's t; stats/intervals.py), as a change in percent with its 95 % interval. A change is significant only
+when the interval excludes zero and each side has at least `MIN_REPEATS_FOR_VERDICT` processes: with
+fewer, run-to-run noise is unseen.
 Only the same work is judged: an arm whose batch, model, dataset, device or world size differ between
 the sides, or whose timed steps differ by more than a factor of `STEPS_FACTOR`, is shown with that
 difference and never gated. Throughput is per step, so 20 timed steps compare with 30 (CI against the

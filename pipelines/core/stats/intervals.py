@@ -14,22 +14,26 @@ give the same interval and the same report.
 Paired intervals (`paired_ratio_interval`): when the two arms were measured side by side, the ratio is
 taken within each pair first, so what the pair shared (the process, the minute) cancels. A pair is two
 blocks of one process in the same cycle (core/train/interleave.py), or the two arms' processes of
-one round. Pairs are grouped in units (a process, or a round); the interval resamples units,
-then pairs within each drawn unit (a unit with one pair: the steps of its two repeats), and averages log
-ratios: the point ratio is the geometric mean over units of each unit's 20 % trimmed geometric mean over
-its pairs, every place of the order's period weighted alike (stats/trimming.py).
-This is the two-level bootstrap of Kalibera & Jones over processes and pairs. With the 3 to 5 processes a
-bench run has, a percentile bootstrap over units alone is too narrow when the units truly differ (it
-resamples n values as if they were the population: in simulated A/A comparisons of 5 rounds it held 1.00 in
-84 % of them), so the interval is widened, where it is narrower, to Student's t interval over the units'
-means (n - 1 degrees of freedom).
+one round. Pairs are grouped in units (a process, or a round). Each unit gives one log ratio, its 20 %
+trimmed mean over its pairs with every place of the order's period weighted alike (stats/trimming.py); the
+point ratio is the geometric mean over units, and the interval is Student's t over the units' log ratios
+(n - 1 degrees of freedom): the paired t on log throughput, across processes. The pairs are not drawn again
+inside each unit: a unit's mean already carries its pairs' noise into the spread of the units, and a
+two-level bootstrap (Kalibera & Jones: units, then pairs within each drawn unit) counts that noise twice
+(Davison & Hinkley, Bootstrap Methods, section 3.8). On real calibration runs that double count held 1.00
+in every A/A run and missed a 4 % slow-down in a quarter of them (docs/timing.md). Nor are units bootstrapped
+alone: with 3 to 5 of them a percentile bootstrap resamples n values as if they were the population (in
+simulated A/A comparisons of 5 rounds it held 1.00 in 84 %). With one unit, the interval is the bootstrap
+of its pairs (or of its two repeats' steps); the verdict's gate wants 3 processes, so none rests on it.
 
-Every interval that can decide a verdict has such a floor: the unpaired ratio (`ratio_interval`) and the ratio
-of per-repeat means (`mean_ratio_interval`: book-scale end-to-end, memory) have Welch's t interval on their
-repeats' logs (Satterthwaite's df, rounded down), paired totals the paired t; a percentile bootstrap of 3
-repeats alone held the true ratio in 80-85 % of simulated comparisons. The verdict's gate counts processes
-(stats/judging.py). Coverage is measured, not assumed: tests/unit/test_coverage.py for every path,
-ci/calibrate-intervals.py on a real machine (docs/timing.md).
+Every interval that can decide a verdict is at least a t interval over processes: the unpaired ratio
+(`ratio_interval`, arms of different commands; the two-level bootstrap above) and the ratio of per-repeat
+means (`mean_ratio_interval`: book-scale end-to-end, memory; a bootstrap of whole repeats) are widened where
+they are narrower to Welch's t interval on their repeats' logs (Satterthwaite's df, rounded down); paired
+totals take the paired t. A
+percentile bootstrap of 3 repeats alone held the true ratio in 80-85 % of simulated comparisons. The verdict's
+gate counts processes (stats/judging.py). Coverage is measured, not assumed: tests/unit/test_coverage.py for
+every path, ci/calibrate-intervals.py on a real machine (docs/timing.md).
 """
 
 from __future__ import annotations
@@ -171,20 +175,26 @@ def ratio_interval(variant: Sequence[Repeat], baseline: Sequence[Repeat]) -> tup
 Unit = Union[Cycles, Sequence[float], tuple[Repeat, Repeat]]
 
 
-def _unit_means(unit: Unit, rng: np.random.Generator, trim: float) -> tuple[float, np.ndarray]:
-    """(the unit's mean log ratio, RESAMPLES resampled means): pairs drawn with replacement (a balanced trimmed
+def _unit_point(unit: Unit, trim: float) -> float:
+    """A unit's mean log ratio: the balanced trimmed mean of its block pairs, or its pair of repeats' ratio."""
+    if isinstance(unit, tuple) and not isinstance(unit, Cycles):
+        return math.log(unit[0].throughput) - math.log(unit[1].throughput)
+    cycles = unit if isinstance(unit, Cycles) else Cycles(unit, [0] * len(unit))
+    logs, places = np.asarray(cycles.logs, dtype=float), np.asarray(cycles.places, dtype=int)
+    return float(balanced_trimmed_mean(logs[None, :], places[None, :], trim)[0])
+
+
+def _unit_draws(unit: Unit, rng: np.random.Generator, trim: float) -> np.ndarray:
+    """RESAMPLES resampled mean log ratios of one unit: its pairs drawn with replacement (a balanced trimmed
     mean of block pairs), or for a single pair of repeats, the steps of each repeat."""
     if isinstance(unit, tuple) and not isinstance(unit, Cycles):
         variant, baseline = unit
-        point = math.log(variant.throughput) - math.log(baseline.throughput)
-        drawn = (np.log(variant.samples_per_step / _step_means(variant.step_times_s, RESAMPLES, rng))
-                 - np.log(baseline.samples_per_step / _step_means(baseline.step_times_s, RESAMPLES, rng)))
-        return point, drawn
+        return (np.log(variant.samples_per_step / _step_means(variant.step_times_s, RESAMPLES, rng))
+                - np.log(baseline.samples_per_step / _step_means(baseline.step_times_s, RESAMPLES, rng)))
     cycles = unit if isinstance(unit, Cycles) else Cycles(unit, [0] * len(unit))
     logs, places = np.asarray(cycles.logs, dtype=float), np.asarray(cycles.places, dtype=int)
     picked = rng.integers(0, len(logs), size=(RESAMPLES, len(logs)))
-    return (balanced_trimmed_mean(logs[None, :], places[None, :], trim)[0],
-            balanced_trimmed_mean(logs[picked], places[picked], trim))
+    return balanced_trimmed_mean(logs[picked], places[picked], trim)
 
 
 # Student's t, 97.5th percentile, for 1-30 degrees of freedom (beyond: 1.96 + 2.4 / df, within 0.002)
@@ -226,17 +236,16 @@ def at_least(point: float, interval: Interval, halfwidth: float | None) -> Inter
 
 def paired_ratio_interval(units: Sequence[Unit], trim: float = TRIM) -> tuple[float, Interval]:
     """(point ratio, 95 % interval) of variant / baseline from pairs measured side by side (see the module
-    docstring): units resampled, then the pairs within each drawn unit; at least Student's t interval over
-    the units' means."""
-    rng = np.random.default_rng(SEED)
-    points, draws = zip(*(_unit_means(unit, rng, trim) for unit in units))
-    per_unit = np.vstack(draws)  # units x resamples
-    picked = rng.integers(0, len(units), size=(RESAMPLES, len(units)))
-    ratios = np.exp(per_unit[picked, np.arange(RESAMPLES)[:, None]].mean(axis=1))
+    docstring): Student's t interval over the units' mean log ratios; with one unit, the bootstrap of its
+    pairs (or steps), the only spread there is."""
+    points = np.asarray([_unit_point(unit, trim) for unit in units])
+    point = math.exp(float(points.mean()))
+    if len(units) > 1:
+        halfwidth = paired_halfwidth(points)
+        return point, Interval(point * math.exp(-halfwidth), point * math.exp(halfwidth))
     tail = (1 - CONFIDENCE) / 2
-    low, high = np.quantile(ratios, [tail, 1 - tail])
-    point = math.exp(statistics.fmean(points))
-    return point, at_least(point, Interval(float(low), float(high)), paired_halfwidth(np.asarray(points)))
+    low, high = np.quantile(np.exp(_unit_draws(units[0], np.random.default_rng(SEED), trim)), [tail, 1 - tail])
+    return point, Interval(float(low), float(high))
 
 
 def throughput_interval(repeats: Sequence[Repeat]) -> Interval:

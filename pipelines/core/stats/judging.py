@@ -3,7 +3,7 @@ the verdict judges (steady state; or end to end where the source timed its whole
 source's work at bench scale), the memory saving, and the verdict against the published ratio with the
 reasons beside it.
 
-A verdict is conclusive only when the ratio's bootstrap interval (stats/intervals.py) is, over at least
+A verdict is conclusive only when the ratio's interval (stats/intervals.py) is, over at least
 `intervals.MIN_REPEATS_FOR_VERDICT` processes; records without per-step times (older schema) get the point
 ratio and the verdict "inconclusive" (no interval).
 """

@@ -22,7 +22,7 @@ class Pairing:
     """How an arm's records pair with its baseline's: `kind` "process" (blocks of one process, paired by
     cycle, each pair with its place in the period of the process's order: stats/trimming.py), "round" (the
     arms' processes of one round) or "" (not paired: the arms were measured apart, and the interval
-    resamples them as independent). `units`: what stats/intervals.py resamples."""
+    resamples them as independent). `units`: what stats/intervals.py's t interval runs over."""
 
     kind: str = ""
     units: list[intervals.Unit] = field(default_factory=list)

@@ -15,7 +15,7 @@ expected to take as long as the longest round since the first: the first carries
 costs (torch.compile's compilation, cold caches; chapter 3's first round is 25 s, the next ones 4 s), so
 it stands for the next round only while it is the only one. An arm's interval
 is that of its ratio to its baseline when the baseline ran beside it, else that of its own throughput
-(stats/rows.py arm_halfwidths, the report's bootstrap). Fewer than `MIN_ROUNDS` rounds give no verdict
+(stats/rows.py arm_halfwidths, the report's interval). Fewer than `MIN_ROUNDS` rounds give no verdict
 (stats/intervals.py); the budget is the user's limit and may stop a run before that (the report then says
 the run is inconclusive), but never before the first round.
 
