@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Order effects in the interleaved blocks of a results folder: what running after another block does.
 
-Usage: python ci/order-effects.py RESULTS_DIR [RESULTS_DIR ...] [--json OUT]
+Usage: python ci/order-effects.py RESULTS_DIR [RESULTS_DIR ...] [--pooled] [--json OUT]
 
 For every process whose arms ran in interleaved blocks, the blocks are put back in the order they ran (the
 records' `position` column; records written before it ran ABBA cycles over the process's `pairing.arms`,
@@ -16,7 +16,11 @@ process, so what differs between arms and between processes drops out. Three num
   deviation of the blocks that ran after one; an arm's bias is the mean effect over its blocks minus the
   same over the baseline's. Under ABBA the baseline follows itself at every other cycle boundary and a
   middle arm never, which a self-follow effect turns into a bias; the mean and the largest magnitude over
-  arms.
+  arms;
+- first cycle: per arm, its first cycle's log ratio to the baseline minus the mean of its later cycles'
+  (what a burn-in cycle, timed and left out, would remove).
+
+`--pooled` takes the records of all folders as one set (a calibration's runs, OUT/auto-*), one output.
 
 Each with its standard error over the (arm, process) cases. docs/timing.md quotes the output for the old
 ABBA reference and a reference measured with the carry-over balanced order (stats/orders.py).
@@ -78,6 +82,7 @@ def mean_se(values: list[float]) -> dict:
 
 def effects(records: list[dict]) -> dict:
     self_follow, parity, bias, self_blocks, blocks_seen = [], [], defaultdict(list), 0, 0
+    first: dict[str, list[float]] = defaultdict(list)
     for arms in processes(records).values():
         blocks = sequence(arms)
         previous = {b[3]: None for b in blocks}
@@ -113,7 +118,10 @@ def effects(records: list[dict]) -> dict:
                 shift[kind(block)].append(block[2] - centres[block[0]])
         effect = {k: statistics.fmean(v) for k, v in shift.items()}
         carried = lambda own: statistics.fmean(effect[kind(b)] for b in own if previous[b[3]] is not None)  # noqa: E731
+        lead = lambda own: own[0][2] - statistics.fmean(b[2] for b in own[1:])  # noqa: E731 - cycle 0 vs the rest
         for name, own in by_arm.items():
+            if name != base and len(own) > 1 and len(by_arm[base]) > 1 and own[0][1] == by_arm[base][0][1] == 0:
+                first[name].append(lead(own) - lead(by_arm[base]))
             if name != base and any(previous[b[3]] is not None for b in own):
                 bias[name].append(carried(own) - carried(by_arm[base]))
     per_arm = {name: mean_se(values) for name, values in sorted(bias.items())}
@@ -121,23 +129,28 @@ def effects(records: list[dict]) -> dict:
     return {"self_follow": {**mean_se(self_follow), "blocks": self_blocks, "of_blocks": blocks_seen},
             "parity_even_minus_odd": mean_se(parity),
             "order_bias": {"mean": mean_se([v for values in bias.values() for v in values]),
-                           "largest_arm_pct": largest, "per_arm": per_arm}}
+                           "largest_arm_pct": largest, "per_arm": per_arm},
+            "first_cycle": {name: mean_se(values) for name, values in sorted(first.items())}}
 
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folders", nargs="+", type=Path)
+    parser.add_argument("--pooled", action="store_true", help="the records of all folders as one set")
     parser.add_argument("--json", type=Path, help="also write the numbers to this file")
     args = parser.parse_args()
-    out = {}
+    out, loaded = {}, {}
     for folder in args.folders:
         try:
-            found = effects(results.load(folder).records)
+            loaded[str(folder)] = results.load(folder).records
         except ConfigError:
             print(f"order-effects: error: no results folder at {folder}: give a folder of records "
                   "(results/reference/<class>, or a run's --results-dir)", file=sys.stderr)
             return 2
-        out[str(folder)] = found
+    if args.pooled:
+        loaded = {f"{len(loaded)} folders pooled": [r for records in loaded.values() for r in records]}
+    for folder, records in loaded.items():
+        found = out[folder] = effects(records)
         sf, par, ob = found["self_follow"], found["parity_even_minus_odd"], found["order_bias"]["mean"]
         print(f"{folder}:")
         print(f"  self-follow   {sf['mean_pct']} % ± {sf['se_pct']} (SE; {sf['cases']} arm x process cases; "
@@ -147,6 +160,9 @@ def main() -> int:
               f"{found['order_bias']['largest_arm_pct']} %)")
         for name, value in found["order_bias"]["per_arm"].items():
             print(f"    {name:<32} {value['mean_pct']} % ± {value['se_pct']}")
+        print("  first cycle   (its ratio to the baseline minus the later cycles', per arm)")
+        for name, value in found["first_cycle"].items():
+            print(f"    {name:<32} {value['mean_pct']} % ± {value['se_pct']} ({value['cases']} processes)")
     if args.json:
         args.json.write_text(json.dumps(out, indent=1) + "\n")
     return 0

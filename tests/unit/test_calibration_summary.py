@@ -84,3 +84,18 @@ def test_recompute_of_a_folder_without_a_calibration_says_so_in_one_line(tmp_pat
                          timeout=60)
     assert out.returncode == 2 and out.stdout == ""
     assert out.stderr.strip() == f"calibrate-intervals: no calibration.json in {tmp_path}"
+
+
+def test_order_effects_pools_a_calibration_s_runs_and_measures_the_first_cycle(tmp_path):
+    """The burn-in question of docs/timing.md, on the committed records: each arm's first cycle against the
+    rest, pooled over every process of every run."""
+    archive = RECORDS[0]
+    with tarfile.open(archive) as tar:
+        tar.extractall(tmp_path, filter="data")
+    folders = sorted(str(p) for p in tmp_path.glob("auto-*"))
+    out = subprocess.run([sys.executable, str(REPO / "ci" / "order-effects.py"), "--pooled", *folders],
+                         capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith(f"{len(folders)} folders pooled:")
+    first = out.stdout.split("  first cycle", 1)[1]
+    assert "harness-calibration [a-again]" in first and f"({4 * len(folders)} processes)" in first
