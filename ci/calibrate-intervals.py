@@ -58,15 +58,10 @@ def accel(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=REPO, capture_output=True, text=True)
 
 
-def records(folder: Path) -> list[dict]:
-    return [json.loads(line) for path in sorted(folder.glob("*.jsonl")) for line in path.read_text().splitlines()
-            if line.strip()]
-
-
-def injected(folder: Path, slowdown: float) -> float:
+def injected(records: list[dict], slowdown: float) -> float:
     """The throughput ratio a slow-down of the step's compute injects, from arm `a`'s own records: its
     loader's time is not slowed, only its compute."""
-    arm = [r["metrics"] for r in records(folder) if r["variant"] == "a" and r["status"] == "ok"]
+    arm = [r["metrics"] for r in records if r["variant"] == "a" and r["status"] == "ok"]
     compute, data = sum(m["compute_s"] for m in arm), sum(m["data_wait_s"] for m in arm)
     return (compute + data) / (compute * (1 + slowdown) + data)
 
@@ -77,7 +72,8 @@ def row_of(entry: str, folder: Path, seconds: float) -> dict:
     from pipelines.core.record import results
     from pipelines.core.stats import verdict
 
-    arms = {line["variant"]: line for line in verdict.rows(results.load(folder).records, [entry])}
+    records = results.load(folder).records
+    arms = {line["variant"]: line for line in verdict.rows(records, [entry])}
     summary = json.loads(next(folder.glob("comparison--*.json")).read_text())
     row = {"seconds": seconds, "rounds": summary["rounds"], "stopped_by": summary["stopped_by"]}
     same, slowed = ENTRIES[entry]
@@ -85,7 +81,7 @@ def row_of(entry: str, folder: Path, seconds: float) -> dict:
         arm = arms[name]
         row[name] = {"ratio": arm["ratio"], "low": arm["ci_low"], "high": arm["ci_high"]}
         if name in slowed:
-            row[name]["injected"] = injected(folder, slowed[name])
+            row[name]["injected"] = injected(records, slowed[name])
     return row
 
 
@@ -106,6 +102,12 @@ def recomputed(folder: Path) -> dict:
     found = json.loads((folder / "calibration.json").read_text())
     entry = found.get("entry", ENTRY)
     for share, runs in found["runs"].items():
+        missing = [f"{share}-{k}" for k in range(len(runs))
+                   if not any((folder / f"{share}-{k}").glob("comparison--*.json"))]
+        if missing:
+            print(f"calibrate-intervals: {folder} lacks the records of {', '.join(missing)}: --recompute needs "
+                  "the run folders the calibration wrote beside calibration.json", file=sys.stderr)
+            sys.exit(2)
         found["runs"][share] = [row_of(entry, folder / f"{share}-{k}", row["seconds"]) for k, row in enumerate(runs)]
     found["command"] += f" (recomputed from its records: ci/calibrate-intervals.py --recompute {folder})"
     return found

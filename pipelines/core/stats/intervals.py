@@ -30,10 +30,10 @@ Every interval that can decide a verdict is at least a t interval over processes
 (`ratio_interval`, arms of different commands; the two-level bootstrap above) and the ratio of per-repeat
 means (`mean_ratio_interval`: book-scale end-to-end, memory; a bootstrap of whole repeats) are widened where
 they are narrower to Welch's t interval on their repeats' logs (Satterthwaite's df, rounded down); paired
-totals take the paired t. A
-percentile bootstrap of 3 repeats alone held the true ratio in 80-85 % of simulated comparisons. The verdict's
-gate counts processes (stats/judging.py). Coverage is measured, not assumed: tests/unit/test_coverage.py for
-every path, ci/calibrate-intervals.py on a real machine (docs/timing.md).
+totals take the paired t. A percentile bootstrap of 3 repeats alone held the true ratio in 80-85 % of
+simulated comparisons. The verdict's gate counts processes (stats/judging.py). Coverage is measured, not
+assumed: tests/unit/test_coverage.py for every path, ci/calibrate-intervals.py on a real machine
+(docs/timing.md).
 """
 
 from __future__ import annotations
