@@ -4,7 +4,7 @@ On a CPU most of a step time's spread is the host's, not the model's: glibc hand
 back to the OS and faulting them in again, and the cyclic garbage collector collecting another arm's garbage
 inside this arm's step. The loop (train/loop.py) reads `page_faults` when a timed window opens and closes,
 `fault_bursts` names the interleaved blocks whose faults burst, and `collector_paused` runs the collector
-before a window and keeps it off inside.
+before a window and keeps it off inside. `heap_frozen` keeps that collection short across a process's blocks.
 """
 
 from __future__ import annotations
@@ -51,3 +51,19 @@ def collector_paused(paused: bool = True) -> Iterator[None]:
     finally:
         if was_enabled:
             gc.enable()
+
+
+@contextmanager
+def heap_frozen() -> Iterator[None]:
+    """The objects alive now (torch's modules, the arms' models, datasets: about a million) moved out of the
+    collector's sight for the blocks that follow (gc.freeze), so the collection before each block scans only
+    what was made since. Unfrozen it took 0.155 s a block, untimed but 13 of a 65 s process of
+    harness-calibration's 84 blocks (cProfile of one worker); garbage made inside the blocks is collected as
+    before. On exit everything is unfrozen and collected once."""
+    gc.collect()
+    gc.freeze()
+    try:
+        yield
+    finally:
+        gc.unfreeze()
+        gc.collect()

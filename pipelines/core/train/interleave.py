@@ -37,6 +37,7 @@ import numpy as np
 import torch
 
 from pipelines.core.stats import orders
+from pipelines.core.train.host_noise import heap_frozen
 from pipelines.core.train.loop import Training
 
 BLOCK_COLUMNS = ("cycle", "steps", "seconds", "minor_faults", "major_faults", "recompiled", "samples", "position")
@@ -99,11 +100,12 @@ def measure_blocks(arms: Sequence[Training], blocks: int, block_s: float | None,
         arm.cycles_per_period = orders.cycles_per_period(len(arms))
     discard = 1 if len(arms) > 1 else 0
     position = 0
-    for index in range(blocks):
-        for arm in orders.cycle_order(arms, index, rotation):
-            with own_rng(arm):
-                graphs = _compiled_graphs()
-                arm.block(arm.block_steps, index, discard)
-                arm.blocks[-1][5] = int(_compiled_graphs() != graphs)
-                arm.blocks[-1].append(position)
-            position += 1
+    with heap_frozen():
+        for index in range(blocks):
+            for arm in orders.cycle_order(arms, index, rotation):
+                with own_rng(arm):
+                    graphs = _compiled_graphs()
+                    arm.block(arm.block_steps, index, discard)
+                    arm.blocks[-1][5] = int(_compiled_graphs() != graphs)
+                    arm.blocks[-1].append(position)
+                position += 1
