@@ -5,10 +5,15 @@ what was typed (at most six, nearest first), then the pointer to `accel list`; a
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
 from pipelines.core.config import experiments
+
+REPO = Path(__file__).resolve().parents[2]
 
 
 def _suggestions(typed: str) -> list[str]:
@@ -35,3 +40,16 @@ def test_unknown_id_suggests_the_nearest_ids_first():
 def test_unknown_id_suggests_neighbours():
     with pytest.raises(experiments.UnknownExperiment, match="did you mean: ch2-baseline"):
         experiments.get("ch2-baselin")
+
+
+@pytest.mark.parametrize("argv", [["run", "ch2-nobais"], ["run", "ch2-baseline", "--variant", "nope"],
+                                  ["compare", "ch2-baseline", "nope"]])
+def test_a_mistyped_id_or_arm_is_refused_before_torch_loads(argv):
+    """The refusal comes from the catalog alone: torch and torchvision (seconds of imports) load only once
+    the ids and arms are known, so a typo costs a tenth of a second, not three."""
+    script = ("import runpy, sys\nsys.argv = ['accel', *sys.argv[1:]]\ntry:\n"
+              "    runpy.run_module('pipelines', run_name='__main__')\nexcept SystemExit as ended:\n"
+              "    print(ended.code, 'torch' in sys.modules)\n")
+    done = subprocess.run([sys.executable, "-c", script, *argv], capture_output=True, text=True, cwd=REPO)
+    assert done.stdout.split() == ["2", "False"], done.stdout + done.stderr
+    assert done.stderr.startswith("accel: error: unknown ") and done.stderr.count("\n") == 1

@@ -40,8 +40,6 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
     from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would warn first
-    from pipelines.core.harness import comparison, rounds as rounding
-
     named = [item for item in itertools.takewhile(lambda a: not a.startswith("-"), items)]
     passthrough = list(items[len(named):])
     if len(named) < 2:
@@ -62,6 +60,8 @@ def compare(items: tuple[str, ...], rounds: str, budget_s: float, halfwidth: flo
         raise ConfigError("compare sets --repeats 1 per round, --results-dir and the arms itself; use --rounds, "
                           "and ID@ARM for one arm of an entry")
     asked = [(experiment_id, () if "" in arms else tuple(arms)) for experiment_id, arms in requests.items()]
+    from pipelines.core.harness import comparison, rounds as rounding  # torch: after the ids are checked
+
     params = run.make_context("run", [named[0].partition("@")[0], *passthrough]).params  # parsed once
     params.update(results_dir=results_dir, allocator=allocator, share=share)
     planned = comparison.plan_comparison(asked, plan_maker(params), dict(os.environ), results_dir,

@@ -92,12 +92,13 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     from pipelines.core.config.runconfig import check_environment
 
     check_environment()  # before torch loads: libgomp would print its own warning line first
+    params = click.get_current_context().params
+    plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (check_counts)
+    # after the plan: a mistyped id or option is refused before torch loads (seconds)
     from pipelines.core.distributed import placement
     from pipelines.core.harness import preview, runner
     from pipelines.core.train import progress
 
-    params = click.get_current_context().params
-    plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (check_counts)
     first = plan.configs[0]
     # one rank of a launcher started by hand (launch/torchrun.sh run ID): the launcher's ranks run the plan
     launched = placement.placement().launched

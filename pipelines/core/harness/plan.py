@@ -10,13 +10,14 @@ from __future__ import annotations
 import importlib
 import os
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 from pipelines.core.errors import ConfigError, NotRunnable
-from pipelines.core.harness.pipeline import Pipeline
 from pipelines.core.config import experiments, options
 from pipelines.core.config.runconfig import RunConfig, resolve
-from pipelines.core.train import models
+
+if TYPE_CHECKING:  # torch loads with the pipeline, after the request's id and arms are checked
+    from pipelines.core.harness.pipeline import Pipeline
 
 
 @dataclass
@@ -27,6 +28,8 @@ class Plan:
 
 
 def load_pipeline(name: str) -> Pipeline:
+    from pipelines.core.harness.pipeline import Pipeline
+
     module = importlib.import_module(f"pipelines.{name}")
     pipeline = getattr(module, "PIPELINE", None)
     if not isinstance(pipeline, Pipeline):
@@ -83,6 +86,8 @@ def cpu_form_settings(experiment: experiments.Experiment, settings: Mapping[str,
 def smoke_settings(pipeline: Pipeline, settings: Mapping[str, Any]) -> dict[str, Any]:
     """The pipeline's smoke settings; a model with a registered small sibling (vit_b_16 -> vit_tiny,
     distilbert -> distilbert_tiny) runs that sibling, whatever small model the pipeline names."""
+    from pipelines.core.train import models
+
     smoke = dict(pipeline.smoke_settings)
     model = settings.get("model")
     if model in models.REGISTRY and models.spec(model).smoke:
