@@ -13,8 +13,9 @@ own model, optimizer, data iterator and RNG state, and run in short blocks in tu
    follows every other arm once a period and never itself, the labels rotated by the process's round so
    positions balance over processes); the first step after each switch of arms is run and dropped (the
    cache and the allocator still hold the previous arm's working set);
-4. Python's collector runs before each block and is paused inside it; the page faults of each block are
-   counted (getrusage);
+4. Python's collector runs before each block and is paused inside it, the objects alive when the blocks
+   begin frozen out of its sight (host_noise.heap_frozen); the page faults of each block are counted
+   (getrusage);
 5. a block in which dynamo compiled a new graph (a recompile: a last partial batch, a guard that failed) is
    marked, and the report leaves its pairs out of the steady-state ratio.
 
