@@ -94,7 +94,7 @@ def run(experiment_id: str, scale: str, variants: tuple[str, ...], option_items:
     check_environment()  # before torch loads: libgomp would print its own warning line first
     params = click.get_current_context().params
     plan = plan_from_params(params)  # the one reading of --rounds / --repeats for every plan (check_counts)
-    # after the plan: a mistyped id or option is refused before torch loads (seconds)
+    # after the plan: a mistyped id or arm is refused before torch loads (seconds)
     from pipelines.core.distributed import placement
     from pipelines.core.harness import preview, runner
     from pipelines.core.train import progress
