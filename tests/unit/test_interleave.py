@@ -34,11 +34,14 @@ def training(name: str, log: list, seconds: float, batch: int = 4, warmup: int =
 
 @pytest.mark.parametrize("rotation, first", [(0, "a"), (1, "b")])
 def test_two_arms_alternate_never_twice_in_a_row_with_a_dropped_step_after_each_switch(rotation, first):
-    """Two arms: ABAB (a block never follows its own arm's), the first arm the process's round's."""
+    """Two arms: ABAB (a block never follows its own arm's), the first arm the process's round's; the warm-ups
+    in the order the arms were built, reversed in odd rounds."""
     log: list = []
     arms = [training("a", log, 0.002), training("b", log, 0.002)]
     interleave.measure_blocks(arms, blocks=4, block_s=None, fixed_steps=6, rotation=rotation)
     assert [arm.block_steps for arm in arms] == [2, 2]  # 6 steps over 4 blocks, rounded up
+    warmed = [name for name, _, _ in log[:4]]  # in the order the arms were built: reversed in odd rounds
+    assert warmed == (["a", "a", "b", "b"] if rotation % 2 == 0 else ["b", "b", "a", "a"])
     order = [name for name, _, _ in log[4:]]  # after both warm-ups (2 steps each)
     second = "b" if first == "a" else "a"
     assert order == ([first] * 3 + [second] * 3) * 4
@@ -186,3 +189,26 @@ def test_a_page_fault_burst_is_flagged_in_the_record_and_named_in_the_report():
     rec["metrics"]["fault_burst_blocks"] = [7]
     row = next(r for r in stats_rows.build(Loaded([rec], [], 1)) if r.records)
     assert "1 timed block(s) with a page-fault burst" in row.why
+
+
+@pytest.mark.parametrize("repeat, built_in", [(0, "abc"), (1, "cba"), (2, "abc")])
+def test_a_unit_s_arms_are_built_in_its_order_in_even_repeats_and_reversed_in_odd_ones(monkeypatch, repeat,
+                                                                                       built_in):
+    """Whatever building first leaves behind (where the tensors landed, which arm filled a cache) favours no
+    arm over the processes; the built arms come back in the unit's order, which the period's labels follow."""
+    from types import SimpleNamespace
+
+    from pipelines.core.harness import execute
+
+    made: list[str] = []
+
+    def build(the_plan, cfg, ctx, at_repeat, counter):
+        made.append(cfg.arm)
+        return SimpleNamespace(cfg=cfg, repeat=at_repeat)
+
+    monkeypatch.setattr(execute, "build", build)
+    unit = [(None, SimpleNamespace(arm=name)) for name in "abc"]
+    built: list = []
+    execute.build_unit(unit, None, repeat, {name: None for name in "abc"}, built)
+    assert "".join(made) == built_in
+    assert [b.cfg.arm for b in built] == ["a", "b", "c"] and all(b.repeat == repeat for b in built)

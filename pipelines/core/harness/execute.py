@@ -3,7 +3,10 @@ launch, with one record builder (harness/recording.py), one failure path and one
 
 A process measures *units*. The arms of a unit are built side by side: seeded (the run's seed + the repeat,
 every generator), their loaders, the technique's `setup` and `before_training`, a Training (train/loop.py)
-with the runner's hooks. Then the unit is measured by its *protocol*, which every record names:
+with the runner's hooks. They are built, and warmed up, in the unit's order in even repeats and in the
+reverse order in odd ones (stats/orders.py: abba), so whatever the order of building leaves behind (where
+each arm's tensors landed, which arm filled a cache first) favours no arm over the processes. Then the
+unit is measured by its *protocol*, which every record names:
 
 - `blocks` (bench scale, training): every arm warms up, then `blocks` cycles (whole periods of a carry-over
   balanced order, rotated by the round: stats/orders.py), each block about `block_s` seconds of that arm's
@@ -207,6 +210,16 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
         return _measured_unit(unit, ctx, session, protocol, counters, built, run_id, repeat, dist_info, pairing)
 
 
+def build_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, repeat: int,
+               counters: dict[Arm, progress.RepeatProgress], built: list[Built]) -> None:
+    """Build the unit's arms into `built`: in the unit's order in even repeats and reversed in odd ones, so each
+    arm is built before each other arm in half the processes; `built` ends in the unit's order, which the
+    period's labels follow (stats/orders.py)."""
+    for the_plan, cfg in orders.abba(unit, repeat):
+        built.append(build(the_plan, cfg, ctx, repeat, counters[cfg.arm]))
+    built[:] = orders.abba(built, repeat)
+
+
 def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
                    counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
                    dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
@@ -222,8 +235,7 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         return [recording.measurement(cfg, done, loaders, run_id, repeat, dist_info, machine=state,
                                       energy=meter.stop(recording.samples_trained(done.metrics) or None),
                                       pairing=pairing)]
-    for the_plan, cfg in unit:
-        built.append(build(the_plan, cfg, ctx, repeat, counters[cfg.arm]))
+    build_unit(unit, ctx, repeat, counters, built)
     memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
     alone = len(built) == 1
     if protocol == "blocks":

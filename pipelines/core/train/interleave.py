@@ -5,7 +5,8 @@ spread of a step time on a shared VM, and more steps inside one process cannot a
 Jones). Arms that can share a process (core/harness/sharing.py) are therefore built side by side, each with its
 own model, optimizer, data iterator and RNG state, and run in short blocks in turn:
 
-1. every arm warms up (compilation, allocator growth, cache fills: timed apart, `warmup_s`);
+1. every arm warms up (compilation, allocator growth, cache fills: timed apart, `warmup_s`), in the order
+   the arms were built: the given order in even rounds, reversed in odd ones;
 2. each arm's block is sized from its own warm-up steps to about `block_s` seconds, so blocks of a fast and a
    slow arm cover the same stretch of the machine's time (with fixed `--steps`, every block has the same
    steps instead);
@@ -94,7 +95,7 @@ def measure_blocks(arms: Sequence[Training], blocks: int, block_s: float | None,
     process's round). A lone arm runs its blocks back to back with nothing dropped (there is no switch).
     `agree`: the block size every rank of a launch runs (rank 0's), so their collectives stay in step."""
     blocks = orders.cycles(blocks, block_s, fixed_steps, len(arms))
-    for arm in arms:
+    for arm in orders.abba(arms, rotation):  # the order they were built in (harness/execute.py)
         with own_rng(arm):
             arm.warm_up()
         arm.block_steps = agree(steps_per_block(arm.warmup_times, block_s, fixed_steps, blocks))
