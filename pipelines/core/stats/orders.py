@@ -19,7 +19,7 @@ every cycle once (a drift within a cycle then costs every arm the same).
 
 Across processes (the slots of a round, harness/rounds.py; book-scale repeats in turn) the order is ABBA
 (`abba`): one process leaves no working set to the next, while the machine's drift over minutes is real,
-and reversing every other round cancels a linear drift. The same alternation orders the building and warm-up
+and reversing every other round cancels a linear drift. The same reversal orders the building and warm-up
 of a process's arms (harness/execute.py), so no arm is the first built in every process.
 """
 

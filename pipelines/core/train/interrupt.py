@@ -20,6 +20,7 @@ interruption (`as_interrupted`), not an error with a traceback.
 
 from __future__ import annotations
 
+import os
 import signal
 import sys
 import threading
@@ -179,3 +180,20 @@ def _helper_threads_quiet_after_a_signal(previous_hook):
             return
         previous_hook(kind, value, tb)
     return hook
+
+
+def _forked_child_is_not_the_run() -> None:
+    """A forked child (a DataLoader worker) inherits the run's handlers and its `deferred()` depth, so a
+    signal sent to every process (SLURM's TERM, a process group's Ctrl-C) would be noted there and raised a
+    second later by the grace timer, as a traceback from the worker. The child gets the defaults instead: TERM
+    ends it (the run reads the worker's death as part of its interruption, `as_interrupted`), and SIGINT
+    raises KeyboardInterrupt, which torch's worker loop ends quietly."""
+    global _pending, _received, _deferring
+    _pending = _received = None
+    _deferring = 0
+    for number in SIGNALS:
+        if signal.getsignal(number) is _raise:
+            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+
+
+os.register_at_fork(after_in_child=_forked_child_is_not_the_run)
