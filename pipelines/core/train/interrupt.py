@@ -107,6 +107,11 @@ def _overdue(signum: int, frame) -> None:
         raise Interrupted(_pending)
 
 
+def _default(signum: int):
+    """Python's own handler for the signal: KeyboardInterrupt for SIGINT, the OS default (the end) for TERM."""
+    return signal.default_int_handler if signum == signal.SIGINT else signal.SIG_DFL
+
+
 def _raise(signum: int, frame) -> None:
     global _pending, _received
     if _received is not None and not _second_forces:  # a worker told twice (its group, and its orchestrator)
@@ -114,7 +119,7 @@ def _raise(signum: int, frame) -> None:
     _received = signum
     if _second_forces:  # the second signal forces the exit (default handlers)
         for number in SIGNALS:
-            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(number, _default(number))
     if _deferring:
         _pending = signum
         signal.signal(signal.SIGALRM, _overdue)
@@ -193,7 +198,7 @@ def _forked_child_is_not_the_run() -> None:
     _deferring = 0
     for number in SIGNALS:
         if signal.getsignal(number) is _raise:
-            signal.signal(number, signal.default_int_handler if number == signal.SIGINT else signal.SIG_DFL)
+            signal.signal(number, _default(number))
 
 
 os.register_at_fork(after_in_child=_forked_child_is_not_the_run)
