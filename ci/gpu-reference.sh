@@ -137,6 +137,6 @@ fi
 for spec in "${run_ids[@]}"; do measure_spec "$spec"; done
 only="$(IFS=,; echo "${listed[*]}")"
 accel report --results-dir "$GPU_OUT" --out "$GPU_OUT" --experiments "$only" \
-  --note "GPU bench scale, $STEPS steps x $ROUNDS rounds; published figures are the book's A100 runs"
+  --note "GPU bench scale, $STEPS steps x $ROUNDS rounds; published figures are the book's A100 runs and the talk's (its GPU model unrecorded)"
 if [[ ${#failed[@]} -gt 0 ]]; then echo "gpu-reference: FAILED: ${failed[*]}" >&2; exit 1; fi
 echo "gpu-reference: done; see $GPU_OUT/report.md"

@@ -54,14 +54,14 @@ EXPERIMENTS = (
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "none"},
         published=(P("train_time_s", 178, "book:ch4"), P("ratio", 1.0, "book:ch4"),
                    P("test_accuracy_pct", 47.01, "repo-output")),
-        hardware=CH4_HW, expect=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
+        hardware=CH4_HW, source_cores=16, expect=CH4_BAND, decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED)),
     Experiment(
         id="ch4-gomp-pinned-cnn", compares="GNU default -> GNU pinned (PROC_BIND/SCHEDULE/GOMP_CPU_AFFINITY)",
         reproduces="book ch4: OpenMP times (text)",
         pipeline="plain_training", variant="gomp-pinned", baseline="ch4-gomp-default-cnn", settings=CNN_CIFAR,
         knobs={"OMP_RUNTIME": "gnu", "OMP_BIND": "pinned"},
         published=(P("train_time_s", 114, "book:ch4"), P("ratio", 178 / 114, "book:ch4", "derived 178/114")),
-        hardware=CH4_HW, expect=CH4_BAND,
+        hardware=CH4_HW, source_cores=16, expect=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "GOMP_CPU_AFFINITY is computed from the cores this process may use, one cpu per "
                    "physical core first (pipelines/core/distributed/affinity.py), not the book's fixed 0-15, which is "
@@ -77,7 +77,7 @@ EXPERIMENTS = (
                      "GNU default"),
                    P("vs_default_ratio", ratio(178, 102), "book:ch4", "derived 178/102 vs the GNU default "
                      "(ch4-gomp-default-cnn), the book's 'almost 1.7 times'", basis="same-work throughput")),
-        hardware=CH4_HW, expect=CH4_BAND,
+        hardware=CH4_HW, source_cores=16, expect=CH4_BAND,
         decisions=(CH4_PLAIN, THREADS, RESIZE_NOOP, LR_AS_CODED,
                    "libiomp5 (pip intel-openmp) is preloaded by launch/local.sh with "
                    "KMP_AFFINITY=granularity=fine,compact,1,0 and KMP_BLOCKTIME=0, as the book; a missing "
@@ -103,7 +103,7 @@ EXPERIMENTS = (
                    *shares(PROFILE_CH4_BASELINE, "book:ch4", "baseline " + TRAINING_PROFILE, "baseline"),
                    *shares(PROFILE_CH4_IPEX, "book:ch4", "ipex.optimize " + TRAINING_PROFILE, "ipex-fp32"),
                    DENSENET_PARAMS),
-        hardware=CH4_HW,
+        hardware=CH4_HW, source_cores=16,
         expect=CH4_BAND + " bf16 is fast only on CPUs with AVX-512 BF16 or AMX; torch.compile's first "
                         "steps (compilation) fall in the warm-up.",
         decisions=("IPEX's last CPU release (2.8.0) pairs with torch 2.8 only: run it in `make ipex-venv` "

@@ -60,7 +60,7 @@ EXPERIMENTS = (
                      for n, a in TABLE_9_1_ACCURACY.items()),
                    *(P("ratio", ratio(TABLE_9_1[1], t), "book:ch9:table9.1", f"derived {TABLE_9_1[1]}/{t}",
                        f"threads={n}") for n, t in TABLE_9_1.items() if n > 1)),
-        hardware=CH9_HW,
+        hardware=CH9_HW, source_cores=16,
         expect="book used 16 physical cores; `make ch9-cpu-threads` sweeps 1, 2, 4, ... up to the cores this "
              "machine has: expect the direction (fewer seconds with more threads, flattening), not the size",
         decisions=("Threads set with torch.set_num_threads per variant (the book did not say how), in one "
@@ -78,8 +78,9 @@ EXPERIMENTS = (
                    *(P("ratio", ratio(ONE_BY_16, t), "book:ch9:table9.2",
                        f"derived {ONE_BY_16}/{t}: {n}x{16 // n} vs 1x16, same total cores", f"ranks={n}")
                      for n, (t, _) in TABLE_9_2.items())),
-        hardware=CH9_HW, expect=CH9_BAND + "; each arm is compared with the 1-process run on the same total "
-                                "cores, with the book's ratio at that rank count as the expectation",
+        hardware=CH9_HW, source_cores=16,
+        expect=CH9_BAND + "; each arm is compared with the 1-process run on the same total cores, with the book's "
+                          "ratio at that rank count as the expectation",
         decisions=(VAR_BUG, FAITHFUL_BATCH, AFFINITY, SAME_CORES, SHUFFLED,
                    "Each variant needs its own launch (NPROC = ranks): `make ch9-cpu-gloo` runs the table, "
                    "`make cpu-ddp NPROC=4` one row; data is staged once, ranks never download",
@@ -99,7 +100,7 @@ EXPERIMENTS = (
                        f"derived {TABLE_9_2[n][0]}/{t} vs Gloo {n}x{16 // n}; "
                        f"{ratio(ONE_BY_16, t)} ({ONE_BY_16}/{t}) vs 1x16", f"ranks={n}")
                      for n, (t, _) in TABLE_9_3.items())),
-        hardware=CH9_HW, expect=CH9_BAND,
+        hardware=CH9_HW, source_cores=16, expect=CH9_BAND,
         decisions=("The repo's oneCCL script uses RANK without defining it (NameError after init): here the "
                    "rank comes from dist.placement() like every backend",
                    "Intel's oneccl_bindings_for_pytorch exists only for torch <= 2.7 and on Intel's index: the ccl "

@@ -21,12 +21,12 @@ from pipelines.core.config.options import NoOptions
 from pipelines.core.config.runconfig import resolve
 from pipelines.core.data import datasets
 from pipelines.core.record import envinfo, results
-from pipelines.core.report import tables
+from pipelines.core.stats.bases import harness
 from pipelines.core.stats import intervals
 from pipelines.core.train import clocks, loop, models
 from pipelines.core.train.steps import book_optimizer, plain_step
 
-EXPERIMENT = "harness-overhead"
+EXPERIMENT = harness.ID
 ARMS = ("shared-loop", "hand-loop")
 LOCAL = {"launcher": "local", "backend": None, "world_size": 1, "nodes": 1}  # every record's `dist`
 
@@ -64,7 +64,7 @@ def result_line(shared_runs: list[float], hand_runs: list[float], steps: int) ->
     shared, hand = statistics.fmean(shared_runs), statistics.fmean(hand_runs)
     ratio, interval = intervals.ratio_interval(intervals.whole_repeats(shared_runs),
                                                intervals.whole_repeats(hand_runs))
-    cost = tables.overhead(ratio, interval, min(len(shared_runs), len(hand_runs)))
+    cost = harness.overhead(ratio, interval, min(len(shared_runs), len(hand_runs)))
     return (f"harness overhead: shared loop {shared:.1f} samples/s, hand-written loop {hand:.1f} samples/s, "
             f"ratio {ratio:.3f} {interval.text(3)}; overhead {cost.text}; "
             f"{len(shared_runs)} interleaved repeats of {steps} steps")

@@ -65,7 +65,9 @@ def test_show_json_holds_the_whole_entry():
     assert [v["name"] for v in entry["variants"]] == [v.name for v in ENTRIES["ch6-prune"].variants]
     assert {"metric": "ratio", "value": 122 / 76, "source": "book:ch6:table6.1", "note": "derived 122/76",
             "variant": "s80", "basis": "same-work throughput", "work_ratio": 1.0, "devices": 1, "low": None,
-            "high": None} in entry["published"]  # devices: one process, the book's and this entry's
+            "high": None, "margin": None, "margin_reason": "", "baseline_matmul": "",
+            "band": [pytest.approx(122 / 76 / 1.15), pytest.approx(122 / 76 * 1.15)]} in entry["published"]
+    # devices: one process, the book's and this entry's; band: the effect rule's cap, x/1.15
 
 
 def test_show_names_every_figures_basis_and_the_fidelity_decisions():

@@ -50,7 +50,8 @@ def test_a_reversal_against_the_reference_fails_its_arm_and_an_error_errors(tmp_
     flipped = pd.DataFrame([dict(experiment=row.experiment, variant=row.variant, scale=row.scale, ratio=row.ratio,
                                  ci_low=row.ci_low, ci_high=row.ci_high, ref_ratio=0.5, ref_ci_low=0.4,
                                  ref_ci_high=0.6, difference=row.ratio - 0.5, verdict=row.verdict,
-                                 ref_verdict=intervals.SLOWER, reversed=True)], columns=list(report_drift.COLUMNS))
+                                 ref_verdict=intervals.SLOWER, reversed=True, changed=report_drift.REVERSED)],
+                           columns=list(report_drift.COLUMNS))
     drift = report_drift.Drift(Path("results/reference/other"), judged.loaded, flipped, ["reversed"])
     broken = dataclasses.replace(judged.rows[1], errors=["RuntimeError: injected"])
     rows = [broken if r is judged.rows[1] else r for r in judged.rows]
@@ -72,6 +73,22 @@ def test_accel_report_writes_both_files_and_appends_to_a_step_summary(tmp_path):
                                     "--markdown", str(summary), "--against", str(REFERENCE)])
     assert done.exit_code == 0, done.output
     text = summary.read_text()
-    assert text.startswith("earlier step\n") and "| ch2-nobias" in text and "No conclusive verdict reversed." in text
+    assert text.startswith("earlier step\n") and "| ch2-nobias" in text
+    assert "No conclusive verdict reversed, no reproduction lost" in text
     assert JUnitXml.fromfile(str(tmp_path / "v.xml")).tests > 0
     assert not list(tmp_path.glob("report.*"))  # no --out: only the two files asked for
+
+
+def test_a_lost_reproduction_fails_its_arm_as_its_own_kind(tmp_path, judged):
+    """reproduced in the reference -> slower here: not a reversal, but a conclusion lost, and the gate fails it."""
+    row = next(r for r in judged.rows if r.verdict == intervals.SLOWER)
+    lost = pd.DataFrame([dict(experiment=row.experiment, variant=row.variant, scale=row.scale, ratio=row.ratio,
+                              ci_low=row.ci_low, ci_high=row.ci_high, ref_ratio=1.2, ref_ci_low=1.1, ref_ci_high=1.3,
+                              difference=row.ratio - 1.2, verdict=row.verdict, ref_verdict=intervals.REPRODUCED,
+                              reversed=False, changed=report_drift.LOST)], columns=list(report_drift.COLUMNS))
+    drift = report_drift.Drift(Path("results/reference/other"), judged.loaded, lost, ["lost"])
+    xml = parse(tmp_path, ci.junit(judged.rows, drift))
+    assert xml.failures == 1
+    failed = cases(xml)[f"{row.experiment} [{row.variant}]"].result[0]
+    assert isinstance(failed, Failure) and failed.type == "reproduction"
+    assert failed.message.startswith("conclusive verdict changed: reproduction lost: reproduced in")

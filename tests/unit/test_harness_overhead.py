@@ -1,5 +1,5 @@
 """The harness overhead (the shared loop against a plain hand-written loop) is read by its interval:
-`tables.overhead` gives goal met, over the goal, inconclusive (too few repeats, or an interval that reaches
+`bases/harness.py overhead` gives goal met, over the goal, inconclusive (too few repeats, or an interval that reaches
 past the 2 % goal) or not assessed (no interval), and calls a negative overhead noise, never "within the
 goal"; the report's Harness overhead section and ci/harness-overhead.py's printed summary say the same.
 ci/harness-overhead.py runs end to end and writes both arms' records, and `tables.harness` gives each
@@ -16,24 +16,24 @@ import pytest
 from conftest import REPO
 from pipelines.core.record.results import load
 from pipelines.core.report import views as report
-from pipelines.core.report import tables
+from pipelines.core.stats.bases import harness
 from pipelines.core.stats import intervals
 from recordutil import record, table_rows, write
 
 
 def test_overhead_follows_the_interval_and_a_negative_one_is_noise():
-    faster = tables.overhead(1.115, intervals.Interval(0.95, 1.30), repeats=6)
+    faster = harness.overhead(1.115, intervals.Interval(0.95, 1.30), repeats=6)
     assert faster.pct == pytest.approx(-11.5)
     assert faster.text.startswith("-11.5 % (harness faster than the plain loop: within noise, no overhead")
     assert faster.verdict == intervals.INCONCLUSIVE  # the interval reaches +5 %, beyond the 2 % goal
-    met = tables.overhead(1.001, intervals.Interval(0.99, 1.01), repeats=3)
-    assert met.verdict == tables.GOAL_MET and met.pct_interval == pytest.approx((-1.0, 1.0))
-    over = tables.overhead(0.90, intervals.Interval(0.89, 0.91), repeats=3)
-    assert over.verdict == tables.OVER_GOAL
-    few = tables.overhead(1.0, intervals.Interval(0.999, 1.001), repeats=2)
+    met = harness.overhead(1.001, intervals.Interval(0.99, 1.01), repeats=3)
+    assert met.verdict == harness.GOAL_MET and met.pct_interval == pytest.approx((-1.0, 1.0))
+    over = harness.overhead(0.90, intervals.Interval(0.89, 0.91), repeats=3)
+    assert over.verdict == harness.OVER_GOAL
+    few = harness.overhead(1.0, intervals.Interval(0.999, 1.001), repeats=2)
     assert few.verdict == intervals.INCONCLUSIVE and "2 repeat(s)" in few.text
-    bare = tables.overhead(1.0, None, repeats=5)
-    assert bare.verdict == tables.NOT_ASSESSED and "goal met" not in bare.text
+    bare = harness.overhead(1.0, None, repeats=5)
+    assert bare.verdict == harness.NOT_ASSESSED and "goal met" not in bare.text
     for reading in (faster, met, over, few, bare):
         assert "within goal" not in reading.text and "within the goal" not in reading.text
 

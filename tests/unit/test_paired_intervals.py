@@ -11,7 +11,8 @@ import math
 import numpy as np
 import pytest
 
-from pipelines.core.stats import end_to_end, intervals, record_pairing
+from pipelines.core.stats import intervals, record_pairing
+from pipelines.core.stats.bases import end_to_end
 from pipelines.core.stats import rows as stats_rows
 from pipelines.core.record.results import Loaded
 from recordutil import GOLDEN

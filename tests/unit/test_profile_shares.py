@@ -13,6 +13,7 @@ import pytest
 
 from pipelines.catalog.book_tables import PROFILE_CH1, PROFILE_CH3_COMPILED, PROFILE_CH3_EAGER
 from pipelines.core.report import shares
+from pipelines.core.stats.bases import profile_share
 from pipelines.core.config import experiments
 from recordutil import record, table_rows, write
 
@@ -22,19 +23,19 @@ def test_the_book_s_two_profiles_of_one_forward_pass_judge_each_other_matching()
     assert len(common) == 16
     for op in common:
         for published, measured in ((PROFILE_CH1[op], PROFILE_CH3_EAGER[op]), (PROFILE_CH3_EAGER[op], PROFILE_CH1[op])):
-            assert shares.judge(published, measured) == shares.MATCHES, (op, published, measured)
+            assert profile_share.judge(published, measured) == profile_share.MATCHES, (op, published, measured)
 
 
 def test_a_relative_band_alone_would_fail_small_shares_by_construction_the_floor_does_not_pass_everything():
     # the book's own repeat is 3.5-fold apart on aten::conv2d: no relative band a ratio gets (15 %) holds it
     assert abs(PROFILE_CH3_EAGER["aten::conv2d"] / PROFILE_CH1["aten::conv2d"] - 1) > 0.15
-    assert shares.tolerance_pp(0.24) == shares.SHARE_FLOOR_PP == 1.0
-    assert shares.judge(0.24, 0.83) == shares.MATCHES
-    assert shares.judge(0.24, 1.5) == shares.DIFFERS  # a wrapper that took over a kernel's time
-    assert shares.judge(0.0, 1.2) == shares.DIFFERS
-    assert shares.judge(44.01, 20.0) == shares.DIFFERS  # the convolution's time moved elsewhere
-    assert shares.judge(44.01, 38.87) == shares.MATCHES
-    assert shares.tolerance_pp(44.01) == pytest.approx(0.35 * 44.01)
+    assert profile_share.tolerance_pp(0.24) == profile_share.FLOOR_PP == 1.0
+    assert profile_share.judge(0.24, 0.83) == profile_share.MATCHES
+    assert profile_share.judge(0.24, 1.5) == profile_share.DIFFERS  # a wrapper that took over a kernel's time
+    assert profile_share.judge(0.0, 1.2) == profile_share.DIFFERS
+    assert profile_share.judge(44.01, 20.0) == profile_share.DIFFERS  # the convolution's time moved elsewhere
+    assert profile_share.judge(44.01, 38.87) == profile_share.MATCHES
+    assert profile_share.tolerance_pp(44.01) == pytest.approx(0.35 * 44.01)
 
 
 def test_share_metric_names_every_printed_op_apart():
@@ -104,9 +105,9 @@ def test_the_report_judges_every_printed_share_of_a_recorded_profile(tmp_path):
     assert by_op["share__reshape_alias_pct"].measured_as == "aten::view"
     assert by_op["share__reshape_alias_pct"].op == "aten::_reshape_alias"  # shown as the book printed it
     assert by_op["share_copy__pct"].measured_as.startswith("not in the profile")  # absent from ch3's table: 0 %
-    assert all(row.verdict == shares.MATCHES and row.repeats == 2 for row in judged)
+    assert all(row.verdict == profile_share.MATCHES and row.repeats == 2 for row in judged)
     recs[0]["metrics"]["op_share_pct"]["aten::mkldnn_convolution"] = 10.0  # mean (10 + 38.87) / 2 vs 44.01
-    assert {row.metric for row in shares.share_rows(recs) if row.verdict == shares.DIFFERS} == \
+    assert {row.metric for row in shares.share_rows(recs) if row.verdict == profile_share.DIFFERS} == \
         {"share_mkldnn_convolution_pct"}
     write(tmp_path, "profile", recs)
     written = views.write_report(tmp_path, formats=("md",))

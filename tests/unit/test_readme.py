@@ -377,3 +377,16 @@ def test_the_makefile_s_id_list_is_the_catalog_s():
     stale = "catalog-ids.mk is stale: run ci/update-readme-map.py"
     assert (REPO / "catalog-ids.mk").read_text() == ids_makefile(), stale
     assert "include catalog-ids.mk" in (REPO / "Makefile").read_text()
+
+
+def test_the_sample_verdict_table_is_what_today_s_code_gives_on_the_committed_demo_run():
+    """README's sample is written by ci/update-readme-verdict.py from results/reference/demo-sample/'s records."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("update_readme_verdict", REPO / "ci" / "update-readme-verdict.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    text = README.read_text()
+    shown = text[text.index(VERDICT_BEGIN) + len(VERDICT_BEGIN) + 1:text.index(VERDICT_END) - 1]
+    assert shown == module.block(), "run .venv/bin/python ci/update-readme-verdict.py"
+    assert "ch2-nobias [nobias]: slower than published: measured" in shown and "[1.088, 1.288]" in shown

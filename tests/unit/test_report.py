@@ -25,7 +25,7 @@ from pipelines.core.stats import rows as stats_rows, intervals
 from pipelines.core.record.results import load
 
 
-# ch2-nobias: published 148/125 = 1.184, tolerance 0.15 -> band 1.006-1.362
+# ch2-nobias: published 148/125 = 1.184, the effect rule's band 1.184^0.5 - 1.184^1.5 = 1.088-1.288
 @pytest.mark.parametrize("ratios, verdict", [((1.18,), "reproduced"), ((2.0,), "faster than published"),
                                              ((0.5,), "slower than published"),
                                              ((0.85, 1.0, 1.25), "inconclusive")])
@@ -34,7 +34,9 @@ def test_verdict_follows_the_interval_against_the_band(tmp_path, ratios, verdict
     rows = rows_for(tmp_path)
     row = rows[("ch2-nobias", "nobias")]
     assert row.verdict == verdict and row.published_ratio == 148 / 125
-    assert (row.band_low, row.band_high) == pytest.approx((1.0064, 1.3616))
+    assert (row.band_low, row.band_high) == pytest.approx(((148 / 125) ** 0.5, (148 / 125) ** 1.5))
+    assert row.why.startswith(f"{verdict}: measured {intervals.fmt(row.ratio)} [")
+    assert "the book's 148 s -> 125 s is 1.184x (+18 %)" in row.why and "[1.088, 1.288]" in row.why
     assert row.ci_low <= row.ratio <= row.ci_high
     if verdict == "inconclusive":
         assert row.ci_low < row.band_low < row.ci_high and "straddles the band" in row.why
@@ -249,7 +251,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert "**Note:** test note" in md and "## Accuracy" in md
     assert "![ch2: published vs reproduced" in md and f"decision: {experiments.get('ch2-nobias').decisions[0]}" in md
     bs256 = next(c for c in table_rows(md, "Results") if c[0] == "ch2-bs256")
-    assert bs256[4:14] == ["76 s", "1.947", "same-work throughput", "1.66-2.24", "2100.0 ± 0.0", "2.10",
+    assert bs256[4:14] == ["76 s", "1.947", "same-work throughput", "1.69-2.24", "2100.0 ± 0.0", "2.10",
                            "[2.09, 2.11]", "steady state", "1.00 [1.00, 1.00]", "reproduced"]
     rows = list(csv.DictReader(io.StringIO((tmp_path / "out" / "report.csv").read_text())))
     assert list(rows[0]) == stats_rows.Row.columns()  # the CSV's columns are the Row's fields

@@ -4,6 +4,9 @@ totals estimates; where either disagrees, the row says so and the verdict stays 
 
 from __future__ import annotations
 
+import pytest
+
+from pipelines.core.config import effect
 from pipelines.core.stats import intervals, record_pairing, sensitivity
 from pipelines.core.stats.intervals import Interval
 from pipelines.core.stats import rows as stats_rows
@@ -12,11 +15,11 @@ from test_paired_intervals import interleaved
 
 
 def test_an_interval_end_near_a_band_edge_is_named():
-    band = intervals.band(148 / 125, 0.15)  # the book's exact 1.184, not the rounded 1.18
-    assert band.low == 148 / 125 * 0.85
-    note = sensitivity.at_the_edge(Interval(1.01, 1.10), band)
-    assert note == "at the edge: the interval's end 1.010 is within 0.5% of the band's 1.006"
-    assert sensitivity.at_the_edge(Interval(1.03, 1.10), band) == ""
+    band = Interval(*effect.band(148 / 125))  # the book's exact 1.184, not the rounded 1.18
+    assert band.low == pytest.approx(1.088, abs=5e-4)
+    note = sensitivity.at_the_edge(Interval(1.09, 1.20), band)
+    assert note == "at the edge: the interval's end 1.090 is within 0.5% of the band's 1.088"
+    assert sensitivity.at_the_edge(Interval(1.10, 1.20), band) == ""
 
 
 def arms(outliers: tuple[float, float, float]) -> tuple[list[dict], list[dict]]:

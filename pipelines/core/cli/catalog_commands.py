@@ -74,9 +74,12 @@ def show(experiment_id: str, as_json: bool) -> None:
     if not as_json:
         click.echo(entry_text(entry))
         return
+    from pipelines.core.stats.bases.throughput import RATIOS
+
     whole = dataclasses.asdict(entry)
     for fig, shown in zip(entry.published, whole["published"]):
         shown["basis"] = fig.basis_name  # the derived basis too, not an empty string
         # the count stated, or the one its arm ran on (ranks option, NPROC knob, one process)
         shown["devices"] = fig.devices or entry.published_devices(fig.variant or entry.variants[0].name)
+        shown["band"] = list(fig.band()) if fig.metric in RATIOS and fig.basis != "context" else None
     click.echo(json.dumps(whole, indent=1, default=dict))

@@ -26,10 +26,10 @@ from pipelines.core.errors import ConfigError
 @click.option("--note", default="", help="A note for the report's header (e.g. how noisy the machine was).")
 @click.option("--fail-on-reversal", is_flag=True,
               help="With --against: exit 1 when a conclusive verdict reversed (faster <-> slower than "
-                   "published).")
+                   "published) or a reproduction was lost or gained (reproduced <-> faster or slower).")
 @click.option("--junit", "junit_path", type=PathArg(),
-              help="Also write the verdicts as JUnit XML: one testcase per judged arm; an error or a reversal "
-                   "against --against fails, an arm not run is skipped.")
+              help="Also write the verdicts as JUnit XML: one testcase per judged arm; an error, a reversal or a "
+                   "reproduction lost or gained against --against fails, an arm not run is skipped.")
 @click.option("--markdown", "markdown_path", type=PathArg(),
               help="Also write the verdict table and the drift table as GitHub-flavoured Markdown "
                    "(e.g. $GITHUB_STEP_SUMMARY; an existing file is appended to).")
@@ -86,7 +86,7 @@ def report(results_dir: Path, out_dir: Path | None, formats: tuple[str, ...], ag
     if ci_files:
         _write_ci_files(judged, junit_path, markdown_path)
     if fail_on_reversal and judged.drift is not None and judged.drift.reversals:
-        _fail(f"conclusive verdict reversed against {against}: " + "; ".join(judged.drift.reversals), 1)
+        _fail(f"conclusive verdict changed against {against}: " + "; ".join(judged.drift.reversals), 1)
 
 
 def _write_ci_files(judged, junit_path: Path | None, markdown_path: Path | None) -> None:

@@ -14,101 +14,11 @@ import sys
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Mapping
 
+from pipelines.core.config.published import BASES, COUNT_METRICS, Published  # noqa: F401 (the catalog's names)
+
 TARGETS = ("cpu", "cpu-intel", "cuda", "mpi")
 LAUNCHERS = ("local", "torchrun", "mpirun", "srun")
 STATUSES = ("ready", "planned")
-
-
-# What a published figure measures, so that a verdict compares like with like (a measured throughput ratio is
-# judged against a same-work figure, or against a time-to-result one converted to the same work).
-# "context": shown beside the measurement, never compared with it (Table 3.2's accuracies come from one model
-# trained on across the book's sequence of backends; an arm here starts from fresh weights).
-# "count": a number the run computes exactly (parameters, steps per epoch, a format's largest value) and
-# "setting": a value the run is configured with (a batch size): the verdict is "matches" or "differs".
-BASES = ("same-work throughput", "time-to-result", "end-to-end", "memory", "accuracy", "profile share", "context",
-         "count", "setting")
-COUNT_METRICS = ("parameters", "baseline_parameters", "unpruned_parameters", "param_ratio", "steps_per_epoch",
-                 "max_finite_value")
-
-
-@dataclass(frozen=True)
-class Published:
-    """One published figure. `metric` ends in its unit (train_time_s, test_accuracy_pct, ratio).
-
-    `basis`: one of BASES; empty means the metric's usual one (a ratio: same-work throughput). A
-    time-to-result ratio compares runs that did different work (the talk's 10 scratch epochs against 3
-    fine-tuning ones); `work_ratio` is the baseline's work over the arm's (10/3 there), so the figure's
-    same-work equivalent, the one a throughput measurement can be judged against, is value / work_ratio.
-
-    `devices`: the GPUs (or CPU processes) the figure's arm ran on, where the source states them (the
-    course's strategies on 4 A100s); a run on another count is "not comparable", never judged. Unset, the
-    arm's own `ranks` option, the entry's NPROC knob or a single process stands for it
-    (Experiment.published_devices)."""
-
-    metric: str
-    value: float
-    source: str  # "book:ch2", "talk-slides", "repo-output:rasbt/cvpr2023", ...
-    note: str = ""
-    variant: str | None = None  # which variant of the experiment the figure belongs to
-    basis: str = ""
-    work_ratio: float = 1.0
-    devices: int | None = None
-    # A range the source states ("memory ~2-3x"): the band a measurement is judged against is the range
-    # itself, not value x (1 +- tolerance); `value` is its middle, shown where one number is printed.
-    low: float | None = None
-    high: float | None = None
-
-    def __post_init__(self) -> None:
-        if (self.low is None) != (self.high is None) or (self.low is not None and not
-                                                          self.low <= self.value <= self.high):
-            raise ValueError(f"a range needs low <= value <= high (got {self.low}, {self.value}, {self.high})")
-        if self.devices is not None and self.devices < 1:
-            raise ValueError(f"devices must be at least 1, not {self.devices}")
-        if self.basis and self.basis not in BASES:
-            raise ValueError(f"basis {self.basis!r} is not one of {', '.join(BASES)}")
-        if self.work_ratio != 1.0 and self.basis != "time-to-result":
-            raise ValueError("work_ratio applies to a time-to-result figure only")
-
-    @property
-    def basis_name(self) -> str:
-        if self.basis:
-            return self.basis
-        if self.metric == "ratio":
-            return "same-work throughput"
-        if self.metric in COUNT_METRICS:
-            return "count"
-        if self.metric.endswith("batch_size"):
-            return "setting"
-        if self.metric.endswith("_pct") and "accuracy" in self.metric:
-            return "accuracy"
-        if "memory" in self.metric or self.metric.endswith(("_gb", "_mib", "_bytes")):
-            return "memory"
-        if self.metric.startswith(("self_cpu", "self_cuda")) or "share" in self.metric:
-            return "profile share"
-        return "end-to-end" if "time" in self.metric else "same-work throughput"
-
-    def band(self, tolerance: float) -> tuple[float, float]:
-        """Where a measurement reproduces this figure: its stated range, else value x (1 +- tolerance)."""
-        if self.low is not None and self.high is not None:
-            return self.low, self.high
-        value = self.same_work_value
-        return value * (1 - tolerance), value * (1 + tolerance)
-
-    def matches(self, measured: float) -> bool:
-        """A count or setting equals the figure: inside its stated range (Lightning's "67.0 M": 66.95 to
-        67.05 M), else equal at the figure's printed precision (1.079 matches 1.0790, not 1.08)."""
-        if self.low is not None and self.high is not None:
-            return self.low <= measured <= self.high
-        decimals = len(repr(float(self.value)).partition(".")[2].rstrip("0")) if "e" not in repr(self.value) else None
-        if decimals is None:  # 3.4e+38: its printed significant digits
-            digits = len(repr(self.value).partition("e")[0].replace(".", "").replace("-", ""))
-            return float(f"{measured:.{digits - 1}e}") == self.value
-        return round(measured, decimals) == self.value
-
-    @property
-    def same_work_value(self) -> float:
-        """The figure on the same-work basis (a time-to-result ratio divided by the work it did more)."""
-        return self.value / self.work_ratio
 
 
 @dataclass(frozen=True)
@@ -142,6 +52,9 @@ class Experiment:
     requires: tuple[str, ...] = ()  # capabilities: "gpu", "ipex", "ccl", "mpi-backend", "multi-gpu"
     published: tuple[Published, ...] = ()
     hardware: str = ""  # the hardware of the published run
+    # The physical cores of the source's CPU host where it states them (the book's chapters 4 and 9: 16): a CPU
+    # verdict on another count says so, since the size of a threading or batch speed-up follows the cores.
+    source_cores: int | None = None
     expect: str = ""  # what to expect on other hardware, and why (shown by the report)
     decisions: tuple[str, ...] = ()  # known defects of the original and what we chose
     reproduces: str = ""  # the source's table / figure / slide / unit this entry reproduces (the map's column)
@@ -151,7 +64,6 @@ class Experiment:
     cpu_form: Mapping[str, Any] = field(default_factory=dict)
     planned_reason: str = ""  # for status "planned": what delivers it
     variants: tuple[Variant, ...] = ()  # the arms; when empty, one Variant named by `variant`
-    tolerance: float = 0.15  # relative band around a published ratio inside which the report says "reproduced"
     # Compare each arm with the arm of the baseline experiment that ran on the same total cores (ranks x
     # threads) here, not with the declared baseline arm: the published ratio holds at equal total cores.
     match_cores: bool = False

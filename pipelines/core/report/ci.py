@@ -19,7 +19,7 @@ import pandas as pd
 
 from pipelines.core.config.arm import Arm
 from pipelines.core.report import tables
-from pipelines.core.report.drift import Drift, view as drift_view
+from pipelines.core.report.drift import GAINED, LOST, REVERSED, Drift, view as drift_view
 from pipelines.core.report.render import markdown_table
 from pipelines.core.stats import intervals
 from pipelines.core.stats.rows import Row
@@ -36,9 +36,9 @@ def _interval(row: Row) -> str:
 def _reversed(drift: Drift | None) -> dict[tuple[str, str, str], str]:
     if drift is None or drift.data.empty:
         return {}
-    flipped = drift.data[drift.data.reversed.astype(bool)]
-    return {(r.experiment, r.variant, r.scale): f"{r.ref_verdict} in {drift.reference} -> {r.verdict} here"
-            for r in flipped.itertuples()}
+    flipped = drift.data[drift.data.changed.astype(str).isin([REVERSED, LOST, GAINED])]
+    return {(r.experiment, r.variant, r.scale): f"{r.changed.lower()}: {r.ref_verdict} in {drift.reference} -> "
+            f"{r.verdict} here" for r in flipped.itertuples()}
 
 
 def judged(rows: Sequence[Row]) -> list[Row]:
@@ -67,8 +67,8 @@ def junit(rows: Sequence[Row], drift: Drift | None, name: str = "accel") -> str:
             elif (row.experiment, row.variant, row.scale) in reversed_:
                 counts["failures"] += 1
                 why = reversed_[(row.experiment, row.variant, row.scale)]
-                ET.SubElement(case, "failure", message=f"conclusive verdict reversed: {why}",
-                              type="reversal").text = text
+                ET.SubElement(case, "failure", message=f"conclusive verdict changed: {why}",
+                              type="reversal" if why.startswith("reversed") else "reproduction").text = text
             elif row.n == 0:
                 counts["skipped"] += 1
                 ET.SubElement(case, "skipped", message=row.why or "not run here")
@@ -96,8 +96,8 @@ def markdown(rows: Sequence[Row], drift: Drift | None, drift_skipped: str | None
     if drift is not None:
         reversals = drift.reversals
         lines += [f"### Against {drift.reference}", "",
-                  f"**{len(reversals)} conclusive verdict(s) reversed**: " + "; ".join(reversals) if reversals
-                  else "No conclusive verdict reversed.", ""]
+                  f"**{len(reversals)} conclusive verdict(s) changed**: " + "; ".join(reversals) if reversals
+                  else "No conclusive verdict reversed, no reproduction lost or gained.", ""]
         if not drift.data.empty:
             lines += [markdown_table(drift_view(drift.data)), ""]
     elif drift_skipped:

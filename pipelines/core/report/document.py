@@ -15,7 +15,9 @@ from pipelines.core.record import atomic, machine_class, results
 from pipelines.core.report import trend
 from pipelines.core.report.drift import Drift, Judged, judge, view as drift_view
 from pipelines.core.report.plots import all_plots
-from pipelines.core.report.shares import DIFFERS, SHARE_FLOOR_PP, SHARE_RELATIVE, share_rows
+from pipelines.core.report.shares import share_rows
+from pipelines.core.stats import bases
+from pipelines.core.stats.bases import harness, profile_share
 from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
@@ -24,14 +26,16 @@ from pipelines.core.record.results import Loaded
 from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
 
-HARNESS_GOAL_PCT = tables.HARNESS_GOAL_PCT
 INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same "
          "work, with a 95 % interval: paired where the arms ran side by side (blocks of one process, or "
          "processes of one round) Student's t over the processes' mean log ratios, else a two-level "
          "bootstrap of repeats and steps, at least Welch's t over processes. A verdict needs 3+ processes "
          "per arm and is conclusive "
-         "only when the interval is: inside the band (published ratio ± the catalog's tolerance) -> "
+         "only when the interval is: inside the band on the published effect (half to 1.5 times it in log terms, "
+         "never narrower than ±5 % nor wider than ±15 %, or the figure's own margin or stated range) -> "
          "reproduced; entirely above / below -> faster / slower than published; otherwise inconclusive. "
+         "Every judged line says what was seen in one sentence: the band, whether the effect's direction is "
+         "seen, and for an inconclusive one how many rounds would decide it. "
          "Records without per-step times have no interval. Timings are reported, never asserted.")
 
 
@@ -228,11 +232,11 @@ def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | N
                  "recorded profiles give the same op; a printed name torch renamed is looked up under today's "
                  "(aten::_reshape_alias as aten::view, CompiledFunction with its '## Call CompiledFxGraph' "
                  "record), an op absent from the profile counts 0 %. Band: max("
-                 f"{SHARE_FLOOR_PP:g} point, {SHARE_RELATIVE:.0%} of the share) in "
+                 f"{profile_share.FLOOR_PP:g} point, {profile_share.RELATIVE:.0%} of the share) in "
                  "percentage points, the spread of the book's own two profiles of the same forward pass; a "
                  "one-call profile on another CPU and torch shows where the time goes, not a speed.")
     doc.add("table", pd.DataFrame([row.cells() for row in judged]))
-    differs = [row for row in judged if row.verdict == DIFFERS]
+    differs = [row for row in judged if row.verdict == profile_share.DIFFERS]
     doc.add("p", f"{len(judged) - len(differs)} of {len(judged)} shares match"
                  + (": differ " + ", ".join(f"{Arm.of(r)} {r.op}"
                                             for r in differs) if differs else "") + ".")
@@ -241,33 +245,33 @@ def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | N
 def _drift(doc: Doc, drift: Drift) -> None:
     doc.add("h", "Drift against the reference")
     doc.add("p", f"Reference `{drift.reference}` on " + " | ".join(machines(drift.loaded.records)) +
-                 ". Only a reversed conclusive verdict (faster <-> slower than published) fails "
-                 "`--fail-on-reversal`; differences are drift.")
+                 ". A reversed conclusive verdict (faster <-> slower than published) and a reproduction lost or "
+                 "gained (reproduced <-> faster or slower) fail `--fail-on-reversal`; other differences are drift.")
     if drift.data.empty:
         doc.add("p", "No arm has a ratio in this run or the reference.")
     else:
         doc.add("table", drift_view(drift.data))
-    doc.add("p", ("Reversed: " + "; ".join(drift.reversals)) if drift.reversals else
-                 "No conclusive verdict reversed.")
+    doc.add("p", ("Changed: " + "; ".join(drift.reversals)) if drift.reversals else
+                 "No conclusive verdict reversed, no reproduction lost or gained.")
 
 
 def _harness(doc: Doc, records: list[dict[str, Any]]) -> None:
     table = tables.harness(records)
     if table is None:
         return
-    column = f"against the {HARNESS_GOAL_PCT:g} % goal"
+    column = f"against the {harness.GOAL_PCT:g} % goal"
     by_verdict: dict[str, list[str]] = {}
     for workload, verdict in zip(table["workload"], table[column]):
         by_verdict.setdefault(verdict, []).append(workload)
-    wording = {tables.GOAL_MET: "Goal met (the overhead interval's upper end within the goal)",
-               tables.OVER_GOAL: "Over the goal (the whole interval above it)",
+    wording = {harness.GOAL_MET: "Goal met (the overhead interval's upper end within the goal)",
+               harness.OVER_GOAL: "Over the goal (the whole interval above it)",
                intervals.INCONCLUSIVE: "Inconclusive (the interval straddles the goal, or too few repeats)",
-               tables.NOT_ASSESSED: "Not assessed (no interval)"}
+               harness.NOT_ASSESSED: "Not assessed (no interval)"}
     doc.add("h", "Harness overhead")
     doc.add("table", table)
     doc.add("p", "The shared loop (pipelines/core/train/loop.py) against a minimal hand-written loop on the same "
                  "work, arms interleaved (ci/harness-overhead.py); goal: overhead within "
-                 f"{HARNESS_GOAL_PCT:g} %, judged by the overhead's 95 % interval, never by its point value. "
+                 f"{harness.GOAL_PCT:g} %, judged by the overhead's 95 % interval, never by its point value. "
                  "A negative overhead is the harness loop measuring faster than the plain loop: noise, not a "
                  "negative cost. "
                  + " ".join(f"{text} on this run: {', '.join(by_verdict[v])}." for v, text in wording.items()
@@ -284,7 +288,12 @@ def _notes(doc: Doc, rows: list[Row]) -> None:
         items = [f"compares: {entry.compares}"]
         if entry.hardware:
             items.append(f"published hardware: {entry.hardware}")
-        items.append(f"expect here: {entry.expect or 'no band stated'} (tolerance ±{entry.tolerance:.0%})")
+        items.append(f"expect here: {entry.expect or 'no band stated'}")
+        for fig in entry.published:  # each judged figure's band, in its basis's words
+            basis = bases.of(fig)
+            said = basis.band_text(fig) if basis is not None and fig.basis != "context" else ""
+            if said:
+                items.append(f"{basis.NAME}: {fig.metric}{f' [{fig.variant}]' if fig.variant else ''} {said}")
         items += [f"decision: {d}" for d in entry.decisions]
         doc.add("sub", entry.id)
         doc.add("list", items)

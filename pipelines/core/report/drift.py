@@ -1,9 +1,11 @@
 """Drift against a committed reference run (DESIGN section 10): this run's ratios beside the reference's,
 both intervals and the difference, and whether any conclusive verdict reversed.
 
-Why only reversals fail: timings on shared machines drift by tens of percent, so a CI job that asserted
-ratios would fail on noise. A verdict that the intervals made conclusive and that flips (faster than
-published <-> slower than published) is not noise; everything else is a drift table to read. Ratios
+What fails: timings on shared machines drift by tens of percent, so a CI job that asserted ratios would fail
+on noise. A conclusive verdict that becomes another conclusive verdict is not noise: a reversal (faster than
+published <-> slower than published) and a reproduction lost or gained (reproduced <-> faster or slower than
+published) each get their own word in the table's `changed` column and fail `--fail-on-reversal`; a
+conclusive verdict that becomes inconclusive, and everything else, is a drift table to read. Ratios
 are comparable only on one machine class (record/machine_class.py: CPU model, family/model, vector units,
 logical CPU count, GPUs; not torch or the image, whose changes are what drift shows), so a reference from
 another class is never shown beside this run: `against` refuses it
@@ -30,7 +32,19 @@ from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
 
 COLUMNS = ("experiment", "variant", "scale", "ratio", "ci_low", "ci_high", "ref_ratio", "ref_ci_low",
-           "ref_ci_high", "difference", "verdict", "ref_verdict", "reversed")
+           "ref_ci_high", "difference", "verdict", "ref_verdict", "reversed", "changed")
+REVERSED, LOST, GAINED = "REVERSED", "REPRODUCTION LOST", "REPRODUCTION GAINED"
+
+
+def changed(verdict: str, ref_verdict: str) -> str:
+    """Which gated change of conclusion a verdict made against its reference's, or ''."""
+    if intervals.OPPOSITE.get(verdict) == ref_verdict:
+        return REVERSED
+    if ref_verdict == intervals.REPRODUCED and verdict in intervals.OPPOSITE:
+        return LOST
+    if verdict == intervals.REPRODUCED and ref_verdict in intervals.OPPOSITE:
+        return GAINED
+    return ""
 
 
 @dataclass
@@ -38,7 +52,9 @@ class Drift:
     reference: Path
     loaded: Loaded  # the reference's records (its machines are described beside the table)
     data: pd.DataFrame  # COLUMNS, one line per arm with a ratio in this run or the reference
-    reversals: list[str]  # "id [arm] (scale): <reference verdict> -> <this verdict>"
+    # every gated change of conclusion (module docstring): "id [arm] (scale): <reference verdict> -> <this
+    # verdict>", with "(reproduction lost)" or "(reproduction gained)" where it is not a reversal
+    reversals: list[str]
 
 
 def machine_classes(records: list[dict[str, Any]]) -> set[tuple]:
@@ -110,14 +126,14 @@ def against(rows: list[Row], loaded: Loaded, reference: Path, only: list[str] | 
         ref = ref_rows.get(row.key) or Row(row.experiment, row.variant, row.scale)
         if row.ratio is None and ref.ratio is None:
             continue
-        flipped = intervals.OPPOSITE.get(row.verdict) == ref.verdict
+        change = changed(row.verdict, ref.verdict)
         difference = None if row.ratio is None or ref.ratio is None else row.ratio - ref.ratio
         lines.append(dict(zip(COLUMNS, (row.experiment, row.variant, row.scale, row.ratio, row.ci_low,
                                         row.ci_high, ref.ratio, ref.ci_low, ref.ci_high, difference,
-                                        row.verdict, ref.verdict, flipped))))
-        if flipped:
-            reversals.append(f"{Arm.of(row)} ({row.scale}): "
-                             f"{ref.verdict} -> {row.verdict}")
+                                        row.verdict, ref.verdict, change == REVERSED, change))))
+        if change:
+            kind = "" if change == REVERSED else f" ({change.lower()})"
+            reversals.append(f"{Arm.of(row)} ({row.scale}): {ref.verdict} -> {row.verdict}{kind}")
     return Drift(Path(reference), ref_loaded, pd.DataFrame(lines, columns=list(COLUMNS)), reversals)
 
 
@@ -149,7 +165,8 @@ def terminal_table(drift: Drift) -> str:
     if drift.data.empty:
         return f"{head} no arm has a ratio in both runs"
     body = view(drift.data).to_string(index=False)
-    tail = ("reversed: " + "; ".join(drift.reversals)) if drift.reversals else "no conclusive verdict reversed"
+    tail = ("changed: " + "; ".join(drift.reversals)) if drift.reversals else \
+        "no conclusive verdict reversed, no reproduction lost or gained"
     return "\n".join([head, body, tail])
 
 
@@ -162,7 +179,7 @@ def view(data: pd.DataFrame) -> pd.DataFrame:
         "reference interval": tables.interval_text(data.ref_ratio, data.ref_ci_low, data.ref_ci_high),
         "difference": data.difference.map(lambda v: "-" if pd.isna(v) else f"{v:+.2f}"),
         "verdict": data.verdict, "reference verdict": data.ref_verdict,
-        "reversed": data.reversed.map(lambda v: "REVERSED" if v else "")})
+        "changed": data.changed.fillna("")})
 
 
 if __name__ == "__main__":

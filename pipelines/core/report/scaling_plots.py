@@ -13,7 +13,7 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.report.figures import MEASURED, PUBLISHED, figure, save
 from pipelines.core.stats import intervals, pairing
-from pipelines.core.stats import rows as stats_rows
+from pipelines.core.stats.bases import harness
 
 
 def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -21,7 +21,7 @@ def scaling_series(records: list[dict[str, Any]]) -> dict[tuple[str, str], dict[
     grouped: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for rec in records:
         if rec["status"] == "ok" and rec["metrics"].get("throughput_samples_per_s") \
-                and rec["experiment"] != stats_rows.HARNESS_ID:
+                and not harness.ours(rec):
             grouped[(rec["experiment"], rec["scale"])].append(rec)
     series = {}
     for key, recs in grouped.items():

@@ -17,15 +17,7 @@ Names. A printed name is looked up under the names torch 2.14's profiler emits f
 A printed op with no counterpart in a profile (`detach`, `aten::empty_strided` of a compiled forward pass,
 which torch 2.14 no longer dispatches) has a measured share of 0 %: the profile holds every op it saw.
 
-Tolerance (`tolerance_pp`): max(SHARE_FLOOR_PP, SHARE_RELATIVE x the published share), in percentage
-points. A relative band alone would fail every small share by construction: a printed share comes from one
-call of a few milliseconds, where a wrapper op is a few microseconds, and two printed profiles of the same
-pass can differ several-fold on such an op. An absolute floor of 1 point judges it by what can be checked,
-that it stays a small share, and it cannot pass by construction: a wrapper that takes over a kernel's time
-(2 % or more) differs. For large shares, two printed profiles of the same pass differed by up to 31 % of
-the share, so the band is 35 %: a real shift of time between the big ops still differs. The profiles the
-band is calibrated on, and the test that they judge each other "matches", are the catalog's
-(pipelines/catalog/book_tables.py).
+The band a measured share is judged in, and the words: stats/bases/profile_share.py.
 """
 
 from __future__ import annotations
@@ -34,11 +26,6 @@ import statistics
 from dataclasses import dataclass
 from typing import Any, Iterable, Mapping
 
-
-SHARE_BASIS = "profile share"
-SHARE_FLOOR_PP = 1.0  # percentage points: the least difference a one-call profile can resolve
-SHARE_RELATIVE = 0.35  # of the published share: two printed profiles' spread (31 %), rounded up
-MATCHES, DIFFERS = "matches", "differs"
 
 # torch 2.14's name (or the start of it, ending in "*") -> the name PyTorch 2.0.0 printed for that work
 PRINTED_AS: dict[str, str] = {
@@ -86,15 +73,6 @@ def printed_op(fig: Any) -> str:
     return named if share_metric(named) == fig.metric else fig.metric.removeprefix("share_").removesuffix("_pct")
 
 
-def tolerance_pp(published: float) -> float:
-    """The band around a published share, in percentage points (see the module's docstring)."""
-    return max(SHARE_FLOOR_PP, SHARE_RELATIVE * published)
-
-
-def judge(published: float, measured: float) -> str:
-    return MATCHES if abs(measured - published) <= tolerance_pp(published) + 1e-9 else DIFFERS
-
-
 @dataclass(frozen=True)
 class ShareRow:
     experiment: str
@@ -109,17 +87,20 @@ class ShareRow:
     verdict: str
 
     def cells(self) -> dict[str, str]:
+        from pipelines.core.stats.bases import profile_share  # here: the catalog imports this module lightly
+
         return {"experiment": self.experiment, "variant": self.variant, "scale": self.scale,
                 "op (as printed)": self.op,
                 "published %": f"{self.published:.2f}", "measured %": f"{self.measured:.2f}",
                 "measured as": self.measured_as, "n": str(self.repeats),
-                "band (points)": f"±{tolerance_pp(self.published):.2f}", "verdict": self.verdict}
+                "band (points)": f"±{profile_share.tolerance_pp(self.published):.2f}", "verdict": self.verdict}
 
 
 def share_rows(records: Iterable[Mapping[str, Any]], only: Iterable[str] | None = None) -> list[ShareRow]:
     """Every printed share of an entry against the ok records of its arm that hold a whole profile
     (`op_share_pct`): the mean over repeats of the share each record measured, and the verdict."""
     from pipelines.core.config import experiments  # here, so the catalog can import share_metric lightly
+    from pipelines.core.stats.bases import profile_share
     from pipelines.core.stats.pairing import applies
 
     wanted = set(only) if only else None  # none named: every experiment
@@ -137,13 +118,13 @@ def share_rows(records: Iterable[Mapping[str, Any]], only: Iterable[str] | None 
     for (entry_id, variant, scale), profiles in groups.items():
         entry = entries[entry_id]
         for fig in entry.published:
-            if fig.basis_name != SHARE_BASIS or not applies(entry, fig, variant):
+            if fig.basis_name not in profile_share.FIGURES or not applies(entry, fig, variant):
                 continue
             found = [profile.get(fig.metric, (0.0, ())) for profile in profiles]
             measured = statistics.fmean(share for share, _ in found)
             ops = sorted({op for _, names in found for op in names})
             rows.append(ShareRow(entry_id, variant, scale, fig.metric, printed_op(fig), fig.value, measured,
                                  " + ".join(ops) if ops else "not in the profile (0 %)", len(profiles),
-                                 judge(fig.value, measured)))
+                                 profile_share.judge(fig.value, measured)))
     return rows
 

@@ -64,7 +64,7 @@ def speedup_figure(family: str, members: list[Row]) -> Figure:
                                         for r in members], fontsize=7)
     ax.set_xlim(-0.6, len(members) - 0.4)
     ax.set_ylabel("speed-up vs baseline (x) = baseline time / time")
-    ax.set_title(f"{family}: published (band = ±tolerance) vs reproduced (95 % interval)", fontsize=10)
+    ax.set_title(f"{family}: published (band: the effect rule) vs reproduced (95 % interval)", fontsize=10)
     fig.legend(handles=LEGEND, fontsize=7, loc="outside lower center", ncol=4)
     ax.set_ylim(0, max(ax.get_ylim()[1], 1.2) * 1.1)  # headroom for the value labels
     for x, row in enumerate(members):

@@ -5,12 +5,13 @@ number through the one formatter (stats/intervals.py `fmt`). Markdown and HTML r
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any
 
 import pandas as pd
 
 from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
+from pipelines.core.stats.bases import harness as harness_basis
 from pipelines.core.stats.rows import Row
 
 
@@ -116,66 +117,13 @@ def book_accuracy_view(rows: list[Row]) -> pd.DataFrame:
     return pd.DataFrame(lines)
 
 
-HARNESS_GOAL_PCT = 2.0  # the shared loop may cost at most this much throughput against a hand-written one
-HARNESS_FASTER = "harness faster than the plain loop: within noise, no overhead measured"
-GOAL_MET, OVER_GOAL, NOT_ASSESSED = "goal met", "over the goal", "not assessed"
-
-
-class Overhead(NamedTuple):
-    """The harness's overhead against the goal. `verdict` is one of GOAL_MET, OVER_GOAL, INCONCLUSIVE,
-    NOT_ASSESSED; `note` says what a negative overhead means (empty otherwise); `text` is the whole
-    reading in one phrase; `pct_interval` is the overhead's 95 % interval in percent, (low, high), or None."""
-
-    pct: float
-    pct_interval: tuple[float, float] | None
-    verdict: str
-    note: str
-    text: str
-
-
-def overhead(ratio: float, interval: intervals.Interval | None, repeats: int,
-             goal_pct: float = HARNESS_GOAL_PCT) -> Overhead:
-    """Overhead % = (1 - shared/hand) x 100, read against the goal by its interval, never by the point.
-
-    The overhead's interval is the ratio's mapped through 1 - r, so its ends swap: the overhead's upper
-    end comes from the ratio's lower one. The goal is met only when that upper end is within the goal;
-    an interval entirely above the goal is over it; anything else is inconclusive, and so is an interval
-    from fewer than MIN_REPEATS_FOR_VERDICT repeats per loop (a bootstrap over 1-2 whole repeats cannot
-    see run-to-run noise). A negative point means the harness loop measured faster than the plain loop:
-    the harness adds work, so that is noise, not a negative cost, and it is said so instead of "-11.5 %
-    within the goal". Without an interval nothing is judged."""
-    pct = (1 - ratio) * 100
-    note = ""
-    if pct < 0:
-        # the whole interval says "faster", from enough repeats to see run-to-run noise
-        below = interval is not None and interval.low > 1 and repeats >= intervals.MIN_REPEATS_FOR_VERDICT
-        note = "harness faster than the plain loop at 95 %: no overhead measured" if below else HARNESS_FASTER
-    reading = f"{pct:+.1f} %" + (f" ({note})" if note else "")
-    if interval is None:
-        return Overhead(pct, None, NOT_ASSESSED, note,
-                        f"{reading}; no interval: the {goal_pct:g} % goal is not assessed")
-    low, high = (1 - interval.high) * 100, (1 - interval.low) * 100
-    span = f"95 % interval [{low:+.1f}, {high:+.1f}] %"
-    if repeats < intervals.MIN_REPEATS_FOR_VERDICT:
-        verdict = intervals.INCONCLUSIVE
-        why = (f"{repeats} repeat(s) per loop: the interval cannot see run-to-run noise, a verdict needs "
-               f"{intervals.MIN_REPEATS_FOR_VERDICT}+")
-    elif high <= goal_pct:
-        verdict, why = GOAL_MET, f"its upper end is within the {goal_pct:g} % goal"
-    elif low > goal_pct:
-        verdict, why = OVER_GOAL, f"all of it is above the {goal_pct:g} % goal"
-    else:
-        verdict, why = intervals.INCONCLUSIVE, f"it straddles the {goal_pct:g} % goal"
-    return Overhead(pct, (low, high), verdict, note, f"{reading}; {span}: {verdict}, {why}")
-
-
 def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
     """Shared loop vs hand-written loop throughput, from ci/harness-overhead.py's records: one row per
     workload (model, batch size, device, scale: bench steps or the book's epochs on its data), since a small
     CNN and a ViT-B/16, or 40 steps and 2 epochs, must not share a mean. Each loop's run-to-run spread (the
     coefficient of variation of its training time) is shown too: the book-scale goal is a spread no wider
     than the plain loop's."""
-    recs = [r for r in records if r["experiment"] == stats_rows.HARNESS_ID and r["status"] == "ok"]
+    recs = [r for r in records if harness_basis.ours(r) and r["status"] == "ok"]
 
     def workload(record: dict[str, Any]) -> tuple[str, int, str, str]:
         config = record["config"]
@@ -197,14 +145,14 @@ def harness(records: list[dict[str, Any]]) -> pd.DataFrame | None:
             continue
         ratio, interval = intervals.ratio_interval(intervals.whole_repeats(values["shared-loop"]),
                                                intervals.whole_repeats(values["hand-loop"]))
-        cost = overhead(ratio, interval, min(shared.n, hand.n))
+        cost = harness_basis.overhead(ratio, interval, min(shared.n, hand.n))
         lines.append({"workload": f"{model} / batch {batch} / {device} / {scale}",
                       "n (each loop)": f"{shared.n}/{hand.n}",
                       "shared loop samples/s": shared.text(), "hand-written samples/s": hand.text(),
                       "shared / hand": intervals.fmt(ratio, 3), "95 % interval (repeats)": interval.text(3),
                       "overhead %": round(cost.pct, 1),
                       "overhead 95 % interval": "[{:+.1f}, {:+.1f}] %".format(*cost.pct_interval),
-                      f"against the {HARNESS_GOAL_PCT:g} % goal": cost.verdict,
+                      f"against the {harness_basis.GOAL_PCT:g} % goal": cost.verdict,
                       "spread (shared / hand)": f"{spread(mine, 'shared-loop')} / {spread(mine, 'hand-loop')}",
                       "note": cost.note})
     return pd.DataFrame(lines) if lines else None

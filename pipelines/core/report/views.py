@@ -19,7 +19,7 @@ from typing import Any
 import click
 
 from pipelines.core.config import experiments
-from pipelines.core.stats import stopping
+from pipelines.core.stats import bases, stopping
 from pipelines.core.stats.intervals import figure, fmt
 from pipelines.core.config.arm import Arm
 
@@ -75,8 +75,10 @@ def entry_text(entry: experiments.Experiment) -> str:
     for fig in entry.published:
         where = f" [{fig.variant}]" if fig.variant else ""
         value = f"{fig.value:,}" if isinstance(fig.value, int) or fig.value >= 1e5 else f"{fig.value:g}"
+        basis = bases.of(fig) if fig.basis != "context" else None
+        band = basis.band_text(fig) if basis is not None else ""
         lines.append(f"  published{where}: {fig.metric} = {value}, basis {fig.basis_name} "
-                     f"({fig.source}{'; ' + fig.note if fig.note else ''})")
+                     f"({fig.source}{'; ' + fig.note if fig.note else ''})" + (f"; judged {band}" if band else ""))
     if entry.hardware:
         lines.append(f"  published hardware: {entry.hardware}")
     if entry.expect:

@@ -282,19 +282,13 @@ def paired_mean_ratio_interval(numerator: Sequence[float], denominator: Sequence
     return point, at_least(point, Interval(float(low), float(high)), paired_halfwidth(np.log(top / bottom)))
 
 
-def band(published: float, tolerance: float) -> Interval:
-    """Where a reproduction counts as 'reproduced': the published ratio x (1 ± tolerance)."""
-    return Interval(published * (1 - tolerance), published * (1 + tolerance))
-
-
-def verdict(interval: Interval, published: float, tolerance: float, expected: Interval | None = None) -> str:
-    """Conclusive only when the interval is: inside the band, or entirely above or below it. `expected`:
-    a band of the source's own (a stated range), instead of published x (1 +- tolerance)."""
-    expected = expected or band(published, tolerance)
-    if expected.low <= interval.low and interval.high <= expected.high:
+def verdict(interval: Interval, band: Interval) -> str:
+    """Conclusive only when the interval is: inside the band (config/effect.py's rule, or a stated range), or
+    entirely above or below it."""
+    if band.low <= interval.low and interval.high <= band.high:
         return REPRODUCED
-    if interval.low > expected.high:
+    if interval.low > band.high:
         return FASTER
-    if interval.high < expected.low:
+    if interval.high < band.low:
         return SLOWER
     return INCONCLUSIVE

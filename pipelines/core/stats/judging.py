@@ -11,17 +11,29 @@ ratio and the verdict "inconclusive" (no interval).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from pipelines.core.config import experiments
 from pipelines.core.config.arm import Arm
 from pipelines.core.record import machine_class
-from pipelines.core.stats import end_to_end, intervals, memory_saving, pairing, record_pairing, sensitivity
+from pipelines.core.stats import bases, intervals, pairing, record_pairing, sensitivity
+from pipelines.core.stats.bases import end_to_end, throughput
+from pipelines.core.stats.bases import memory as memory_basis
 
 NO_INTERVAL = "no interval: records without per-step times (older schema)"
 NOT_COMPARABLE = "not comparable"
 
 Records = list[dict[str, Any]]
+
+
+class Target(NamedTuple):
+    """What an arm's ratio is judged against: the published ratio on the same work, its band, why the band is
+    where it is (config/effect.py rule_text) and how the source tells the figure ("the book's 148 s -> 125 s")."""
+
+    ratio: float
+    band: intervals.Interval
+    rule: str
+    told: str
 
 
 @dataclass
@@ -40,15 +52,15 @@ class Comparison:
     judged: str = "-"
     e2e_ratio: float | None = None
     e2e_interval: intervals.Interval | None = None
-    memory: memory_saving.Saving | None = None
+    memory: memory_basis.Saving | None = None
 
 
 def compare(entry: experiments.Experiment, variant: str, scale: str, records: Records,
             here: Mapping[tuple[str, str], Records], ran: Mapping[tuple[str, str, str], Records],
-            published: tuple[float, intervals.Interval] | None) -> Comparison:
+            published: Target | None) -> Comparison:
     """Judge an arm's records (at least one) against its baseline arm's at one scale. `here`: the ok records
     of this scale by (experiment, arm); `ran`: by (experiment, arm, scale). `published`: the published ratio
-    on the same work and its band; None where nothing is published."""
+    on the same work, its band and how the source tells it (Target); None where nothing is published."""
     chosen = pairing.baseline_arm(entry, variant, records, here)
     if chosen is None:
         return Comparison("baseline", "the reference arm (ratio 1 by definition)")
@@ -65,9 +77,9 @@ def compare(entry: experiments.Experiment, variant: str, scale: str, records: Re
     done = Comparison("", "", baseline, base_key, pairing=steady.pairing, ratio=steady.value,
                       interval=steady.interval, processes=steady.processes, judged="steady state",
                       e2e_ratio=e2e_ratio, e2e_interval=e2e_interval,
-                      memory=memory_saving.saving(entry, variant, records, base_records))
+                      memory=memory_basis.saving(entry, variant, records, base_records))
     figure = pairing.published_figure(entry, "ratio", variant)
-    if figure is not None and figure.basis_name == "end-to-end" and pairing.hardware_class(entry) == \
+    if figure is not None and bases.judges(figure, end_to_end) and pairing.hardware_class(entry) == \
             pairing.run_class(records):
         if scale != "book":
             # the source's compilation is spread over its whole run, a bench run's over a few steps: project
@@ -89,12 +101,15 @@ def compare(entry: experiments.Experiment, variant: str, scale: str, records: Re
 
 
 def _verdict(entry: experiments.Experiment, variant: str, scale: str, records: Records, base: tuple[str, str],
-             base_records: Records, published: tuple[float, intervals.Interval] | None,
+             base_records: Records, published: Target | None,
              done: Comparison) -> tuple[str, str]:
     """(verdict, why) of the judged ratio: not comparable on other devices or hardware than the source's,
     measured where nothing is published, else against the published band."""
     devices = pairing.device_count_difference(entry, variant, base, records, base_records)
     hardware = pairing.hardware_class(entry) not in ("any", pairing.run_class(records))
+    precision = pairing.precision_difference(pairing.ratio_figure(entry, variant), base_records)
+    if precision and not (devices or hardware):
+        return NOT_COMPARABLE, precision
     if devices or hardware:
         stand_in = next((r["config"]["stand_in"] for r in records if r["config"].get("stand_in")), "")
         return NOT_COMPARABLE, "; ".join(part for part in (devices, hardware and (
@@ -107,16 +122,38 @@ def _verdict(entry: experiments.Experiment, variant: str, scale: str, records: R
     if interval is None:
         return intervals.INCONCLUSIVE, f"{NO_INTERVAL}; the point ratio alone decides nothing"
     if done.processes < intervals.MIN_REPEATS_FOR_VERDICT:
+        point = (f"; the point {intervals.fmt(done.ratio)} is {done.ratio / published.ratio:.2f}x the published "
+                 f"{intervals.figure(published.ratio)}") if done.ratio else ""
         return intervals.INCONCLUSIVE, too_few_processes(entry.id, scale, base[0], done.processes,
-                                                         min(len(records), len(base_records)))
-    ratio, band = published
-    verdict = intervals.verdict(interval, ratio, entry.tolerance, band)
-    notes = [f"interval {interval.text()} straddles the band {band.text()}" if verdict == intervals.INCONCLUSIVE
-             else "",
-             sensitivity.at_the_edge(interval, band),
+                                                         min(len(records), len(base_records))) + point
+    verdict, said = throughput.judge(interval, done.ratio, published.ratio, published.band, published.rule,
+                                     published.told, done.processes, machine_difference(entry, records))
+    notes = [sensitivity.at_the_edge(interval, published.band),
              "" if done.judged != "steady state" else
-             sensitivity.infirm(verdict, records, base_records, ratio, entry.tolerance, band)]
-    return verdict, "; ".join(note for note in (*notes, done.why) if note)
+             sensitivity.infirm(verdict, records, base_records, published.band)]
+    return verdict, "; ".join(note for note in (said, *notes, done.why) if note)
+
+
+def machine_difference(entry: experiments.Experiment, records: Records) -> str:
+    """Where the source's machine differs from this run's in what a speed-up depends on, one clause: the cores
+    of a CPU figure ("published on 16 physical cores, run on 2 logical CPUs"), the GPU model of a GPU one."""
+    envs = [r.get("env") or {} for r in records]
+    if pairing.hardware_class(entry) == "any":  # a rule of thumb for no machine
+        return ""
+    if any((r.get("config") or {}).get("device") == "cuda" for r in records):
+        names = sorted({str(gpu.get("name") if isinstance(gpu, dict) else gpu)
+                        for env in envs for gpu in env.get("gpus") or []})
+        ran = "/".join(names) or "an unnamed GPU"
+        return "" if not entry.hardware or ran in entry.hardware else f"published on {entry.hardware}, run on {ran}"
+    cpus = sorted({int(env["logical_cpus"]) for env in envs if env.get("logical_cpus")})
+    if not cpus:
+        return ""
+    here = "/".join(map(str, cpus))
+    if entry.source_cores is not None:
+        if cpus == [entry.source_cores]:
+            return ""
+        return f"published on {entry.source_cores} physical cores, run on {here} logical CPUs"
+    return f"published on {entry.hardware or 'an unstated CPU'}, run on {here} logical CPUs"
 
 
 def too_few_processes(experiment: str, scale: str, baseline: str, processes: int, repeats: int) -> str:

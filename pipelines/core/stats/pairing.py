@@ -54,6 +54,32 @@ def ratio_figure(entry: experiments.Experiment, variant: str) -> experiments.Pub
     return published_figure(entry, "ratio", variant) or published_figure(entry, STATED_SPEED, variant)
 
 
+SOURCE_NAMES = (("book", "the book"), ("talk", "the talk"), ("dlf", "the course"), ("scale", "the note"),
+                ("note", "the note"), ("repo-output", "the source's logs"), ("repo", "the source's code"))
+
+
+def told(entry: experiments.Experiment, variant: str, fig: experiments.Published | None = None) -> str:
+    """How the source tells a figure of an arm (its ratio figure unless `fig` is given): "the book's 148 s ->
+    125 s" where it published both arms' times, else "the book's" (its source's name); "" without a figure."""
+    fig = fig or ratio_figure(entry, variant)
+    if fig is None:
+        return ""
+    name = next((said for prefix, said in SOURCE_NAMES if fig.source.startswith(prefix)), "the source")
+    if fig.metric in (STATED_SPEED, STATED_MEMORY):
+        return f"{name}'s rule of thumb"
+    if fig.metric != "ratio":
+        return f"{name}'s"
+    declared = declared_baseline(entry, variant)
+    base_entry = experiments.all_experiments().get(declared[0]) if declared else None
+    mine = published_times(entry, variant)
+    theirs = published_times(base_entry, declared[1]) if base_entry else []
+    if mine and theirs and fig.work_ratio == 1.0 and mine[0][0].split()[-1] == theirs[0][0].split()[-1] \
+            and abs(theirs[0][1] / mine[0][1] / fig.value - 1) < 0.005:  # the ratio is those two times'
+        unit = mine[0][0].split()[-1]
+        return f"{name}'s {theirs[0][0].split()[0]} {unit} -> {mine[0][0].split()[0]} {unit}"
+    return f"{name}'s"
+
+
 def basis_text(fig: experiments.Published) -> str:
     """What a ratio figure measured, and how it became a ratio on the same work as the measured one."""
     if fig.metric == STATED_SPEED:
@@ -162,3 +188,19 @@ def hardware_class(entry: experiments.Experiment) -> str:
 
 def run_class(records: Records) -> str:
     return "gpu" if any(r["config"].get("device") == "cuda" for r in records) else "cpu"
+
+
+def precision_difference(figure: experiments.Published | None, base_records: Records) -> str:
+    """'' when the baseline ran at the float32 matmul precision the figure's baseline did (where the figure
+    names one), else the difference: a bf16 arm against a TF32 baseline measures another speed-up than one
+    against true fp32. A record without the option ran at torch's default, "highest"."""
+    if figure is None or not figure.baseline_matmul:
+        return ""
+    ran = sorted({str(((r.get("config") or {}).get("options") or {}).get("matmul_precision") or "highest")
+                  for r in base_records})
+    if ran == [figure.baseline_matmul]:
+        return ""
+    true_fp32 = " (true fp32)" if figure.baseline_matmul == "highest" else ""
+    tf32 = " (TF32 on Ampere and later)" if {"high", "medium"} & set(ran) else ""
+    return (f"other baseline precision: the published ratio's baseline ran at float32 matmul precision "
+            f"{figure.baseline_matmul!r}{true_fp32}, this run's at {'/'.join(map(repr, ran))}{tf32}")

@@ -21,9 +21,9 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.config.arm import Arm
 from pipelines.core.record.results import Loaded
-from pipelines.core.stats import counts, end_to_end, intervals, judging, pairing
+from pipelines.core.stats import intervals, judging, pairing
+from pipelines.core.stats.bases import counts, end_to_end, harness
 
-HARNESS_ID = "harness-overhead"  # written by ci/harness-overhead.py; shown in its own section
 HIDDEN = {"table": False}  # Row fields that are not table columns
 INTERRUPTED = "interrupted"
 
@@ -41,6 +41,7 @@ class Row:
     published_basis: str = "-"  # what the source's figure measured, and how it became published_ratio
     band_low: float | None = None
     band_high: float | None = None
+    band_rule: str = ""  # why the band is where it is (config/effect.py rule_text)
     noisy_repeats: int = 0  # repeats whose machine state was flagged noisy (record/machine.py)
     noisy_reasons: str = ""  # why, as the records say (others' CPU share, throttling, swap)
     energy_j_per_sample: float | None = None  # mean over repeats where a counter was readable (record/energy.py)
@@ -65,6 +66,7 @@ class Row:
     memory_ci_high: float | None = None
     published_memory_ratio: float | None = None
     memory_verdict: str = "-"
+    memory_why: str = ""  # the sentence of what was seen, for a judged saving factor
     data_source: str = "-"
     samples_seen: int | None = None
     accuracy_mean: float | None = None
@@ -108,7 +110,7 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
     errors: dict[tuple[str, str], list[str]] = defaultdict(list)
     stopped: dict[tuple[str, str], list[str]] = defaultdict(list)
     for rec in loaded.records:
-        if rec["experiment"] == HARNESS_ID:
+        if harness.ours(rec):  # the harness-overhead check has its own section
             continue
         if rec["status"] == "ok" and rec["metrics"].get("throughput_samples_per_s"):
             ran[(rec["experiment"], rec["variant"], rec["scale"])].append(rec)
@@ -208,7 +210,7 @@ def _measured(row: Row) -> None:
 
 def _published(row: Row, entry: experiments.Experiment) -> None:
     """What the source published for the arm: times, accuracy, the ratio on the same work with its basis and
-    band, and its counts and settings against the records (stats/counts.py)."""
+    band, and its counts and settings against the records (stats/bases/counts.py)."""
     times = pairing.published_times(entry, row.variant)
     row.published_time = ", ".join(text for text, _ in times) or "-"
     row.published_time_s = times[0][1] if times else None
@@ -218,7 +220,8 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
     fig = pairing.ratio_figure(entry, row.variant)
     if fig is not None:
         row.published_ratio, row.published_basis = fig.same_work_value, pairing.basis_text(fig)
-        row.band_low, row.band_high = fig.band(entry.tolerance)
+        row.band_low, row.band_high = fig.band()
+        row.band_rule = fig.rule_text()
     row.checks = counts.checks(entry, row.variant, row.records)
 
 
@@ -228,15 +231,17 @@ def _judged(row: Row, entry: experiments.Experiment, here, ran) -> None:
         row.why = (f"error: {row.errors[-1]}" if row.errors else
                    f"planned: {entry.planned_reason}" if entry.status == "planned" else "no records")
         return
-    published = None if row.published_ratio is None else (
-        row.published_ratio, intervals.Interval(row.band_low, row.band_high))
+    published = None if row.published_ratio is None else judging.Target(
+        row.published_ratio, intervals.Interval(row.band_low, row.band_high), row.band_rule,
+        pairing.told(entry, row.variant))
     done = judging.compare(entry, row.variant, row.scale, row.records, here, ran, published)
     row.verdict, row.why, row.baseline, row.base_key, row.pairing, row.ratio, row.processes, row.judged = (
         done.verdict, done.why, done.baseline, done.base_key, done.pairing, done.ratio, done.processes, done.judged)
     row.ci_low, row.ci_high = _bounds(done.interval)
     row.e2e_ratio, (row.e2e_ci_low, row.e2e_ci_high) = done.e2e_ratio, _bounds(done.e2e_interval)
     if done.memory is not None:
-        row.memory_metric, row.memory_ratio, memory, row.published_memory_ratio, row.memory_verdict = done.memory
+        (row.memory_metric, row.memory_ratio, memory, row.published_memory_ratio, row.memory_verdict,
+         row.memory_why) = done.memory
         row.memory_ci_low, row.memory_ci_high = _bounds(memory)
 
 

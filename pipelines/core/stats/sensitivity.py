@@ -50,13 +50,13 @@ def other_estimates(records: Sequence[dict[str, Any]], base_records: Sequence[di
 
 
 def infirm(verdict: str, records: Sequence[dict[str, Any]], base_records: Sequence[dict[str, Any]],
-           published: float, tolerance: float, band: Interval) -> str:
+           band: Interval) -> str:
     """'' or the note naming each other estimate under which a conclusive verdict does not hold."""
     if verdict not in intervals.CONCLUSIVE:
         return ""
     notes = []
     for name, (ratio, interval) in other_estimates(records, base_records).items():
-        other = intervals.verdict(interval, published, tolerance, band)
+        other = intervals.verdict(interval, band)
         if other != verdict:
             notes.append(f"the {name} estimate {intervals.fmt(ratio)} {interval.text()} is {other}")
     return f"not firm: {'; '.join(notes)}" if notes else ""

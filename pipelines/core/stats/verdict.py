@@ -90,7 +90,7 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str],
                     "verdict": row.verdict, "why": row.why, "memory_metric": row.memory_metric,
                     "memory_ratio": row.memory_ratio, "memory_ci_low": row.memory_ci_low,
                     "memory_ci_high": row.memory_ci_high, "published_memory_ratio": row.published_memory_ratio,
-                    "memory_verdict": row.memory_verdict,
+                    "memory_verdict": row.memory_verdict, "memory_why": row.memory_why,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
                     "published_accuracy_context": row.accuracy_context,
@@ -161,8 +161,9 @@ def _memory_table(lines: list[dict[str, Any]]) -> str:
               + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
                  if row.memory_ci_low is not None else ""),
               intervals.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
+    reasons = "".join(f"\n  {Arm.of(row)}: {row.memory_why}" for row in measured if row.memory_why)
     return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
-        ["arm", "memory", "measured [95 %]", "published", "verdict"], table)
+        ["arm", "memory", "measured [95 %]", "published", "verdict"], table) + reasons
 
 
 def closing_line(paths: Sequence[Path], results_dir: Path) -> str:

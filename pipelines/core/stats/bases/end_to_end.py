@@ -1,6 +1,7 @@
-"""End-to-end ratios: an arm's whole repeats against its baseline's, warm-up and compilation included, over
-the same work (`samples_seen`), and bench processes projected onto the source's work. What a source that
-timed its whole run, compilation inside its first epoch, measured.
+"""End-to-end: an arm's whole repeats against its baseline's, warm-up and compilation included, over the same work
+(`samples_seen`), and bench processes projected onto the source's work. What a source that timed its whole run,
+compilation inside its first epoch, measured. Judged on the same effect rule and words as a same-work throughput
+ratio (stats/bases/throughput.py), once the ratio is on the source's basis.
 """
 
 from __future__ import annotations
@@ -10,6 +11,11 @@ from typing import Any
 
 from pipelines.core.config import experiments
 from pipelines.core.stats import intervals, record_pairing
+from pipelines.core.stats.bases.throughput import WORDS, band, band_text, judge, rule  # noqa: F401 (this basis's)
+
+NAME = "end-to-end"
+FIGURES = ("end-to-end",)
+ORDER = 2
 
 Records = list[dict[str, Any]]
 

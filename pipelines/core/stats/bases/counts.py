@@ -3,7 +3,8 @@ size) against what every record of the arm measured: 'matches' when all do (Publ
 range or printed precision), else 'differs'. No interval: a count is exact, and one record that differs is a
 difference. A count per device (steps per epoch: the talk's 2,812 on 1 GPU, 703 per device on 4) is
 compared only where the arm ran on the figure's device count; elsewhere it reads 'other devices', with both
-counts, since the run split its data another way.
+counts, since the run split its data another way. A model's count from a run of a small stand-in model (a
+GPU entry's smoke run on a tiny ViT) reads 'stand-in model': it counts another model.
 """
 
 from __future__ import annotations
@@ -13,8 +14,13 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.stats import pairing
 
-MATCHES, DIFFERS, OTHER_DEVICES = "matches", "differs", "other devices"
+NAME = "count or setting"
+FIGURES = ("count", "setting")
+ORDER = 4
+MATCHES, DIFFERS, OTHER_DEVICES, STAND_IN = "matches", "differs", "other devices", "stand-in model"
+WORDS = (MATCHES, DIFFERS, OTHER_DEVICES, STAND_IN)
 PER_DEVICE = ("steps_per_epoch",)  # counts that depend on how many devices split the data
+MODEL_COUNTS = ("parameters", "baseline_parameters", "unpruned_parameters")  # counts of the source's own model
 
 
 def checks(entry: experiments.Experiment, variant: str,
@@ -24,13 +30,19 @@ def checks(entry: experiments.Experiment, variant: str,
     out = []
     for fig in entry.published:
         # a count named for no arm is every arm's (a model's parameters do not change with its precision)
-        if fig.basis_name not in ("count", "setting") or fig.variant not in (None, variant):
+        if fig.basis_name not in FIGURES or fig.variant not in (None, variant):
             continue
         values = [r["metrics"].get(fig.metric) for r in records]
         values = [v for v in values if isinstance(v, (int, float))]
         wanted = entry.published_devices(variant) if fig.metric in PER_DEVICE else None
         ran = pairing.device_counts(records)
-        if values and wanted is not None and ran != [wanted]:
+        models = sorted({str(model) for r in records if (model := (r.get("config") or {}).get("model"))})
+        source_model = entry.settings.get("model")
+        if values and fig.metric in MODEL_COUNTS and source_model and models and models != [source_model]:
+            out.append((fig.metric, fig.value, values[0],
+                        f"{STAND_IN}: {'/'.join(models)} ran in place of {source_model}, so its count is not "
+                        "the source's"))
+        elif values and wanted is not None and ran != [wanted]:
             out.append((fig.metric, fig.value, values[0],
                         f"{OTHER_DEVICES}: published on {wanted}, run on {'/'.join(map(str, ran))}"))
         elif values:
@@ -38,3 +50,17 @@ def checks(entry: experiments.Experiment, variant: str,
             out.append((fig.metric, fig.value, values[0] if verdict == MATCHES else
                         next(v for v in values if not fig.matches(v)), verdict))
     return out
+
+
+def band(fig: Any) -> tuple[float, float]:
+    """The figure's stated range, else the figure itself: equal at its printed precision (Published.matches)."""
+    return (fig.low, fig.high) if fig.low is not None else (fig.value, fig.value)
+
+
+def rule(fig: Any) -> str:
+    return "inside the stated range" if fig.low is not None else "equal at the figure's printed precision"
+
+
+def band_text(fig: Any) -> str:
+    low, high = band(fig)
+    return f"{fig.value:,.10g}: {rule(fig)}" + (f" [{low:,.10g}, {high:,.10g}]" if fig.low is not None else "")
