@@ -26,17 +26,17 @@ from pipelines.core.record.results import Loaded
 from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
 
-INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same "
-         "work, with a 95 % interval: paired where the arms ran side by side (blocks of one process, or "
-         "processes of one round) Student's t over the processes' mean log ratios, else a two-level "
-         "bootstrap of repeats and steps, at least Welch's t over processes. A verdict needs 3+ processes "
-         "per arm and is conclusive "
-         "only when the interval is: inside the band on the published effect (half to 1.5 times it in log terms, "
-         "never narrower than ±5 % nor wider than ±15 %, or the figure's own margin or stated range) -> "
-         "reproduced; entirely above / below -> faster / slower than published; otherwise inconclusive. "
-         "Every judged line says what was seen in one sentence: the band, whether the effect's direction is "
-         "seen, and for an inconclusive one how many rounds would decide it. "
-         "Records without per-step times have no interval. Timings are reported, never asserted.")
+INTRO = ("Ratios are throughput ratios (variant / baseline), i.e. baseline time / variant time for the same work, "
+         "with a 95 % interval: paired where the arms ran side by side (blocks of one process, or processes of one "
+         "round) Student's t over the processes' mean log ratios, else a two-level bootstrap of repeats and steps, "
+         "at least Welch's t over processes. A verdict needs 3+ processes per arm and is conclusive only when the "
+         "interval is: inside the band on the published effect (half to 1.5 times it in log terms, never narrower "
+         "than ±5 % nor wider than ±15 %, or the figure's own margin or stated range) -> reproduced; entirely "
+         "above / below -> faster / slower than published; otherwise inconclusive. Every judged line says what was "
+         "seen in one sentence: the band, whether the effect's direction is seen, and for an inconclusive one how "
+         "many rounds would decide it. Each verdict is at 95 % and none is corrected for the others: among a "
+         "report's 15-20 verdicts (chapter 6's eight arms share one baseline) about one conclusive word may be "
+         "wrong by chance. Records without per-step times have no interval. Timings are reported, never asserted.")
 
 
 class Written(NamedTuple):
