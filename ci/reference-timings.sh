@@ -23,7 +23,8 @@
 #   AGAINST   committed reference to compare with (default: the results/reference/cpu-<cores>core*-bench
 #             folder whose records are of this machine's class, else results/reference/cpu-<cores>core-bench;
 #             never REF_OUT itself): the report gets a drift table (both intervals, the difference) and the
-#             job fails when a conclusive verdict reversed (faster <-> slower than published); a reference
+#             job fails when a conclusive verdict reversed (faster <-> slower than published) or a
+#             reproduction was lost or gained (reproduced <-> faster or slower); a reference
 #             from another machine class is named and skipped, not compared.
 #   REFERENCES  the folder of committed references (default results/reference): with none of this machine's
 #             class there, the gate checks the directions every committed class agrees on instead
@@ -185,16 +186,16 @@ accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
 
 if [[ -n "$AGAINST" ]]; then
   echo "== drift against $AGAINST"
-  # Exit 1: a conclusive verdict reversed (the job fails). Exit 0 with report.md's "Drift check skipped"
-  # line: the reference is from another machine class, the full report is written without a drift table
-  # (nothing compared, nothing to reverse). Exit 2: the reference cannot be read (no usable records).
+  # Exit 1: a conclusive verdict reversed, or a reproduction was lost or gained (the job fails). Exit 0
+  # with report.md's "Drift check skipped" line: the reference is from another machine class, the full
+  # report is written without a drift table (nothing compared, nothing to reverse). Exit 2: the reference cannot be read (no usable records).
   # Neither of the last two is a failure of this run: each is said in one line.
   rc=0
   accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
     --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}" \
     --junit "$REF_OUT/verdicts.xml" --markdown "$summary" --fail-on-reversal || rc=$?
   if [[ $rc -eq 1 ]]; then
-    failed+=("drift (a conclusive verdict reversed against $AGAINST)")
+    failed+=("drift (a conclusive verdict reversed, or a reproduction lost or gained, against $AGAINST)")
   elif [[ $rc -ne 0 ]]; then
     echo "reference-timings: no drift table: $AGAINST cannot be compared with this run (see the line above)"
   elif grep -q "^Drift check skipped" "$REF_OUT/report.md"; then
