@@ -161,7 +161,8 @@ def too_few_processes(experiment: str, scale: str, baseline: str, processes: int
     `repeats`: the fewer repeats of the arm and its baseline."""
     within = (f"{repeats} repeats in {processes} process{'es' if processes != 1 else ''}"
               if repeats > processes else f"{processes} process{'es' if processes != 1 else ''}")
-    more = f"accel run {experiment} --scale {scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}, which brings " \
-           f"{baseline} along" if scale != "smoke" else "a bench or book scale run"
+    along = f", which brings {baseline} along" if baseline != experiment else ""  # an arm of its own entry: runs too
+    more = f"accel run {experiment} --scale {scale} --rounds {intervals.MIN_REPEATS_FOR_VERDICT}{along}" \
+        if scale != "smoke" else "a bench or book scale run"
     return (f"{within}: the interval cannot see process-to-process noise; a verdict needs "
             f"{intervals.MIN_REPEATS_FOR_VERDICT}+ processes ({more})")
