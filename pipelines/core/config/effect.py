@@ -79,8 +79,9 @@ def span_text(low: float, high: float, gain: str = "speed-up", loss: str = "slow
     saving', where a percentage of a saving factor would not be the share of memory saved)."""
     if factor:
         return f"a {low:.2f}-{high:.2f}x factor (1.00 = no {gain})"
-    def pct(value: float) -> str:
-        return f"{abs(value - 1) * 100:.0f}"
+    def pct(value: float) -> str:  # whole percents, tenths below 1 % ("a 0.1-4 % speed-up", not "0-4 %")
+        share = abs(value - 1) * 100
+        return f"{share:.1f}" if share < 0.95 else f"{share:.0f}"
 
     if pct(low) == pct(high) and (low > 1 or high < 1) and high < 2:
         return f"a {pct(low)} % {gain if low > 1 else loss}"
@@ -141,7 +142,9 @@ def sentence(word: str, point: float, low: float, high: float, published: float,
 
     `word`: the verdict; `source`: how the published figure reads in its source ("the book's 148 s -> 125 s");
     `rule`: rule_text's words for this band."""
-    measured = (f"measured {point:.2f} [{low:.2f}, {high:.2f}], {span_text(low, high, gain, loss, factor)}")
+    digits = 3 if "1.00" in (f"{low:.2f}", f"{high:.2f}") else 2  # so "lies above 1.00" shows in the numbers
+    measured = (f"measured {point:.{digits}f} [{low:.{digits}f}, {high:.{digits}f}], "
+                f"{span_text(low, high, gain, loss, factor)}")
     size = "" if factor else f" ({effect_text(published)})"
     told = f"{source} is {published:.3f}x{size}" if source else f"published {published:.3f}x{size}"
     parts = [f"{word}: {measured}", told]
