@@ -73,10 +73,12 @@ def told(entry: experiments.Experiment, variant: str, fig: experiments.Published
     base_entry = experiments.all_experiments().get(declared[0]) if declared else None
     mine = published_times(entry, variant)
     theirs = published_times(base_entry, declared[1]) if base_entry else []
-    if mine and theirs and fig.work_ratio == 1.0 and mine[0][0].split()[-1] == theirs[0][0].split()[-1] \
-            and abs(theirs[0][1] / mine[0][1] / fig.value - 1) < 0.005:  # the ratio is those two times'
-        unit = mine[0][0].split()[-1]
-        return f"{name}'s {theirs[0][0].split()[0]} {unit} -> {mine[0][0].split()[0]} {unit}"
+    if not (mine and theirs and fig.work_ratio == 1.0):
+        return f"{name}'s"
+    (arm_text, arm_s), (base_text, base_s) = mine[0], theirs[0]
+    same_unit = arm_text.split()[-1] == base_text.split()[-1]
+    if same_unit and abs(base_s / arm_s / fig.value - 1) < 0.005:  # the figure is the ratio of those two times
+        return f"{name}'s {base_text} -> {arm_text}"
     return f"{name}'s"
 
 
