@@ -15,7 +15,7 @@ ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 include catalog-ids.mk
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo lint test test-fast test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
+.PHONY: help venv demo lint test test-fast test-all test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
@@ -28,16 +28,14 @@ $(STAMP): pyproject.toml containers/locks/ccl.lock $(CCL_SOURCES)
 	[[ -x $(VENV)/bin/python ]] || ci/need-free-disk.sh 7 $(VENV) 'make venv ($(VENV), the pinned host stack)'
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	# pip byte-compiles the 5.5 GB stack (a CUDA build of torch, even here) on one core; compileall uses every
-	# core: 110 s instead of 135 s on 2 cores. A few files written for newer Pythons (torch's testing
-	# helpers) fail to compile under both and are skipped under both, hence `|| true`.
+	# --no-compile: byte-compiling the 5.5 GB stack (a CUDA build of torch, even here) took 110 s; Python
+	# compiles what a run imports on first import instead, and caches it beside the source.
 	# oneCCL's wheels by the cpu-intel image's hashes first (containers/locks/ccl.lock); the project's ccl group
 	# then finds them installed
 	$(VENV)/bin/pip install --quiet --no-compile --require-hashes --no-deps -r containers/locks/ccl.lock
 	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,history,ccl]'
 	# the ccl backend, compiled against this torch and the oneCCL wheels just installed (about 30 s)
 	$(VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
-	$(VENV)/bin/python -m compileall -q -j 0 $(VENV)/lib >/dev/null 2>&1 || true
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv ## CPU ladder at bench scale on offline (generated) data
@@ -47,15 +45,28 @@ demo: venv ## CPU ladder at bench scale on offline (generated) data
 lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml) in pipelines, tests, ci and backends
 	$(VENV)/bin/ruff check pipelines tests ci backends --select E501,F,E9
 
-test: venv lint ## Lint, install test prerequisites, run the whole suite
+# The three test tiers and their budgets on 2 cores (tests/budgets.toml; tests/README.md says what each holds).
+# Each writes pytest's JUnit XML to results/junit/TIER.xml, and ci/test-budget.py checks its recorded time.
+JUNIT = results/junit/$@.xml
+TIER_CHECK = $(PY) ci/test-budget.py check $@ $(JUNIT)
+
+test: venv lint ## Lint, install test prerequisites, run every real-process test (what CI runs; budget 25 min)
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
-	$(PY) -m pytest $(PYTEST_ARGS)
+	$(PY) -m pytest --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(TIER_CHECK)
 
-test-fast: venv ## Unit and refusal tests only, no end-to-end run (under a minute on 2 cores)
-	$(PY) -m pytest -m 'not slow and not images_all' tests/unit tests/refusals $(PYTEST_ARGS)
+test-fast: venv ## Unit and refusal tests plus a few real canary runs (budget 3 min)
+	$(PY) -m pytest -m '(canary or not slow) and not long and not images_all' --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(TIER_CHECK)
 
-test-images: venv ## The heavy image builds make test leaves out: cuda, cpu-intel and every .def (spython), built and run
+test-all: venv lint ## make test plus the long soak and scale cases and every image (nightly or by hand)
+	ci/install-test-deps.sh
+	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
+	$(PY) -m pytest -m '' --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(TIER_CHECK)
+
+test-images: venv ## The heavy image builds alone: cuda, cpu-intel and every .def (spython), built and run
 	ci/install-test-deps.sh
 	$(PY) -m pytest -m images_all tests/containers/test_container_build.py $(PYTEST_ARGS)
 
@@ -95,7 +106,8 @@ $(filter-out $(DIST_IDS),$(IDS)): venv
 # (about 7 GB with PyPI's CUDA libraries), installed from the cpu-intel image's hashed lock
 # (containers/locks/ipex.lock: torch 2.8, IPEX, oneCCL from PyPI), then the ccl backend compiled against it.
 # `make test` builds it only when ACCEL_TEST_IPEX=1, which is the default under CI (CI=true), so CI runs the
-# IPEX and torch-2.8 ccl tests for real and laptops skip them with a reason.
+# IPEX and torch-2.8 ccl tests for real and laptops skip them with a reason. Nothing is byte-compiled at
+# install (see venv); .ci/run builds it beside .venv (make -j2 venv ipex-venv): both are mostly downloads.
 IPEX_VENV ?= .venv-ipex
 IPEX_LOCK := containers/locks/ipex.lock
 IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell cat $(IPEX_LOCK) | cksum | cut -d' ' -f1)
@@ -105,8 +117,8 @@ $(IPEX_STAMP): $(IPEX_LOCK) $(CCL_SOURCES)
 	[[ -x $(IPEX_VENV)/bin/python ]] || ci/need-free-disk.sh 8 $(IPEX_VENV) 'make ipex-venv ($(IPEX_VENV), torch 2.8 + IPEX)'
 	python3 -m venv $(IPEX_VENV)
 	$(IPEX_VENV)/bin/pip install --quiet --upgrade pip
-	$(IPEX_VENV)/bin/pip install --quiet --require-hashes -r $(IPEX_LOCK)
-	$(IPEX_VENV)/bin/pip install --quiet --no-deps -e .
+	$(IPEX_VENV)/bin/pip install --quiet --no-compile --require-hashes -r $(IPEX_LOCK)
+	$(IPEX_VENV)/bin/pip install --quiet --no-compile --no-deps -e .
 	$(IPEX_VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
 	rm -f $(IPEX_VENV)/.installed-* && touch $@
 # ---------------------------------------------------------------------------------------------------

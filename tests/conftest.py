@@ -20,6 +20,17 @@ needs_ipex_venv = pytest.mark.skipif(not IPEX_PYTHON.is_file(), reason="no .venv
                                      "test builds it when ACCEL_TEST_IPEX=1)")
 
 
+REAL_PROCESS_FOLDERS = ("e2e", "dist", "containers")
+
+
+def pytest_collection_modifyitems(items):
+    """Every test of the folders that start real processes counts as `slow`, whatever its own marks say: `make
+    test-fast` (`-m 'canary or not slow'`) then holds the unit and refusal tests and the `canary` runs alone."""
+    for item in items:
+        if Path(item.path).relative_to(REPO / "tests").parts[0] in REAL_PROCESS_FOLDERS:
+            item.add_marker(pytest.mark.slow)
+
+
 def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:
     """Run the real CLI in a fresh interpreter, as a user would."""
     return subprocess.run([sys.executable, "-m", "pipelines", *args], cwd=REPO, capture_output=True,
@@ -34,9 +45,10 @@ def accel_here(capfd, *args: str, env: dict | None = None) -> subprocess.Complet
     from pipelines.core.cli import main as cli
 
     capfd.readouterr()  # what earlier code printed is not this command's output
-    saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    saved_env, saved_cwd, saved_execve = dict(os.environ), os.getcwd(), os.execve
     os.environ.update(env or {})
     os.chdir(REPO)
+    os.execve = _no_exec  # `accel launch` execs its launcher: in this process that would replace pytest
     code = 0
     try:
         cli.main(list(args))
@@ -46,11 +58,17 @@ def accel_here(capfd, *args: str, env: dict | None = None) -> subprocess.Complet
         code = 1
         sys.stderr.write(traceback.format_exc())
     finally:
+        os.execve = saved_execve
         os.chdir(saved_cwd)
         os.environ.clear()
         os.environ.update(saved_env)
     out, err = capfd.readouterr()
     return subprocess.CompletedProcess(["accel", *args], code, out, err)
+
+
+def _no_exec(path, argv, env):
+    raise AssertionError(f"accel in this process reached exec of {path}: a command that starts a launcher needs "
+                         "the real subprocess (conftest.accel)")
 
 
 @pytest.fixture

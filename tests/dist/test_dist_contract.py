@@ -163,11 +163,11 @@ def test_cli_refuses_bad_backends_in_one_line(option, code, needle, results_dir,
 
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="a GPU is present: nccl would run")
-def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir):
-    run = accel("run", "ch10-gpu-nccl", "--scale", "smoke", "--results-dir", str(results_dir))
+def test_nccl_without_a_gpu_is_refused_by_the_cli(results_dir, accel_in_process):
+    run = accel_in_process("run", "ch10-gpu-nccl", "--scale", "smoke", "--results-dir", str(results_dir))
     assert run.returncode == 3 and ("no CUDA GPU is visible" in run.stderr or "nccl needs CUDA" in run.stderr)
-    run = accel("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o", "backend=nccl",
-                "--device", "cpu", "--results-dir", str(results_dir))
+    run = accel_in_process("run", "ch8-ddp-template", "--scale", "smoke", "--dataset", "synthetic", "-o",
+                           "backend=nccl", "--device", "cpu", "--results-dir", str(results_dir))
     assert run.returncode == 3 and "backend nccl needs CUDA GPUs" in run.stderr and "Traceback" not in run.stderr
 
 
@@ -181,11 +181,11 @@ def test_launch_refuses_ccl_without_a_binding_before_starting_ranks(tmp_path):
 
 @pytest.mark.skipif(torch.distributed.is_mpi_available(), reason="this torch is built with MPI: mpi would run")
 @pytest.mark.parametrize("command", ["launch", "run"])
-def test_mpi_backend_is_refused_in_one_line_before_any_rank(command, results_dir):
+def test_mpi_backend_is_refused_in_one_line_before_any_rank(command, results_dir, accel_in_process):
     """No PyPI torch is built with MPI and no image here provides one: ch11-mpi-backend-cpu says so and
     what a site must build, before mpirun starts (exit 3)."""
-    run = accel(command, "ch11-mpi-backend-cpu", "--scale", "smoke", "--dataset", "synthetic",
-                "--results-dir", str(results_dir), timeout=120)
+    run = accel_in_process(command, "ch11-mpi-backend-cpu", "--scale", "smoke", "--dataset", "synthetic",
+                           "--results-dir", str(results_dir))
     assert run.returncode == 3 and len(run.stderr.strip().splitlines()) <= 2, run.stderr
     assert "needs a torch built with MPI (USE_MPI=1)" in run.stderr and "no image of this project" in run.stderr
     assert "build torch from source with USE_MPI=1" in run.stderr and "Traceback" not in run.stderr

@@ -18,7 +18,8 @@ from pathlib import Path
 import pytest
 
 from conftest import REPO, records
-from distutil import accel_argv, free_port, processes_matching, rank_env, wait_for
+from distutil import (accel_argv, check_one_orchestrator, counting_starts, free_port, processes_matching, rank_env,
+                       starts_in, wait_for)
 from pipelines.core.train import checkpoint
 
 pytestmark = pytest.mark.slow
@@ -37,6 +38,7 @@ def the_record(results_dir):
     return found[0]
 
 
+@pytest.mark.canary
 def test_torchrun_two_ranks_gloo(data_root, results_dir):
     run = launch("torchrun.sh", {"NPROC": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template",
                  "--scale", "smoke", "--data-root", str(data_root), "--results-dir", str(results_dir))
@@ -69,12 +71,20 @@ def test_four_ranks_on_two_cores_oversubscribed(results_dir):
 
 def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp_path):
     """`make cpu-ddp NPROC=2`: Table 9.2's 2 Gloo ranks under torchrun and Table 9.1's single process of the
-    same total cores under the local launcher, alternated round by round, paired by round, 3 rounds."""
+    same total cores under the local launcher, alternated round by round, paired by round, 3 rounds. Also what
+    it costs in processes (docs/design.md): the command, then per round the baseline's worker, torchrun's agent
+    and the 2 ranks."""
+    env, log = counting_starts(tmp_path)
+    tmp_path = tmp_path / "r"
     run = subprocess.run(["make", "cpu-ddp", "NPROC=2", f"ARGS=--results-dir {tmp_path} --dataset synthetic "
                           "--blocks 2 --block-s 0.2 --steps 6 --warmup-steps 1"],
                          cwd=REPO, capture_output=True, text=True, timeout=900,
-                         env={**os.environ, "MASTER_PORT": str(free_port())})
+                         env={**os.environ, **env, "MASTER_PORT": str(free_port())})
     assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
+    starts = starts_in(log)
+    workers = check_one_orchestrator(starts, "launch")
+    agents = [s for s in starts if "pipelines.core.distributed.agent" in s]
+    assert len(agents) == 3 and len(workers) == 3 * (1 + 2) and len(starts) == 1 + 3 * (1 + 1 + 2), starts
     assert "ch9-cpu-threads [threads=2]  baseline of ch9-cpu-gloo" in run.stderr  # the plan
     line = next(line for line in run.stdout.splitlines() if line.startswith("ch9-cpu-gloo [ranks=2]"))
     assert re.search(r"\d+\.\d\d \[\d+\.\d\d, \d+\.\d\d\]\s+1\.259 \(book:ch9:table9\.2\)\s+"
@@ -85,6 +95,7 @@ def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp
         [("ch9-cpu-gloo", 2)] * 3 + [("ch9-cpu-threads", 1)] * 3
 
 
+@pytest.mark.long  # a scale case of the NPROC=2 command below
 def test_the_card_s_command_runs_a_rank_count_the_book_never_printed_and_measures_it(tmp_path):
     """`make cpu-ddp NPROC=3`: ranks=3 is an arm though Table 9.2 has no row for it; 3 real Gloo ranks run
     against the single process of 3 threads (same total cores), and with nothing published the verdict is
@@ -125,6 +136,7 @@ def test_variant_and_world_size_must_agree(results_dir):
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI's mpirun is not installed (openmpi-bin)")
+@pytest.mark.canary
 def test_mpirun_two_ranks_gloo(results_dir):
     run = launch("mpirun.sh", {"NP": "2", "MASTER_PORT": str(free_port())}, "run", "ch8-ddp-template", *SMOKE,
                  "--results-dir", str(results_dir))
@@ -204,6 +216,7 @@ def test_adam_step_bound_is_one_at_the_first_step_and_grows_slowly():
     assert 1.0 < adam_step_bound(2) < adam_step_bound(3) < 1.004
 
 
+@pytest.mark.long  # a soak: 20 runs of what every 2-rank test of make test also ends with
 def test_clean_exit_twenty_two_rank_runs(procs):
     """The Gloo teardown race aborted naive runs at exit; ranks.shutdown must make every exit clean."""
     failures = []
@@ -276,7 +289,7 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
 
 
 @pytest.mark.parametrize("experiment,extra", [
-    ("vit-ddp-4gpu", ("--model", "vit_tiny")),
+    pytest.param("vit-ddp-4gpu", ("--model", "vit_tiny"), marks=pytest.mark.long),  # ch10-gpu-nccl's path, a ViT
     ("s004-fsdp", ("--variant", "fsdp")),
     ("ch10-gpu-nccl", ("--model", "cnn_cifar10")),  # the GPU entry's code path, over Gloo on CPU
 ])

@@ -167,12 +167,14 @@ def test_dataparallel_arm_is_skipped_with_the_reason_and_ddp_runs(tmp_path):
                                               "microbatches=3"),
     ("s004-tp", 2, ("--model", "cnn_cifar10"), "model cnn_cifar10 has no splittable transformer blocks"),
 ])
-def test_a_world_size_the_model_cannot_split_over_is_refused_by_every_rank(entry, world, extra, needle, tmp_path):
-    """Every rank refuses before joining the group: one line each, exit 2, nothing written."""
+def test_a_world_size_the_model_cannot_split_over_is_refused_by_every_rank(entry, world, extra, needle, tmp_path,
+                                                                          accel_in_process):
+    """Every rank refuses before joining the group: one line each, exit 2, nothing written (in this process,
+    with each rank's environment: the check comes before any work)."""
     port = free_port()
     for rank in (0, world - 1):  # the first and the last rank (every rank runs the same check)
-        run = accel("run", entry, *SMOKE, *extra, "--results-dir", str(tmp_path), env=rank_env(rank, world, port),
-                    timeout=120)
+        run = accel_in_process("run", entry, *SMOKE, *extra, "--results-dir", str(tmp_path),
+                               env=rank_env(rank, world, port))
         lines = run.stderr.strip().splitlines()
         assert run.returncode == 2 and len(lines) == 1 and lines[0].startswith("accel: error:"), run.stderr
         assert needle in lines[0] and "Traceback" not in run.stderr

@@ -7,6 +7,7 @@ import json
 
 import pytest
 
+from distutil import check_one_orchestrator, counting_starts, starts_in
 from conftest import accel, records
 from pathlib import Path
 
@@ -111,8 +112,8 @@ def test_bad_stop_rules_are_refused_naming_the_value(rounds, budget, halfwidth, 
     (["ch2-baseline", "ch2-baseline"], "names ch2-baseline more than once"),
     (["ch2-baseline", "ch2-nobias", "--dataset", "synthetic", "--steps", "0"], "--steps must be at least 1, got 0"),
 ])
-def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
-    out = accel("compare", *args, "--results-dir", str(tmp_path / "r"), timeout=60)
+def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle, accel_in_process):
+    out = accel_in_process("compare", *args, "--results-dir", str(tmp_path / "r"))
     assert out.returncode == 2 and needle in out.stderr
     assert len(out.stderr.strip().splitlines()) == 1 and "Traceback" not in out.stderr
     assert not list((tmp_path / "r").glob("*.jsonl")) if (tmp_path / "r").exists() else True
@@ -120,9 +121,14 @@ def test_compare_refuses_bad_input_in_one_line(tmp_path, args, needle):
 
 @pytest.mark.slow
 def test_two_experiments_share_a_process_each_round_and_the_report_pools_them(tmp_path, data_root):
-    out = accel("compare", "ch2-baseline", "ch2-nobias", "--rounds", "2", "--results-dir", str(tmp_path),
-                "--scale", "smoke", "--data-root", str(data_root), "--allocator", "pinned", timeout=600)
+    """Also what the command costs in processes (docs/design.md): the orchestrator, then one worker a round."""
+    env, log = counting_starts(tmp_path)
+    out = accel("compare", "ch2-baseline", "ch2-nobias", "--rounds", "2", "--results-dir", str(tmp_path / "r"),
+                "--scale", "smoke", "--data-root", str(data_root), "--allocator", "pinned", env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-2000:]
+    starts = starts_in(log)
+    assert len(check_one_orchestrator(starts, "compare")) == 2 and len(starts) == 3, starts
+    tmp_path = tmp_path / "r"
     # arms share a process only under the pinned allocator (auto pins it at bench scale only)
     assert "ch2-baseline [baseline], ch2-nobias [nobias]: one process a round" in out.stderr  # the plan
     recs = records(tmp_path)

@@ -62,8 +62,9 @@ def test_ch7_on_cpu_runs_fp32_and_bf16_and_records_why_fp16_is_skipped(data_root
         assert "--device cuda" in recs[name]["notes"][0]
 
 
-def _refused(args, code, needle, tmp_path, data_root):
-    assert_refused(args, code, needle, tmp_path / "r", data_root)
+def _refused(args, code, needle, tmp_path, data_root, run):
+    """Refused before any work: through `cli.main` in this process (no interpreter start-up)."""
+    assert_refused(args, code, needle, tmp_path / "r", data_root, run=run)
 
 
 @pytest.mark.parametrize("args,code,needle", [
@@ -73,11 +74,12 @@ def _refused(args, code, needle, tmp_path, data_root):
     (["run", "ch7-amp", "--scale", "smoke", "--device", "cpu", "-o", "tf32=maybe"], 2, "tf32='maybe'"),
     (["run", "s004-amp", "--scale", "smoke", "-o", "optimizer=sgd"], 2, "optimizer='sgd'"),
 ], ids=["fp16-only-on-cpu", "unknown-precision", "bad-flag", "bad-optimizer"])
-def test_bad_amp_input(args, code, needle, tmp_path, data_root):
-    _refused(args, code, needle, tmp_path, data_root)
+def test_bad_amp_input(args, code, needle, tmp_path, data_root, accel_in_process):
+    _refused(args, code, needle, tmp_path, data_root, accel_in_process)
 
 
-def test_make_ch7_on_a_cpu_machine_refuses_clearly(tmp_path, data_root):
+def test_make_ch7_on_a_cpu_machine_refuses_clearly(tmp_path, data_root, accel_in_process):
     if torch.cuda.is_available():
         pytest.skip("a GPU is present, so the no-GPU refusal cannot be shown")
-    _refused(["run", "ch7-amp", "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root)
+    _refused(["run", "ch7-amp", "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root,
+             accel_in_process)

@@ -213,8 +213,9 @@ def test_tokenizer_from_a_local_folder_is_used_and_recorded(data_root, tmp_path)
     (["--model", "cnn_fmnist"], "dataset imdb is text and model cnn_fmnist reads images"),
     (["--seq-len", "2"], "--seq-len must be at least 8 tokens, got 2"),
 ], ids=["missing-tokenizer", "image-model-on-text", "seq-len"])
-def test_bad_text_input_is_one_line(args, needle, tmp_path, data_root):
-    assert_refused(["run", "dlf-u9-bow", "--scale", "smoke", *args], 2, needle, tmp_path / "r", data_root)
+def test_bad_text_input_is_one_line(args, needle, tmp_path, data_root, accel_in_process):
+    assert_refused(["run", "dlf-u9-bow", "--scale", "smoke", *args], 2, needle, tmp_path / "r", data_root,
+                   run=accel_in_process)
 
 
 def test_imdb_loaders_mix_the_classes_and_record_the_tokenizer(data_root):

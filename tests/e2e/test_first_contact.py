@@ -9,6 +9,7 @@ import re
 
 import pytest
 
+from distutil import check_one_orchestrator, counting_starts, starts_in
 from conftest import accel, records
 from pipelines.core.distributed import launchers
 from pipelines.core.harness import preview
@@ -117,10 +118,16 @@ def test_python_that_does_not_exist_is_one_line_before_any_launcher(tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.canary
 def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_path):
+    """Also what the command costs in processes (docs/design.md): the orchestrator, then one worker a round."""
+    env, log = counting_starts(tmp_path)
     out = accel("run", "ch2-nobias", "--dataset", "synthetic", "--steps", "3", "--warmup-steps", "1",
-                "--rounds", "2", "--results-dir", str(tmp_path), "--json", timeout=600)
+                "--rounds", "2", "--results-dir", str(tmp_path / "r"), "--json", env=env, timeout=600)
     assert out.returncode == 0, out.stderr[-3000:]
+    starts = starts_in(log)
+    assert len(check_one_orchestrator(starts, "run")) == 2 and len(starts) == 3, starts
+    tmp_path = tmp_path / "r"
     assert out.stderr.startswith("plan: ch2-nobias with its baseline ch2-baseline")
     recs = records(tmp_path)
     assert sorted((r["experiment"], str(r["pairing"]["round"])) for r in recs) == [

@@ -86,27 +86,46 @@ def first_of_each_path(entries) -> set[str]:
 
 
 RUN_IN_FULL = first_of_each_path(GPU_ENTRIES)
+# Full runs of a path another test of `make test` already runs the same way: `make test-all` runs them here too.
+RUN_ELSEWHERE = {
+    "ch7-amp": "test_run_without_gpu_hint_runs_on_cpu, the same suggestion from `accel run`",
+    "ch10-gpu-nccl": "test_nccl_on_cpu_hint_runs and dist/test_dist_runs.py's GPU entries on CPU over Gloo",
+    "dlf-u9-amp": "e2e/test_vit_ladder.py's course AMP run on the CPU",
+    "vit-fsdp-4gpu": "dist/test_zero.py's talk FSDP step under torchrun",
+}
+
+
+def gpu_hint(entry, accel_in_process) -> list[str]:
+    """The CPU smoke command `accel launch ID` (what `make ID` runs) suggests on a machine without GPUs; the
+    refusal comes before any process starts, so it runs in this process."""
+    message = refusal(accel_in_process("launch", entry.id), 3)
+    command = suggested(message, f"accel launch {entry.id} ")
+    assert "--device" in command and "--scale" in command
+    return command
+
+
+@NO_GPU
+@pytest.mark.parametrize("entry", GPU_ENTRIES, ids=[e.id for e in GPU_ENTRIES])
+def test_gpu_entry_hint_is_accepted_by_every_rank(entry, data_root, tmp_path, accel_in_process):
+    """Every GPU entry's hint passes every rank's check of the same arguments (`accel preflight`, what the
+    launchers call before starting ranks), writing nothing."""
+    command = gpu_hint(entry, accel_in_process)
+    assignments = dict(word.split("=", 1) for word in command if re.match(r"^[A-Z_]+=", word))
+    ranks = int(assignments.get("NPROC", entry.knobs.get("NPROC", "1")))
+    check = accel_in_process("preflight", "--world-size", str(ranks), "run", entry.id, *command[3:],
+                             "--data-root", str(data_root), "--results-dir", str(tmp_path / "r"))
+    assert check.returncode == 0, check.stderr[-3000:]
+    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
 
 
 @NO_GPU
 @pytest.mark.slow
-@pytest.mark.parametrize("entry", GPU_ENTRIES, ids=[e.id for e in GPU_ENTRIES])
-def test_gpu_entry_hint_runs_on_cpu(entry, data_root, tmp_path):
-    """`accel launch ID` (what `make ID` runs) on a machine without GPUs suggests a CPU smoke command. One
-    entry per (pipeline, launcher) runs it in full; for the rest every rank's check of the same arguments
-    (`accel preflight`, what the launchers call before starting ranks) must accept it, writing nothing."""
-    message = refusal(accel("launch", entry.id), 3)
-    command = suggested(message, f"accel launch {entry.id} ")
-    assert "--device" in command and "--scale" in command
-    if entry.id in RUN_IN_FULL:
-        assert_ran(run_suggestion(command, data_root, tmp_path / "r"), tmp_path / "r", entry.id)
-        return
-    assignments = dict(word.split("=", 1) for word in command if re.match(r"^[A-Z_]+=", word))
-    ranks = int(assignments.get("NPROC", entry.knobs.get("NPROC", "1")))
-    check = accel("preflight", "--world-size", str(ranks), "run", entry.id, *command[3:],
-                  "--data-root", str(data_root), "--results-dir", str(tmp_path / "r"))
-    assert check.returncode == 0, check.stderr[-3000:]
-    assert not (tmp_path / "r").exists() or not list((tmp_path / "r").iterdir())
+@pytest.mark.parametrize("entry", [pytest.param(e, id=e.id, marks=[pytest.mark.long] if e.id in RUN_ELSEWHERE else [])
+                                   for e in GPU_ENTRIES if e.id in RUN_IN_FULL])
+def test_gpu_entry_hint_runs_on_cpu(entry, data_root, tmp_path, accel_in_process):
+    """One entry per (pipeline, launcher) runs its hint in full, as printed."""
+    command = gpu_hint(entry, accel_in_process)
+    assert_ran(run_suggestion(command, data_root, tmp_path / "r"), tmp_path / "r", entry.id)
 
 
 @NO_GPU

@@ -66,7 +66,9 @@ def first_record(results: Path, process: subprocess.Popen, timeout: float = 600)
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+# SIGINT (Ctrl-C) here in make test-all; make test sends it to the whole group with loader workers below.
+@pytest.mark.parametrize("signum,code", [pytest.param(signal.SIGINT, 130, marks=pytest.mark.long),
+                                         (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, code, tmp_path):
     """In this process (smoke scale): the finished repeat is kept, the one in flight is recorded as such."""
     results = tmp_path / "results"
@@ -95,7 +97,9 @@ def test_signal_keeps_finished_repeats_and_records_the_one_in_flight(signum, cod
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("signum,code", [(signal.SIGINT, 130), (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
+# SIGINT (Ctrl-C) here in make test-all; make test sends it to the whole group with loader workers below.
+@pytest.mark.parametrize("signum,code", [pytest.param(signal.SIGINT, 130, marks=pytest.mark.long),
+                                         (signal.SIGTERM, 143)], ids=["SIGINT", "SIGTERM"])
 def test_a_signal_to_a_bench_run_reaches_its_round_s_process_and_leaves_nothing_running(signum, code, tmp_path):
     """At bench scale the command runs rounds of processes: a signal to it is handed to the process of the
     round in flight (once), which records its arms as interrupted; the finished round is kept."""

@@ -60,9 +60,9 @@ def test_fc_keeps_the_features_of_surviving_channels():
 
 
 @pytest.mark.parametrize("value", ["0", "1.5"])
-def test_sparsity_outside_0_1_is_a_usage_error(value, tmp_path, data_root):
-    run = accel("run", "ch6-prune", "--scale", "smoke", "--variant", "s50", "-o", f"sparsity={value}",
-                "--data-root", str(data_root), "--results-dir", str(tmp_path), env={"OMP_RUNTIME": "gnu"})
+def test_sparsity_outside_0_1_is_a_usage_error(value, tmp_path, data_root, accel_in_process):
+    run = accel_in_process("run", "ch6-prune", "--scale", "smoke", "--variant", "s50", "-o", f"sparsity={value}",
+                           "--data-root", str(data_root), "--results-dir", str(tmp_path), env={"OMP_RUNTIME": "gnu"})
     assert run.returncode == 2, run.stderr[-2000:]
     assert "must be between 0 and 1" in run.stderr.strip().splitlines()[-1]
     assert not list(tmp_path.iterdir())

@@ -117,8 +117,9 @@ def test_batch_size_finder_doubles_until_the_memory_cap(data_root, tmp_path):
     assert "over the cap" in rec["artifacts"]["curve"][-1]["why"]
 
 
-def _refused(args, code, needle, tmp_path, data_root):
-    assert_refused(args, code, needle, tmp_path / "r", data_root)
+def _refused(args, code, needle, tmp_path, data_root, run):
+    """Refused before any work: through `cli.main` in this process (no interpreter start-up)."""
+    assert_refused(args, code, needle, tmp_path / "r", data_root, run=run)
 
 
 @pytest.mark.parametrize("args,code,needle", [
@@ -128,8 +129,8 @@ def _refused(args, code, needle, tmp_path, data_root):
     (["run", "dlf-u9-bsfinder", "--scale", "smoke", "-o", "start=0"], 2, "start must be at least 1"),
     (["run", "dlf-u9-bsfinder", "--scale", "smoke", "-o", "memory_cap_mib=1"], 2, "raise -o memory_cap_mib"),
 ], ids=["accum-zero", "accum-negative", "finder-start-zero", "finder-cap-too-small"])
-def test_bad_scale_input(args, code, needle, tmp_path, data_root):
-    _refused(args, code, needle, tmp_path, data_root)
+def test_bad_scale_input(args, code, needle, tmp_path, data_root, accel_in_process):
+    _refused(args, code, needle, tmp_path, data_root, accel_in_process)
 
 
 def _config(entry_id, variant, **changes):

@@ -11,8 +11,24 @@ from pipelines.core.config import experiments
 READY = [e for e in experiments.all_experiments().values() if e.status == "ready" and e.launcher == "local"]
 
 
+def first_of_each_path(entries) -> set[str]:
+    """The first entry of each (pipeline, launcher knobs, requirements): the others differ only in their model
+    options (bias, batch size, compile mode, sparsity), which run through the same code; `make test` runs the
+    first and `make test-all` every one."""
+    seen: dict[tuple, str] = {}
+    for entry in entries:
+        seen.setdefault((entry.pipeline, tuple(sorted(entry.knobs.items())), tuple(sorted(entry.requires))), entry.id)
+    return set(seen.values())
+
+
+FIRST_OF_PATH = first_of_each_path(READY)
+CANARY = "ch2-baseline"  # make test-fast's one smoke run: the book's first timed entry
+
+
 def _marks(entry):
-    marks = [pytest.mark.slow]
+    marks = [pytest.mark.slow] + ([] if entry.id in FIRST_OF_PATH else [pytest.mark.long])
+    if entry.id == CANARY:
+        marks.append(pytest.mark.canary)
     if "gpu" in entry.requires:
         marks.append(pytest.mark.gpu)
         marks.append(pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU"))

@@ -103,8 +103,9 @@ def test_course_amp_on_cpu_runs_bf16_and_skips_16_mixed(data_root, tmp_path):
     assert recs["32-true"]["config"]["model"] == "distilbert_tiny" and recs["32-true"]["config"]["dataset"] == "imdb"
 
 
-def _refused(args, code, needle, tmp_path, data_root):
-    assert_refused(args, code, needle, tmp_path / "r", data_root)
+def _refused(args, code, needle, tmp_path, data_root, run):
+    """Refused before any work: through `cli.main` in this process (no interpreter start-up)."""
+    assert_refused(args, code, needle, tmp_path / "r", data_root, run=run)
 
 
 @pytest.mark.parametrize("args,code,needle", [
@@ -124,16 +125,17 @@ def _refused(args, code, needle, tmp_path, data_root):
      "option loss_every must be at least 0"),
 ], ids=["missing-weights", "precision-without-fabric", "unknown-precision", "bad-matmul", "16-mixed-on-cpu",
         "talk-split-on-another-dataset", "negative-loss-every"])
-def test_bad_vit_input(args, code, needle, tmp_path, data_root):
-    _refused(args, code, needle, tmp_path, data_root)
+def test_bad_vit_input(args, code, needle, tmp_path, data_root, accel_in_process):
+    _refused(args, code, needle, tmp_path, data_root, accel_in_process)
 
 
 @pytest.mark.parametrize("entry", ["vit-scratch", "vit-fabric-baseline", "vit-bf16-mixed"])
-def test_gpu_entries_refuse_to_run_silently_on_cpu(entry, tmp_path, data_root):
+def test_gpu_entries_refuse_to_run_silently_on_cpu(entry, tmp_path, data_root, accel_in_process):
     """`make vit-...` on a machine without CUDA: a clear exit 3, never a silent CPU run."""
     if torch.cuda.is_available():
         pytest.skip("a GPU is present, so the no-GPU refusal cannot be shown")
-    _refused(["run", entry, "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root)
+    _refused(["run", entry, "--scale", "smoke"], 3, "no CUDA GPU is visible", tmp_path, data_root,
+             accel_in_process)
 
 
 def test_compile_under_fabric_sets_up_in_a_fresh_interpreter():

@@ -99,7 +99,7 @@ def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_pat
 
     out = accel("compare", "s004-ckpt@plain", "s004-ckpt@checkpointed", "s004-ckpt@amp", "s004-ckpt@amp-checkpointed",
                 "--scale", "smoke", "--dataset", "synthetic", "--rounds", "3", "--results-dir", str(tmp_path),
-                timeout=600)
+                "--allocator", "pinned", timeout=600)  # pinned: the four arms share one process a round
     assert out.returncode == 0, out.stderr[-2000:]
     built = {(r.experiment, r.variant): r for r in stats_rows.build(load(tmp_path))}
     ckpt = built[("s004-ckpt", "checkpointed")]

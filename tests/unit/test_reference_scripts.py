@@ -93,7 +93,8 @@ def test_reference_timings_end_to_end(tmp_path, data_root):
             shutil.copytree(folder, others / folder.name)
     result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch2-baseline+ch2-nobias+ch2-bs128",
                                                   "EXCLUDE": "ch2-bs128", "STEPS": "2", "ROUNDS": "2",
-                                                  "DATA": str(data_root), "REFERENCES": str(others)})
+                                                  "DATA": str(data_root), "REFERENCES": str(others),
+                                                  "HARNESS_STEPS": "6", "HARNESS_REPEATS": "2"})
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     assert "== invariants: no reference of this machine class" in result.stdout
     assert "invariants: none broken" in result.stdout and "than its baseline (" in result.stdout
@@ -129,6 +130,7 @@ def packed(tmp_path) -> dict[str, bytes]:
         return {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
 
 
+@pytest.mark.slow
 def test_gpu_lease_skips_the_stages_that_do_not_fit_and_packs_what_it_has(tmp_path):
     """A stage starts only when its minimum fits before DEADLINE_S; the records folder is packed whole at
     the end either way (the tool brings back what a lease measured, even when nothing fit)."""
