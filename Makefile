@@ -50,13 +50,13 @@ lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml)
 JUNIT = results/junit/$@.xml
 TIER_CHECK = $(PY) ci/test-budget.py check $@ $(JUNIT)
 
-test: venv lint ## Lint, install test prerequisites, run every real-process test (what CI runs; budget 25 min)
+test: venv lint ## Lint, install test prerequisites, run every real-process test (what CI runs; its budget: tests/budgets.toml)
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
 	$(PY) -m pytest --junitxml=$(JUNIT) $(PYTEST_ARGS)
 	$(TIER_CHECK)
 
-test-fast: venv ## Unit and refusal tests plus a few real canary runs (budget 3 min)
+test-fast: venv ## Unit and refusal tests plus 4 real canary runs (budget 3 min: tests/budgets.toml)
 	$(PY) -m pytest -m '(canary or not slow) and not long and not images_all' --junitxml=$(JUNIT) $(PYTEST_ARGS)
 	$(TIER_CHECK)
 
