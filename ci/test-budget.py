@@ -119,7 +119,8 @@ def check(tier: str, junit: Path, path: Path) -> int:
     return 1
 
 
-RECORDED = re.compile(r"^\[recorded\.(?P<tier>[\w-]+)\]\n(?:(?!\[).*\n?)*", re.M)
+# A recorded table: its header and the lines up to the next blank line or table header
+RECORDED = re.compile(r"^\[recorded\.(?P<tier>[\w-]+)\]\n(?:[^\[\n].*\n?)*", re.M)
 
 
 def record(tier: str, junit: Path, path: Path) -> int:
