@@ -37,7 +37,7 @@ from pipelines.core.cli.history_commands import diff, history
 from pipelines.core.cli.report_command import report
 from pipelines.core.cli.run_command import run
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
-from pipelines.core.train.interrupt import Interrupted, signals_raise
+from pipelines.core.train.interrupt import Interrupted, end_forked_children, signals_raise
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -71,15 +71,15 @@ cli.add_command(history)
 
 def _interrupted(stop: Interrupted, whole_process: bool) -> None:
     """One line from rank 0 (the others stay quiet), then 128 + the signal number. A process of its own
-    (`whole_process`: the command or a worker, not `cli.main` called in a test) with no DataLoader workers
-    to shut down leaves without interpreter teardown once everything is flushed: the records are on disk
-    already, and torch's teardown alone takes about a second. A rank always does: its teardown could wait
-    on peers that are gone (`distributed.ranks.Session.abort`)."""
-    import multiprocessing
-
+    (`whole_process`: the command or a worker, not `cli.main` called in a test) ends its DataLoader workers
+    and leaves without interpreter teardown once everything is flushed: the records are on disk already,
+    torch's teardown alone takes about a second, and multiprocessing's exit waits without a limit for
+    every child it knows. A rank always does: its teardown could wait on peers that are gone
+    (`distributed.ranks.Session.abort`)."""
     if stop.main:
         click.echo(f"accel: {stop.message()}", err=True)
-    if (whole_process and not multiprocessing.active_children()) or not stop.main or stop.launched:
+    if whole_process or not stop.main or stop.launched:
+        end_forked_children()
         sys.stdout.flush()
         sys.stderr.flush()
         os._exit(stop.exit_code)

@@ -24,6 +24,7 @@ import os
 import signal
 import sys
 import threading
+import time
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -83,6 +84,63 @@ def workers_are_part_of_it() -> None:
     wherever it lands, even in multiprocessing's exit hook, as a traceback after the run's one line."""
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+
+
+def end_forked_children(grace_s: float = 2.0) -> None:
+    """Before a process leaves without interpreter teardown (`os._exit`), its forked children (DataLoader
+    workers) are ended and reaped: TERM, up to `grace_s` to go (torch's worker leaves at once when its
+    parent sends it), then KILL. A worker forked after the process group's signal never received it, and one
+    whose start the interruption cut short is not even in multiprocessing's list: left alone, it could
+    outlive the run holding its stdout and stderr, so that whoever reads them to the end waits for it."""
+    import multiprocessing
+
+    workers_are_part_of_it()  # a worker ended here is no "DataLoader worker killed by signal" error
+    pids = {child.pid for child in multiprocessing.active_children() if child.pid} | _forks_in_proc()
+    for pid in pids:
+        _signal(pid, signal.SIGTERM)
+    deadline = time.monotonic() + grace_s
+    while pids and time.monotonic() < deadline:
+        pids = {pid for pid in pids if not _reaped(pid)}
+        time.sleep(0.02)
+    for pid in pids:
+        _signal(pid, signal.SIGKILL)
+        _reaped(pid, block=True)
+
+
+def _forks_in_proc() -> set[int]:
+    """This process's children that run its own command line: forks, not programs it started (Linux's
+    /proc; elsewhere none, and multiprocessing's list alone)."""
+    me = os.getpid()
+    try:
+        own = Path(f"/proc/{me}/cmdline").read_bytes()
+        entries = list(Path("/proc").iterdir())
+    except OSError:
+        return set()
+    forks = set()
+    for entry in entries:
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            if ppid == me and (entry / "cmdline").read_bytes() == own:
+                forks.add(int(entry.name))
+        except (OSError, ValueError, IndexError):
+            continue  # gone meanwhile, or not readable
+    return forks
+
+
+def _signal(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except ProcessLookupError:
+        pass
+
+
+def _reaped(pid: int, block: bool = False) -> bool:
+    try:
+        return os.waitpid(pid, 0 if block else os.WNOHANG)[0] != 0
+    except ChildProcessError:  # reaped already (multiprocessing's own poll)
+        return True
 
 
 def caused_by_signal(exc: BaseException) -> bool:
