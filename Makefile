@@ -11,6 +11,12 @@ ARGS ?=
 PYTEST_ARGS ?=
 ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 
+# A command-line variable one letter from a known one (NPROCS=4 for NPROC) is refused, not ignored.
+ifneq ($(strip $(MAKEOVERRIDES)),)
+VAR_TYPO := $(shell python3 ci/check-make-vars.py $(foreach d,$(MAKEOVERRIDES),$(firstword $(subst =, ,$(d)))))
+$(if $(VAR_TYPO),$(error $(VAR_TYPO)))
+endif
+
 # Experiment ids: catalog-ids.mk, generated from the catalog (ci/update-readme-map.py; a test keeps it current).
 include catalog-ids.mk
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
@@ -128,6 +134,8 @@ $(IPEX_STAMP): $(IPEX_LOCK) $(CCL_SOURCES)
 CORES := $(shell nproc 2>/dev/null || echo 1)
 NPROC ?= 2
 ROUNDS ?= 3
+# ARGS that choose the repeats themselves (smoke and book scale run in one process; --rounds, --repeats) drop ROUNDS
+ROUNDS_IN_ARGS = $(filter smoke book --scale=smoke --scale=book --rounds --rounds=% --repeats --repeats=%,$(ARGS))
 NGPU ?= $(or $(filter-out 0,$(shell nvidia-smi -L 2>/dev/null | grep -c '^GPU')),1)
 THREAD_SWEEP := $(foreach t,1 2 4 8 12 16,$(if $(shell [ $(t) -le $(CORES) ] && echo y),$(t)))
 RANK_SWEEP := $(foreach n,2 4 8,$(if $(shell [ $(n) -le $(CORES) ] && echo y),$(n)))
@@ -136,7 +144,7 @@ RANK_SWEEP := $(foreach n,2 4 8,$(if $(shell [ $(n) -le $(CORES) ] && echo y),$(
 
 cpu-ddp: venv ## Chapter 9: NPROC Gloo ranks under torchrun, THREADS per rank (default: cores / NPROC), ROUNDS=3 rounds
 	@case "$(NPROC)" in ''|*[!0-9]*|0*) echo "make cpu-ddp: NPROC=$(NPROC) is not a number of ranks; use a whole number of at least 1 (e.g. make cpu-ddp NPROC=4)" >&2; exit 2;; esac
-	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) $(if $(ROUNDS),--rounds $(ROUNDS)) $(ARGS)
+	NPROC=$(NPROC) $(if $(THREADS),THREADS=$(THREADS)) $(ACCEL) launch ch9-cpu-gloo --variant ranks=$(NPROC) $(if $(ROUNDS_IN_ARGS),,$(if $(ROUNDS),--rounds $(ROUNDS))) $(ARGS)
 
 ch9-cpu-threads: venv ## Table 9.1: 1, 2, 4, ... threads, up to the cores this machine has
 	$(ACCEL) launch ch9-cpu-threads $(foreach t,$(THREAD_SWEEP),--variant threads=$(t)) $(ARGS)

@@ -95,7 +95,7 @@ def test_a_failed_process_stops_the_comparison_and_keeps_the_summary(tmp_path):
 @pytest.mark.parametrize("rounds,budget,halfwidth,needle", [
     ("0", 100, 0.05, "--rounds '0'"), ("two", 100, 0.05, "--rounds 'two'"),
     ("auto", 0, 0.05, "--budget-s 0"), ("auto", -5, 0.05, "--budget-s -5"),
-    ("auto", float("nan"), 0.05, "--budget-s nan"), ("auto", 100, 1.5, "--halfwidth 1.5"),
+    ("auto", float("nan"), 0.05, "--budget-s nan"), ("auto", 100, 1.5, "--halfwidth 150"),
 ])
 def test_bad_stop_rules_are_refused_naming_the_value(rounds, budget, halfwidth, needle):
     with pytest.raises(ConfigError, match=needle.replace("(", r"\(")):

@@ -74,6 +74,12 @@ CASES = [
         "--budget-s -30 must be a positive number of seconds"),
     cli("repeats-auto-budget-nan", [*RUN, "--repeats", "auto", "--budget-s", "nan"], 2,
         "--budget-s nan must be a positive number of seconds"),
+    cli("halfwidth-as-a-fraction", [*RUN, "--repeats", "auto", "--halfwidth", "0.05"], 2,
+        "0.05 is in percent and must be from 0.5 to below 100 (e.g. 5 for ±5 %; 0.05 is 0.05 %, not 5 %)"),
+    cli("halfwidth-100", ["compare", "ch2-baseline", "ch2-nobias", "--halfwidth", "100"], 2,
+        "100 is in percent and must be from 0.5 to below 100"),
+    cli("halfwidth-text", ["compare", "ch2-baseline", "ch2-nobias", "--halfwidth", "five"], 2,
+        "'five' is not a number of percent"),
     cli("budget-without-auto", [*RUN, "--repeats", "3", "--budget-s", "60"], 2,
         "--budget-s 60 applies to --rounds auto (or --repeats auto) only"),
     # --rounds counts rounds of processes (bench, book), --repeats repeats in one process (smoke, book)

@@ -18,15 +18,18 @@ def test_a_gpu_workload_on_the_cpu_with_a_minute_of_budget_is_refused_before_wor
     assert not list(tmp_path.iterdir())  # nothing started, nothing written
 
 
-def test_the_dry_run_shows_the_plan_and_says_it_would_be_refused(accel_in_process, tmp_path):
+def test_the_dry_run_shows_the_plan_and_ends_refused_as_the_run_would(accel_in_process, tmp_path):
+    """A script that checks a plan with --dry-run learns from the exit code that the run would be refused."""
     out = accel_in_process("run", "ch7-amp", "--device", "cpu", "--budget-s", "60", "--dry-run",
                            "--results-dir", str(tmp_path))
-    assert out.returncode == 0, out.stderr
+    assert out.returncode == 2, out.stderr
     plan = " ".join(out.stdout.split())
     assert plan.startswith("plan: ch7-amp, in rounds of processes ") and "ch7-amp [fp32] baseline arm" in plan
     assert "budget 60 s" in plan and re.search(r"estimate: about \d+ s", plan)
-    assert re.search(r"note: REFUSED without --dry-run: the 3 rounds a verdict needs take about \d+ s here .*"
-                     r"more than --budget-s 60; accept it with --budget-s \d+", plan), out.stdout
+    line = out.stderr.strip()
+    assert len(line.splitlines()) == 1 and re.search(
+        r"^accel: error: the 3 rounds a verdict needs take about \d+ s here .*"
+        r"more than --budget-s 60; accept it with --budget-s \d+", line), out.stderr
     assert not tmp_path.exists() or not list(tmp_path.iterdir())  # a dry run starts and writes nothing
 
 

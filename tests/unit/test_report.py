@@ -351,3 +351,18 @@ def test_machine_line_never_says_data_none():
     machine = committed.read_text().split("## Machines\n", 1)[1].split("\n## ", 1)[0]
     assert "None" not in machine and "data generated/synthetic" in machine
     assert "data None" not in "\n".join(document.machines(load(H100_BENCH).records))
+
+
+def test_accel_report_s_table_fits_the_terminal():
+    """A 100-column terminal gets the arm, its ratio, interval, published figure and verdict word on one line
+    each, the reasons below, wrapped; a wide one gets the arm's own numbers too."""
+    from pipelines.core.report.views import verdict_table
+
+    reference = REPO / "results" / "reference" / "cpu-2core-bench"
+    narrow = verdict_table(reference, width=100)
+    assert max(map(len, narrow.splitlines())) <= 100, narrow
+    assert narrow.splitlines()[0].split() == ["experiment", "variant", "ratio", "95", "%", "interval", "published",
+                                              "verdict"]
+    assert "- not comparable: ch3-compile-cnn-cpu [compiled]: " in narrow
+    wide = verdict_table(reference, width=400)
+    assert "samples/s (mean ± sd)" in wide.splitlines()[0] and max(map(len, wide.splitlines())) <= 400

@@ -1,6 +1,7 @@
 """What every `accel` command shares: exit codes, the one-line failure, a path argument that refuses
-an empty value, the repeats argument (a count or `auto`) and the experiment-id argument, whose ids (and
---variant's arms) complete in the shell from the catalog, which imports without torch."""
+an empty value, the repeats argument (a count or `auto`), the percent argument and the experiment-id
+argument, whose ids (and --variant's arms) complete in the shell from the catalog, which imports without
+torch."""
 
 from __future__ import annotations
 
@@ -43,6 +44,26 @@ class RepeatsArg(click.ParamType):
         except ValueError:
             flag = param.opts[0] if param is not None else "--rounds"
             self.fail(f"{value!r} is not a whole number or auto (e.g. {flag} 5, {flag} auto)", param, ctx)
+
+
+class PercentArg(click.ParamType):
+    """A relative amount in percent, the unit of every such option (`diff --fail-above` too), handed to the
+    code as a fraction. Below MIN_PCT it is refused: `--halfwidth 0.05` meant as a fraction would ask for
+    an interval of ±0.05 %, which no run reaches, and spend the whole budget silently."""
+
+    name = "PCT"
+    MIN_PCT = 0.5
+
+    def convert(self, value, param, ctx):
+        try:
+            pct = float(value)
+        except (TypeError, ValueError):
+            self.fail(f"{value!r} is not a number of percent (e.g. 5 for ±5 %)", param, ctx)
+        if not (self.MIN_PCT <= pct < 100):
+            self.fail(f"{pct:g} is in percent and must be from {self.MIN_PCT:g} to below 100 "
+                      f"(e.g. 5 for ±5 %{'; 0.05 is 0.05 %, not 5 %' if 0 < pct < self.MIN_PCT else ''})",
+                      param, ctx)
+        return pct / 100
 
 
 def fail(message: str, code: int = EXIT_USAGE) -> None:

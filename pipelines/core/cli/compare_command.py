@@ -9,7 +9,7 @@ from pathlib import Path
 
 import click
 
-from pipelines.core.cli.args import PathArg, allocator_option, share_option
+from pipelines.core.cli.args import PathArg, PercentArg, allocator_option, share_option
 from pipelines.core.cli.run_command import measure_comparison, plan_maker, run
 from pipelines.core.config import experiments
 from pipelines.core.errors import ConfigError
@@ -22,8 +22,9 @@ from pipelines.core.errors import ConfigError
                    "--halfwidth, or the budget runs out.")
 @click.option("--budget-s", type=float, default=300, show_default=True,
               help="Time budget in seconds; no round starts that would overrun it.")
-@click.option("--halfwidth", type=float, default=0.05, show_default=True,
-              help="With --rounds auto: the relative interval half-width that is precise enough.")
+@click.option("--halfwidth", type=PercentArg(), default=5, show_default=True,
+              help="With --rounds auto: the 95 % interval's half-width, in percent of the ratio, that is precise "
+                   "enough.")
 @allocator_option("")
 @share_option("")
 @click.option("--results-dir", type=PathArg(), default=Path("results"), show_default=True,

@@ -9,8 +9,8 @@ import os
 
 import click
 
-from pipelines.core.cli.args import (PathArg, RepeatsArg, allocator_option, complete_variant, experiment_argument,
-                                     fail, share_option)
+from pipelines.core.cli.args import (PathArg, PercentArg, RepeatsArg, allocator_option, complete_variant,
+                                     experiment_argument, fail, share_option)
 from pipelines.core.config import experiments
 from pipelines.core.config.runconfig import DATASETS, DEVICES, SCALES
 from pipelines.core.errors import ConfigError
@@ -43,8 +43,9 @@ def _key_values(values: tuple[str, ...]) -> dict[str, str]:
                    "until precise enough); their verdict cannot judge process-to-process noise.")
 @click.option("--budget-s", type=float, help="With --rounds auto (or --repeats auto): seconds for the whole run; "
                                              "no round starts that would overrun it (default: 300).")
-@click.option("--halfwidth", type=float, help="With --rounds auto (or --repeats auto): the relative 95 % interval "
-                                              "half-width that is precise enough (default 0.05).")
+@click.option("--halfwidth", type=PercentArg(), help="With --rounds auto (or --repeats auto): the 95 % interval's "
+                                                   "half-width, in percent of the ratio, that is precise enough "
+                                                   "(default 5).")
 @click.option("--steps", type=int, help="Timed steps after warm-up (instead of whole epochs); at bench scale, "
                                         "per arm and process, split over its blocks.")
 @click.option("--blocks", type=int, help="Bench scale: blocks per arm in each process, one a cycle (default 12).")
@@ -167,8 +168,10 @@ def measure_comparison(planned, params: dict, dry_run: bool, as_json: bool, ids,
     from pipelines.core.stats import verdict
     from pipelines.core.train.interrupt import Interrupted
 
-    if dry_run:
+    if dry_run:  # the plan, and a refused one still ends as the run would: one line, exit 2
         click.echo(planned.text)
+        if planned.refusal:
+            raise ConfigError(planned.refusal)
         return
     comparison.prepare(planned, params, dict(os.environ))
     click.echo(planned.text, err=True)

@@ -22,4 +22,4 @@ def check_budget(budget_s: float) -> None:
 
 def check_halfwidth(halfwidth: float) -> None:
     if not (math.isfinite(halfwidth) and 0 < halfwidth < 1):
-        raise ConfigError(f"--halfwidth {halfwidth:g} must be between 0 and 1 (e.g. 0.05 for 5 %)")
+        raise ConfigError(f"--halfwidth {halfwidth * 100:g} must be between 0 and 100 percent (e.g. 5 for ±5 %)")

@@ -88,8 +88,7 @@ def plan_comparison(requests: Sequence[Request], make_plan: Callable[[str, tuple
     text = preview.plan_text(f"{title}, in rounds of processes", against, layouts,
                          preview.repeat_rule(shown_rule, rounds, comparison=True, halfwidth=rule.halfwidth),
                          estimate, results_dir,
-                         [*notes, f"each process's output: {results_dir}/comparison--<time>.log",
-                          *([f"REFUSED without --dry-run: {refusal}"] if refusal else [])],
+                         [*notes, f"each process's output: {results_dir}/comparison--<time>.log"],
                          extra)
     return Comparison(plans, groups, rule, allocator, Path(results_dir), text, refusal)
 

@@ -11,17 +11,16 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from pipelines.core.record import atomic, machine_class, results
+from pipelines.core.record import atomic, machine_class
 from pipelines.core.report import trend
 from pipelines.core.report.drift import Drift, Judged, judge, view as drift_view
 from pipelines.core.report.plots import all_plots
 from pipelines.core.report.shares import share_rows
 from pipelines.core.stats import bases
 from pipelines.core.stats.bases import harness, profile_share
-from pipelines.core.stats import rows as stats_rows
 from pipelines.core.stats import intervals
 from pipelines.core.report import tables
-from pipelines.core.report.render import Doc, html_page, markdown, markdown_table
+from pipelines.core.report.render import Doc, html_page, markdown
 from pipelines.core.record.results import Loaded
 from pipelines.core.stats.rows import Row
 from pipelines.core.config.arm import Arm
@@ -69,20 +68,6 @@ def write(results_dir: Path, out_dir: Path | None, formats, only: list[str] | No
         paths.append(atomic.write_text(out_dir / "trend.html", trend.page(loaded.records)))
     paths += [out_dir / block[1] for block in doc.blocks if block[0] == "img"]
     return Written(paths, judged)
-
-
-def verdict_table(results_dir: Path, strict: bool = False) -> str:
-    """The compact table `accel report` prints, then errors, skipped input and arms not run here."""
-    loaded = results.load(results_dir)
-    rows = stats_rows.build(loaded, None, strict)
-    lines = [markdown_table(tables.verdict_view(tables.frame(rows)))] if rows else \
-        [f"(no successful runs under {results_dir})"]
-    lines += [f"- error: {Arm.of(r)}: {e}" for r in rows for e in r.errors]
-    lines += [f"- interrupted: {Arm.of(r)} {i}" for r in rows for i in r.interrupted]
-    lines += [f"- skipped: {s}" for s in loaded.skipped]
-    lines += [f"- not run here: {Arm.of(r)}: {'; '.join(r.get('notes', []))}"
-              for r in loaded.records if r["status"] == "skipped"]
-    return "\n".join(lines)
 
 
 NO_DATA_SOURCE = "not recorded"

@@ -34,11 +34,11 @@ class Doc:
         self.blocks.append(block)
 
 
-def markdown_table(frame: pd.DataFrame) -> str:
+def markdown_table(frame: pd.DataFrame, tablefmt: str = "pipe") -> str:
     """A pipe table of strings: numbers were formatted before (stats/intervals.py `fmt`), so tabulate must not
-    re-parse them ("1.00" would print as "1")."""
+    re-parse them ("1.00" would print as "1"). `tablefmt="simple"`: the terminal's, without the pipes."""
     cells = frame.astype(str).map(lambda v: v.replace("|", "\\|").replace("\n", " "))
-    return cells.to_markdown(index=False, disable_numparse=True)
+    return cells.to_markdown(index=False, disable_numparse=True, tablefmt=tablefmt)
 
 
 def _inline(text: str) -> str:

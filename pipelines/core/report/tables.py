@@ -73,8 +73,9 @@ def memory_view(data: pd.DataFrame) -> pd.DataFrame:
         "published": has.published_memory_ratio.map(intervals.fmt), "verdict": has.memory_verdict})
 
 
-def verdict_view(data: pd.DataFrame) -> pd.DataFrame:
-    """The compact table `accel report` prints: one line per arm, ratio with its interval, verdict."""
+def verdict_view(data: pd.DataFrame, reasons: bool = True) -> pd.DataFrame:
+    """The compact table: one line per arm, ratio with its interval, verdict (`reasons`: a "not comparable"
+    verdict carries its reason in the cell; the terminal's table lists the reasons below instead)."""
     scale = data.scale.map(lambda s: "" if s in ("bench", "-") else f" ({s})")
     return pd.DataFrame({
         "experiment": data.experiment, "variant": data.variant + scale, "n": data.n,
@@ -83,7 +84,7 @@ def verdict_view(data: pd.DataFrame) -> pd.DataFrame:
         "ratio": data.ratio.map(intervals.fmt),
         "95 % interval": interval_text(data.ratio, data.ci_low, data.ci_high),
         "published": data.published_ratio.map(intervals.figure),
-        "verdict": [verdict + (f" ({why})" if verdict == "not comparable" else "")
+        "verdict": [verdict + (f" ({why})" if verdict == "not comparable" and reasons else "")
                     for verdict, why in zip(data.verdict, data.why)],
     })
 

@@ -122,8 +122,9 @@ def write_report(results_dir: Path, out_dir: Path | None = None, formats=FORMATS
     return document.write(results_dir, out_dir, formats, only, against, note, strict)
 
 
-def verdict_table(results_dir: Path, strict: bool = False) -> str:
-    """The compact table `make demo` and `accel report` print: one line per arm, with its verdict."""
-    from pipelines.core.report import document
+def verdict_table(results_dir: Path, strict: bool = False, width: int | None = None) -> str:
+    """The compact table `accel report` prints: one line per arm, with its verdict, `width` columns wide at
+    most (None: the terminal's)."""
+    from pipelines.core.report import terminal
 
-    return document.verdict_table(results_dir, strict)
+    return terminal.verdict_table(results_dir, strict, width)
