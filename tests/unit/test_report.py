@@ -261,7 +261,7 @@ def test_outputs_markdown_csv_html_and_plots(tmp_path):
     assert float(nobias["ci_low"]) < 1.18 < float(nobias["ci_high"])
     assert by[("ch2-bs128", "bs128")]["verdict"] == "not run"
     page = (tmp_path / "out" / "report.html").read_text()
-    assert page.count("data:image/png;base64,") == 2 and 'src="ch2' not in page
+    assert page.count("data:image/png;base64,") == 3 and 'src="ch2' not in page  # the forest plot, then two
     assert '<span class="v-reproduced">reproduced</span>' in page
 
 

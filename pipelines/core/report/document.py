@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from pipelines.core.record import atomic, machine_class
-from pipelines.core.report import trend
+from pipelines.core.report import summary, trend
 from pipelines.core.report.drift import Drift, Judged, judge, view as drift_view
 from pipelines.core.report.plots import all_plots
 from pipelines.core.report.shares import share_rows
@@ -113,9 +113,12 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: Drift | Non
     stamp = _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     doc = Doc("Published vs reproduced")
     doc.add("p", f"Generated {stamp} from {loaded.files} result file(s), {len(loaded.records)} record(s) "
-                 f"under `{results_dir}`. {INTRO}")
+                 f"under `{results_dir}`.")
     if note:
         doc.add("p", f"**Note:** {note}")
+    summary.add(doc, rows, summary.machine_summary(loaded.records), plots_dir)  # the answer first
+    doc.add("h", "How to read it")
+    doc.add("p", INTRO)
     doc.add("h", "Machines")
     doc.add("list", machines(loaded.records) or ["(no records)"])
     doc.add("h", "Results")

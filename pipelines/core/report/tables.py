@@ -91,11 +91,12 @@ def verdict_view(data: pd.DataFrame, reasons: bool = True) -> pd.DataFrame:
 
 def accuracy_view(rows: list[Row]) -> pd.DataFrame:
     """Measured accuracy per arm (a learning check) and its difference to the baseline arm, only at
-    equal samples seen. No published column: that comparison is `book_accuracy_view`'s alone."""
+    equal samples seen (an arm that recorded no count of samples is left out). No published column: that
+    comparison is `book_accuracy_view`'s alone."""
     by_key = {row.key: row for row in rows}
     lines = []
     for row in rows:
-        if row.accuracy_mean is None:
+        if row.accuracy_mean is None or row.samples_seen is None:  # no count of samples: nothing to set it beside
             continue
         delta, why = stats_rows.accuracy_delta(row, by_key)
         lines.append({"experiment": row.experiment, "variant": row.variant, "scale": row.scale,

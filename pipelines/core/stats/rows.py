@@ -259,8 +259,8 @@ def accuracy_delta(row: Row, by_key: dict[tuple[str, str, str], Row]) -> tuple[f
     base = by_key.get(row.base_key)
     if base is None or base.accuracy_mean is None:
         return None, "baseline arm has no accuracy"
-    if row.samples_seen is None or row.samples_seen != base.samples_seen:
-        return None, f"not compared: {row.samples_seen or '?'} vs {base.samples_seen or '?'} samples seen"
+    if None in (row.samples_seen, base.samples_seen) or row.samples_seen != base.samples_seen:
+        return None, f"not compared: {row.samples_seen or '-'} vs {base.samples_seen or '-'} samples seen"
     return row.accuracy_mean - base.accuracy_mean, "same samples seen"
 
 
