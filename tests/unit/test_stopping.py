@@ -198,3 +198,14 @@ def test_a_rank_started_by_hand_runs_its_rounds_as_repeats_of_its_one_process(tm
     assert execute._stop_rule(here.configs).max_rounds == repeat_rule.MAX_AUTO_REPEATS
     fixed = in_one_process(build_plan("ch2-nobias", "bench", (), (), {"results_dir": tmp_path, "rounds": 3}))
     assert (fixed.configs[0].repeats, fixed.configs[0].auto, execute._stop_rule(fixed.configs)) == (3, False, None)
+
+
+def test_an_auto_round_line_says_how_many_rounds_the_budget_holds_at_this_pace():
+    """Not the backstop of 50 when 90 s at 40 s a round holds 2."""
+    from pipelines.core.harness import rounds
+
+    summary = rounds.Summary("c", ["ch2-baseline"], rounds=1)
+    line = rounds.round_line(summary, rounds.StopRule(None, 90), ["ch2-baseline 40 s"], 41.0)
+    assert line.startswith("round 1 (of about 2 the budget holds): ch2-baseline 40 s; 41 s of 90 s budget spent")
+    fixed = rounds.round_line(summary, rounds.StopRule(3, 90), ["ch2-baseline 40 s"], 41.0)
+    assert fixed.startswith("round 1/3: ")

@@ -203,8 +203,14 @@ class RoundFailed(Exception):
 
 
 def round_line(summary: Summary, rule: StopRule, took: list[str], elapsed_s: float) -> str:
-    """One line per round: which round of how many, each process's time, the budget spent and left."""
-    most = f"/{rule.rounds}" if rule.rounds is not None else f" (at most {MAX_AUTO_REPEATS})"
+    """One line per round: which round of how many (auto: as many as the budget left holds at this pace, no
+    round starting that would overrun it), each process's time, the budget spent and left."""
+    if rule.rounds is not None:
+        most = f"/{rule.rounds}"
+    else:
+        pace = elapsed_s / max(summary.rounds, 1)
+        more = int(max(0.0, rule.budget_s - elapsed_s) // pace) if pace > 0 else MAX_AUTO_REPEATS
+        most = f" (of about {min(summary.rounds + more, MAX_AUTO_REPEATS)} the budget holds)"
     budget = (f"{elapsed_s:.0f} s of {rule.budget_s:g} s budget spent, {max(0.0, rule.budget_s - elapsed_s):.0f} s "
               "left" if rule.rounds is None else f"{elapsed_s:.0f} s")
     widths = stopping.widths_text(summary.halfwidths) if summary.rounds >= 2 else "intervals after round 2"
