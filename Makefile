@@ -11,9 +11,15 @@ ARGS ?=
 PYTEST_ARGS ?=
 ACCEL_TEST_IPEX ?= $(if $(filter true 1,$(CI)),1,0)
 
-# A command-line variable one letter from a known one (NPROCS=4 for NPROC) is refused, not ignored.
+# A command-line variable one letter from a known one (NPROCS=4 for NPROC) is refused, not ignored. Python starts
+# only for a name that neither this Makefile nor launch/ reads (a command's process count stays its own).
 ifneq ($(strip $(MAKEOVERRIDES)),)
-VAR_TYPO := $(shell python3 ci/check-make-vars.py $(foreach d,$(MAKEOVERRIDES),$(firstword $(subst =, ,$(d)))))
+OPEN := (
+READ_VAR := \$$[$(OPEN){][A-Z_][A-Z0-9_]*|^[A-Z_][A-Z0-9_]* *[:?+]?=
+OVERRIDE_NAMES := $(foreach d,$(MAKEOVERRIDES),$(if $(findstring =,$(d)),$(firstword $(subst =, ,$(d)))))
+OTHER_VARS := $(shell printf '%s\n' $(foreach n,$(OVERRIDE_NAMES),'$(n)') | grep -xE '[A-Z_][A-Z0-9_]*' | grep -vxF \
+  -e "$$(grep -ohE '$(READ_VAR)' Makefile catalog-ids.mk launch/* | grep -oE '[A-Z_][A-Z0-9_]*')")
+VAR_TYPO := $(if $(OTHER_VARS),$(shell python3 ci/check-make-vars.py $(OTHER_VARS)))
 $(if $(VAR_TYPO),$(error $(VAR_TYPO)))
 endif
 
