@@ -90,7 +90,7 @@ def test_report_plots_are_written_as_pngs(tmp_path):
     ch2(tmp_path / "r", (1.18,))
     written = report.write_report(tmp_path / "r", tmp_path / "out", formats=("md",), only=["ch2-bs128"])
     pngs = [p for p in written.paths if p.suffix == ".png"]
-    assert {p.name for p in pngs} == {"ch2-published-vs-reproduced.png", "accuracy-vs-speed.png"}
+    assert {p.name for p in pngs} == {"forest.png", "ch2-published-vs-reproduced.png", "accuracy-vs-speed.png"}
     assert all(p.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" for p in pngs)
 
 
