@@ -82,15 +82,27 @@ def test_id(classname: str, name: str) -> str:
     return name
 
 
-def grown(times: dict[str, float], recorded: dict[str, float], above_s: float) -> list[tuple[str, float, float | None]]:
-    """The tests slower than their recorded time by more than 25 % and 2 s, or unrecorded and over above_s,
-    most added seconds first: (test id, seconds now, recorded seconds or None)."""
+def pace(times: dict[str, float], recorded: dict[str, float]) -> float:
+    """How much slower this machine ran the recorded tests: the median of now / recorded over them (at least
+    MIN_PACED of them), never below 1. A slower machine scales the budget and every recorded time, so a tier
+    fails for a test that grew, not for a host that is slower than the one that recorded them."""
+    ratios = sorted(times[t] / s for t, s in recorded.items() if t in times and s > 0)
+    return max(1.0, ratios[len(ratios) // 2]) if len(ratios) >= MIN_PACED else 1.0
+
+
+MIN_PACED = 5
+
+
+def grown(times: dict[str, float], recorded: dict[str, float], above_s: float,
+          factor: float = 1.0) -> list[tuple[str, float, float | None]]:
+    """The tests slower than their recorded time (x `factor`, the machine's pace) by more than 25 % and 2 s,
+    or unrecorded and over above_s, most added seconds first: (test id, seconds now, recorded seconds or None)."""
     found = []
     for test, seconds in times.items():
         before = recorded.get(test)
-        if before is None and seconds > above_s:
+        if before is None and seconds > above_s * factor:
             found.append((test, seconds, None))
-        elif before is not None and seconds > before * OVER + SLACK_S:
+        elif before is not None and seconds > before * factor * OVER + SLACK_S:
             found.append((test, seconds, before))
     return sorted(found, key=lambda g: g[1] - (g[2] or 0.0), reverse=True)
 
@@ -100,6 +112,12 @@ def check(tier: str, junit: Path, path: Path) -> int:
     spec = tier_of(budgets, tier, path)
     budget, above_s = float(spec["budget_s"]), float(budgets.get("record_above_s", 15.0))
     wall, times = read_junit(junit)
+    recorded = budgets.get("recorded", {}).get(tier, {})
+    factor = pace(times, recorded)
+    if factor > 1:
+        print(f"test-budget: this machine ran the recorded tests {factor:.2f}x slower (median): budget "
+              f"{budget:.0f} s scaled to {budget * factor:.0f} s")
+        budget *= factor
     print(f"test-budget: {tier}: {len(times)} tests in {wall:.0f} s ({wall / 60:.1f} min), budget {budget:.0f} s "
           f"({100 * wall / budget:.0f} %; it fails above {100 * OVER:.0f} %)")
     print(f"the {min(SLOWEST, len(times))} slowest:")
@@ -107,7 +125,7 @@ def check(tier: str, junit: Path, path: Path) -> int:
         print(f"  {seconds:7.1f} s  {test}")
     if wall <= budget * OVER:
         return 0
-    grew = grown(times, budgets.get("recorded", {}).get(tier, {}), above_s)
+    grew = grown(times, recorded, above_s, factor)
     print(f"test-budget: FAILED: {tier} took {wall:.0f} s, more than {100 * OVER:.0f} % of its {budget:.0f} s "
           f"budget ({path.relative_to(REPO) if path.is_relative_to(REPO) else path})", file=sys.stderr)
     for test, seconds, before in grew:

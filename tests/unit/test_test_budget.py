@@ -115,3 +115,18 @@ def test_the_repository_budgets_name_every_tier_the_makefile_runs():
     for tier in ("test-fast", "test", "test-all"):
         assert tier in tiers and f"\n{tier}: venv" in makefile
     assert tiers["test-fast"]["budget_s"] <= 180 and tiers["test"]["budget_s"] < tiers["test-all"]["budget_s"]
+
+
+def test_a_slower_machine_scales_the_budget_and_still_names_a_test_that_grew():
+    """Every recorded test 1.5x slower (another host) is the machine's pace, not growth: the budget scales
+    with it; a test 3x its recorded time grew beyond that pace and is named."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("test_budget_script", SCRIPT)
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    recorded = {f"t{i}": 20.0 for i in range(6)}
+    times = {t: 30.0 for t in recorded} | {"t0": 60.0}
+    assert script.pace(times, recorded) == pytest.approx(1.5)
+    assert [g[0] for g in script.grown(times, recorded, 15.0, script.pace(times, recorded))] == ["t0"]
+    assert script.pace({t: 10.0 for t in recorded}, recorded) == 1.0  # a faster host never tightens it
