@@ -91,9 +91,7 @@ def machines(records: list[dict[str, Any]]) -> list[str]:
     for rec in records:
         env, cfg = rec["env"], rec["config"]
         image = (env.get("image") or {}).get("target") or "host (no image)"
-        gpus = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
-        line = (f"{env.get('cpu_model')} ({env.get('logical_cpus')} logical CPUs), {gpus}; torch "
-                f"{env.get('torch')}; {image}")
+        line = f"{summary.hardware(env)}; torch {env.get('torch')}; {image}"
         item = out.setdefault(machine_class.key(env, software=True), {"line": line, "threads": set(), "omp": set(),
                                                                       "data": set(), "git": set()})
         item["threads"].add(str(env.get("torch_threads")))

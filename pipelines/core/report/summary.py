@@ -82,12 +82,13 @@ def add(doc, rows: Sequence[Row], machine_lines: list[str], plots_dir: Path | No
                                   "its published figure allows (box), on a log scale.")
 
 
+def hardware(env: dict[str, Any]) -> str:
+    """'CPU model (N logical CPUs), GPUs': the machine as every machine line of the report begins."""
+    gpus = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
+    return f"{env.get('cpu_model')} ({env.get('logical_cpus')} logical CPUs), {gpus}"
+
+
 def machine_summary(records: list[dict[str, Any]]) -> list[str]:
     """The machine in a few words per class (the Machines section below gives the whole line)."""
-    seen: dict[str, None] = {}
-    for rec in records:
-        env = rec.get("env") or {}
-        gpus = ", ".join(g["name"] for g in env.get("gpus") or []) or "no GPU"
-        seen[f"{env.get('cpu_model')} ({env.get('logical_cpus')} logical CPUs), {gpus}, "
-             f"torch {env.get('torch')}"] = None
-    return list(seen)
+    return list(dict.fromkeys(f"{hardware(rec.get('env') or {})}, torch {(rec.get('env') or {}).get('torch')}"
+                              for rec in records))
