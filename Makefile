@@ -34,20 +34,27 @@ help: ## This list: every target with its `##` comment (a test keeps it equal to
 	@echo "(make list shows the ids, accel run --help the ARGS, accel launch --help the launchers' knobs)"
 	@awk -F ':.*## ' '/^[a-zA-Z0-9_.-]+:.*## / {printf "  %-18s %s\n", $$1, $$2}' $(firstword $(MAKEFILE_LIST))
 
+# Byte-compile a venv's installed packages once, on every core (about 50 s for .venv on 2 cores). Runs often
+# start with PYTHONDONTWRITEBYTECODE=1 (CI's environment sets it, and the images do); then Python caches nothing
+# it compiles, and every process compiled torch from source again: import torch took 8.5 s instead of 4 s here,
+# for each of the suite's thousand-odd interpreters. -x: the one file of torch's tests written in Python 3.12.
+COMPILE_VENV = $(1)/bin/python -m compileall -q -j 0 -x 'py312_intrinsics' \
+  "$$($(1)/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')"
+
 venv: $(STAMP) ## Create .venv with the pinned host stack and the ccl backend (backends/ccl) built against it
 CCL_SOURCES := $(wildcard backends/ccl/setup.py backends/ccl/csrc/*.cpp backends/ccl/accel_ccl/*.py)
 $(STAMP): pyproject.toml containers/locks/ccl.lock $(CCL_SOURCES)
 	[[ -x $(VENV)/bin/python ]] || ci/need-free-disk.sh 7 $(VENV) 'make venv ($(VENV), the pinned host stack)'
 	python3 -m venv $(VENV)
 	$(VENV)/bin/pip install --quiet --upgrade pip
-	# --no-compile: byte-compiling the 5.5 GB stack (a CUDA build of torch, even here) took 110 s; Python
-	# compiles what a run imports on first import instead, and caches it beside the source.
+	# pip's byte-compiling runs file by file (110 s here): --no-compile, then COMPILE_VENV below, on every core.
 	# oneCCL's wheels by the cpu-intel image's hashes first (containers/locks/ccl.lock); the project's ccl group
 	# then finds them installed
 	$(VENV)/bin/pip install --quiet --no-compile --require-hashes --no-deps -r containers/locks/ccl.lock
 	$(VENV)/bin/pip install --quiet --no-compile -e '.[test,zero,history,ccl]'
 	# the ccl backend, compiled against this torch and the oneCCL wheels just installed (about 30 s)
 	$(VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
+	$(call COMPILE_VENV,$(VENV))
 	rm -f $(VENV)/.installed-* && touch $@
 
 demo: venv ## CPU ladder at bench scale on offline (generated) data
@@ -118,8 +125,8 @@ $(filter-out $(DIST_IDS),$(IDS)): venv
 # (about 7 GB with PyPI's CUDA libraries), installed from the cpu-intel image's hashed lock
 # (containers/locks/ipex.lock: torch 2.8, IPEX, oneCCL from PyPI), then the ccl backend compiled against it.
 # `make test` builds it only when ACCEL_TEST_IPEX=1, which is the default under CI (CI=true), so CI runs the
-# IPEX and torch-2.8 ccl tests for real and laptops skip them with a reason. Nothing is byte-compiled at
-# install (see venv); .ci/run builds it beside .venv (make -j2 venv ipex-venv): both are mostly downloads.
+# IPEX and torch-2.8 ccl tests for real and laptops skip them with a reason. It is byte-compiled like .venv
+# (COMPILE_VENV); .ci/run builds it beside .venv (make -j2 venv ipex-venv): both are mostly downloads.
 IPEX_VENV ?= .venv-ipex
 IPEX_LOCK := containers/locks/ipex.lock
 IPEX_STAMP := $(IPEX_VENV)/.installed-$(shell cat $(IPEX_LOCK) | cksum | cut -d' ' -f1)
@@ -132,6 +139,7 @@ $(IPEX_STAMP): $(IPEX_LOCK) $(CCL_SOURCES)
 	$(IPEX_VENV)/bin/pip install --quiet --no-compile --require-hashes -r $(IPEX_LOCK)
 	$(IPEX_VENV)/bin/pip install --quiet --no-compile --no-deps -e .
 	$(IPEX_VENV)/bin/pip install --quiet --no-build-isolation --no-deps ./backends/ccl
+	$(call COMPILE_VENV,$(IPEX_VENV))
 	rm -f $(IPEX_VENV)/.installed-* && touch $@
 # ---------------------------------------------------------------------------------------------------
 # Distributed training (chapters 8-11). The launcher comes from the catalog (launch/torchrun.sh,

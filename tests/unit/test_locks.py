@@ -47,3 +47,6 @@ def test_make_venv_installs_them_with_hashes_before_the_project(tmp_path):
     locked = installs.index(["--no-compile", "--require-hashes", "--no-deps", "-r", "containers/locks/ccl.lock"])
     project = installs.index(["--no-compile", "-e", ".[test,zero,history,ccl]"])
     assert locked < project, installs
+    # Byte-compiled once, on every core: with PYTHONDONTWRITEBYTECODE=1 nothing is cached at run time
+    compiles = [line for line in run.stdout.splitlines() if "-m compileall" in line]
+    assert len(compiles) == 1 and "-j 0" in compiles[0] and compiles[0].startswith(f"{venv}/bin/python"), compiles
