@@ -93,6 +93,10 @@ def test_the_card_s_command_ends_with_a_ratio_an_interval_and_a_verdict_word(tmp
     recs = records(tmp_path)
     assert sorted((r["experiment"], r["dist"]["world_size"]) for r in recs if r["status"] == "ok") == \
         [("ch9-cpu-gloo", 2)] * 3 + [("ch9-cpu-threads", 1)] * 3
+    # every process measured its machine card before its arms; the ranks' card has Gloo's all-reduce bandwidth
+    for rec in recs:
+        assert rec["card"]["measured"] and rec["card"]["gemm_gflops"]["fp32"]["all_threads"] > 0, rec["card"]
+        assert (rec["card"]["allreduce_gbs"] > 0) == (rec["dist"]["world_size"] == 2), rec["card"]
 
 
 @pytest.mark.long  # a scale case of the NPROC=2 command below

@@ -142,6 +142,11 @@ def test_run_brings_its_baseline_in_alternation_and_ends_with_the_verdict(tmp_pa
         assert metrics["page_faults_minor_per_step"] >= 0 and metrics["page_faults_major_per_step"] >= 0
         assert rec["env"]["allocator_settings"]["text"].startswith("pinned (glibc: mmap_threshold 32 MiB")
         assert rec["env"]["vars"]["GLIBC_TUNABLES"].endswith("glibc.malloc.top_pad=67108864")
+    # one machine card a process (record/card.py), measured before its arms: both arms of a round keep the same
+    cards = {r["pairing"]["process"]: r["card"] for r in recs}
+    assert len(cards) == 2 and all(c["measured"] and c["triad_gbs"] > 0 and c["allreduce_gbs"] is None
+                                   for c in cards.values()), cards
+    assert all(r["card"] == cards[r["pairing"]["process"]] for r in recs)
     result = json.loads(out.stdout)  # --json: stdout is the verdict alone
     arms = {(a["experiment"], a["variant"]): a for a in result["arms"]}
     nobias = arms[("ch2-nobias", "nobias")]

@@ -49,7 +49,7 @@ from pipelines.core.config.arm import Arm
 from pipelines.core.harness.arms import Built, build, loaders_for, seed_everything
 from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
-from pipelines.core.record import energy, machine, results
+from pipelines.core.record import card, energy, machine, results
 from pipelines.core.stats import orders, rows, stopping
 from pipelines.core.train import interleave, interrupt, loop, memory, progress, torch_state
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
@@ -223,9 +223,10 @@ def build_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, repeat:
 def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
                    counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
                    dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
+    the_plan, cfg = unit[0]
+    process_card = card.for_process(cfg.scale)  # measured once a process, before any arm is built
     state_before, meter = machine.snapshot(ctx.device.type), energy.Meter(ctx.device.type)
     meter.start()
-    the_plan, cfg = unit[0]
     if isinstance(the_plan.pipeline, Measurement):  # measures itself: a profile, a search
         seed_everything(None if cfg.seed is None else cfg.seed + repeat)
         loaders = loaders_for(the_plan, cfg, ctx)
@@ -234,7 +235,7 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         state = machine.judge(state_before, machine.snapshot(ctx.device.type))
         return [recording.measurement(cfg, done, loaders, run_id, repeat, dist_info, machine=state,
                                       energy=meter.stop(recording.samples_trained(done.metrics) or None),
-                                      pairing=pairing)]
+                                      pairing=pairing, card=process_card)]
     build_unit(unit, ctx, repeat, counters, built)
     memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
     alone = len(built) == 1
@@ -264,5 +265,6 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         share = recording.energy_share(spent, busy[b.cfg.arm], sum(busy.values()),
                                        b.training.samples * ctx.world_size, len(built))
         out.append(recording.measured(b.cfg, b.trainable, b.loaders, metrics, ctx, run_id, repeat, dist_info,
-                                      protocol, notes, machine=state, energy=share, pairing=pairing))
+                                      protocol, notes, machine=state, energy=share, pairing=pairing,
+                                      card=process_card))
     return out

@@ -7,7 +7,8 @@ writes "interrupted" for the repeat in flight (how far it got), which a report n
 keys: `error`, `artifacts`, `notes`, `stopping` (a `--repeats auto` run: which rule stopped it),
 `pairing` (the comparison's id, its round and the process that measured the arm: stats/record_pairing.py
 pairs two arms' records by it) and `protocol` (how the timed steps were taken: `blocks` or `window`; records
-written before it was added ran blocks at bench scale in a comparison's shared process, else one window).
+written before it was added ran blocks at bench scale in a comparison's shared process, else one window) and
+`card` (the machine card of the process that measured it: record/card.py; absent in older records).
 Readers: `read` (one file, damage raises), `read_tolerant` (one file, damage skipped with a reason) and `load`
 (every file of a results folder, as the report and `accel diff` read it).
 
@@ -54,7 +55,7 @@ def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int
                 error: dict[str, str] | None = None, artifacts: dict[str, Any] | None = None,
                 notes: list[str] | None = None, machine: dict[str, Any] | None = None,
                 energy: dict[str, Any] | None = None, pairing: dict[str, Any] | None = None,
-                protocol: str | None = None) -> dict[str, Any]:
+                protocol: str | None = None, card: dict[str, Any] | None = None) -> dict[str, Any]:
     record = {
         "schema": SCHEMA, "status": status, "run_id": run_id,
         "experiment": config["experiment"], "pipeline": config["pipeline"],
@@ -75,6 +76,8 @@ def make_record(*, status: str, run_id: str, config: dict[str, Any], repeat: int
         record["pairing"] = pairing
     if protocol:  # how its timed steps were taken: "blocks" or "window" (harness/recording.py PROTOCOLS)
         record["protocol"] = protocol
+    if card is not None:  # what the machine can do: GEMM ceilings, bandwidth, op costs (record/card.py)
+        record["card"] = card
     validate(record)
     return record
 
