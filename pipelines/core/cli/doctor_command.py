@@ -21,7 +21,7 @@ from pipelines.core.cli.args import PathArg, fail as _fail
 @click.option("--record", type=PathArg(), help="Also write the findings as JSON here.")
 @click.option("--bench", is_flag=True,
               help="Instead: is this machine fit to benchmark (load, governor, turbo, memory, throttling)? "
-                   "Then its machine card (GEMM ceilings, memory bandwidth, op costs, cores: about 3 s). "
+                   "Then its machine card (GEMM ceilings, memory bandwidth, op costs, cores: about 1 s). "
                    "Read-only; exits 1 when it is not fit.")
 def doctor(addr: str | None, port: int | None, record: Path | None, bench: bool) -> None:
     """Check this machine before a distributed run; exits 1 with the list of problems."""

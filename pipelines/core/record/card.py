@@ -5,7 +5,7 @@ arms, in the quantities a step's time is made of:
 
 - `gemm_gflops`: the matrix-multiply ceiling, fp32 and bf16, at 1 thread and at the process's threads
   (a square `torch.mm` of `gemm_n`, the size of a small model's layers, not a vendor's peak; bf16 at half
-  the size, as a CPU without bf16 units emulates it 30x slower);
+  the size, and at a quarter on a CPU without bf16 units, which emulates it some 50x slower);
 - `triad_gbs`: memory bandwidth, STREAM's triad `a = b + s * c` in torch on three 64 MiB fp32 arrays
   (larger than the last-level caches of the CPUs seen), 12 bytes moved an element, at the process's threads;
 - `tiny_op_us`: one elementwise op on a one-element tensor: the per-op cost of dispatch, which a small
@@ -18,7 +18,7 @@ arms, in the quantities a step's time is made of:
 - `topology`: usable logical CPUs, physical cores among them, SMT siblings a core, sockets, the last-level
   cache and the vector units (record/envinfo.py's ISA flags).
 
-Times come from torch.utils.benchmark's Timer (the median of 7 blocks of about 10 ms), with the thread
+Times come from torch.utils.benchmark's Timer (the median of 5 blocks of about 10 ms), with the thread
 count set per measurement and put back. The card is measured once a process,
 before its first unit is built, with the clock of every arm stopped, and each record of the process keeps
 it (`card`). Smoke runs, which are never judged, skip it (`measured: false` and why). In a launch every
@@ -44,11 +44,12 @@ from pipelines.core.record import envinfo
 logging.getLogger("torch.utils.cpp_extension").setLevel(logging.ERROR)
 from torch.utils import benchmark  # noqa: E402
 
-GEMM_N = {"fp32": 512, "bf16": 256}
+GEMM_N = {"fp32": 512, "bf16": 256}  # bf16 at 128 where no bf16 units are seen (`gemm_sizes`)
+BF16_UNITS = ("avx512_bf16", "amx_bf16", "sve")
 TRIAD_ELEMENTS = 16 * 2**20  # 64 MiB of fp32 an array
 REGION_ELEMENTS = 64 * 2**10
 ALLREDUCE_BYTES = 16 * 2**20
-BLOCK_S, BLOCKS = 0.01, 7  # per measurement: 7 blocks of about 10 ms, the median kept
+BLOCK_S, BLOCKS = 0.01, 5  # per measurement: 5 blocks of about 10 ms, the median kept
 CPU_SYS = Path("/sys/devices/system/cpu")
 
 _CARD: dict[str, Any] | None = None  # this process's card, measured once
@@ -140,16 +141,24 @@ def topology(cpus: list[int] | None = None) -> dict[str, Any]:
             "isa": envinfo.cpu_class()["cpu_isa"]}
 
 
+def gemm_sizes(isa: str | None) -> dict[str, int]:
+    """The GEMM sizes for this CPU: bf16 emulated (no bf16 units) at 128, so it costs what the others do."""
+    if isa is not None and any(flag in isa.split() for flag in BF16_UNITS):
+        return dict(GEMM_N)
+    return {**GEMM_N, "bf16": 128}
+
+
 def measure(threads: int | None = None) -> dict[str, Any]:
-    """Measure the card at `threads` (default: torch's intra-op threads now); about 1-2 s on a 2-core VM."""
+    """Measure the card at `threads` (default: torch's intra-op threads now); about 1 s on a 2-core VM."""
     threads = threads or torch.get_num_threads()
     start = time.perf_counter()
+    sizes = gemm_sizes(envinfo.cpu_class()["cpu_isa"])
     card = {
         "measured": True, "threads": threads,
-        "gemm_gflops": {name: {"1_thread": gemm_gflops(dtype, 1, GEMM_N[name]),
-                               "all_threads": gemm_gflops(dtype, threads, GEMM_N[name])}
+        "gemm_gflops": {name: {"1_thread": gemm_gflops(dtype, 1, sizes[name]),
+                               "all_threads": gemm_gflops(dtype, threads, sizes[name])}
                         for name, dtype in (("fp32", torch.float32), ("bf16", torch.bfloat16))},
-        "gemm_n": GEMM_N,
+        "gemm_n": sizes,
         "triad_gbs": triad_gbs(threads), "tiny_op_us": tiny_op_us(),
         "parallel_region_us": parallel_region_us(threads), "allreduce_gbs": allreduce_gbs(),
         "topology": topology(),
@@ -175,7 +184,7 @@ def lines(card: dict[str, Any]) -> list[str]:
     threads, gemm, sizes = card["threads"], card["gemm_gflops"], card.get("gemm_n", GEMM_N)
     top = card["topology"]
     isa = top.get("isa") or "unknown"
-    bf16_units = any(flag in isa for flag in ("avx512_bf16", "amx_bf16", "sve"))
+    bf16_units = any(flag in isa.split() for flag in BF16_UNITS)
     emulated = "" if bf16_units else "; no bf16 units seen: emulated"
     region = card["parallel_region_us"]
     out = [f"machine card ({threads} thread(s), measured in {card['seconds']} s):"]
