@@ -60,16 +60,16 @@ def test_at_book_scale_the_end_to_end_ratio_is_the_one_judged(catalog):
 
 
 def test_memory_saving_factor_has_an_interval_and_a_verdict(catalog):
-    row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")]
-    assert row.memory_metric == "variant_peak_mib" and row.memory_ratio == pytest.approx(801.5 / 401.5)
-    assert row.memory_ci_low <= row.memory_ratio <= row.memory_ci_high
-    assert row.published_memory_ratio == 2.0 and row.memory_verdict == intervals.REPRODUCED
-    from pipelines.core.report import tables
+    row = rows(arms("bench", compile_s=20.0))[(ENTRY.id, "compiled")].data()  # the CSV line: the bases' keys
+    assert row["memory_metric"] == "variant_peak_mib" and row["memory_ratio"] == pytest.approx(801.5 / 401.5)
+    assert row["memory_ci_low"] <= row["memory_ratio"] <= row["memory_ci_high"]
+    assert row["published_memory_ratio"] == 2.0 and row["memory_verdict"] == intervals.REPRODUCED
+    from pipelines.core.stats import bases
 
     built = stats_rows.build(Loaded(arms("bench", compile_s=20.0), [], 1), [ENTRY.id])
-    table = tables.memory_view(tables.frame(built))  # the report's Memory section
-    assert list(table.variant) == ["compiled"] and list(table["published"]) == ["2.00"]
-    assert list(table.verdict) == [intervals.REPRODUCED]
+    ((title, _, table),) = bases.report_sections(built)  # the report's Memory section
+    assert title == "Memory" and [(line["variant"], line["published"]) for line in table] == [("compiled", "2.00")]
+    assert [line["verdict"] for line in table] == [intervals.REPRODUCED]
 
 
 def test_a_time_to_result_figure_is_judged_on_its_same_work_equivalent():
@@ -102,16 +102,16 @@ def test_a_real_checkpointing_run_gets_a_memory_verdict_with_an_interval(tmp_pat
                 "--allocator", "pinned", timeout=600)  # pinned: the four arms share one process a round
     assert out.returncode == 0, out.stderr[-2000:]
     built = {(r.experiment, r.variant): r for r in stats_rows.build(load(tmp_path))}
-    ckpt = built[("s004-ckpt", "checkpointed")]
-    assert ckpt.memory_metric == "saved_for_backward_mib" and ckpt.memory_ratio > 1  # it saves memory
-    assert ckpt.memory_ci_low is not None and ckpt.published_memory_ratio == 2.5
-    expected = "saves more than published" if ckpt.memory_ci_low > 3 else "saves less than published" \
-        if ckpt.memory_ci_high < 2 else (intervals.REPRODUCED if 2 <= ckpt.memory_ci_low <= ckpt.memory_ci_high <= 3
-                                         else intervals.INCONCLUSIVE)
-    assert ckpt.memory_verdict == expected  # the range [2, 3] itself, not 2.5 x (1 +- 15 %)
-    amp = built[("s004-ckpt", "amp-checkpointed")]
-    assert amp.baseline == "s004-ckpt [amp]" and amp.published_memory_ratio == 4
-    assert amp.memory_ratio > 1  # checkpointing saves bf16 activations too
-    assert built[("s004-ckpt", "amp")].published_memory_ratio is None  # the amp arm is a baseline, no figure
+    ckpt = built[("s004-ckpt", "checkpointed")].data()  # the CSV line: the memory basis's keys
+    assert ckpt["memory_metric"] == "saved_for_backward_mib" and ckpt["memory_ratio"] > 1  # it saves memory
+    assert ckpt["memory_ci_low"] is not None and ckpt["published_memory_ratio"] == 2.5
+    low, high = ckpt["memory_ci_low"], ckpt["memory_ci_high"]
+    expected = "saves more than published" if low > 3 else "saves less than published" if high < 2 else \
+        intervals.REPRODUCED if 2 <= low <= high <= 3 else intervals.INCONCLUSIVE
+    assert ckpt["memory_verdict"] == expected  # the range [2, 3] itself, not 2.5 x (1 +- 15 %)
+    amp = built[("s004-ckpt", "amp-checkpointed")].data()
+    assert amp["baseline"] == "s004-ckpt [amp]" and amp["published_memory_ratio"] == 4
+    assert amp["memory_ratio"] > 1  # checkpointing saves bf16 activations too
+    assert built[("s004-ckpt", "amp")].data()["published_memory_ratio"] is None  # a baseline arm: no figure
     report = accel("report", "--results-dir", str(tmp_path), "--out", str(tmp_path / "o"), timeout=300)
     assert report.returncode == 0 and "## Memory" in (tmp_path / "o" / "report.md").read_text()

@@ -133,8 +133,10 @@ def test_counts_and_settings_have_bases_of_their_own_and_are_checked_exactly(tmp
     nobias["metrics"]["parameters"] = 1630091
     write(tmp_path, "r", [baseline, nobias])
     rows = rows_for(tmp_path)
-    assert rows[("ch2-baseline", "baseline")].checks == [("parameters", 1630090, 1630090, "matches")]
-    assert rows[("ch2-nobias", "nobias")].checks == [("parameters", 1629472, 1630091, "differs")]
+    from pipelines.core.stats.bases import counts
+
+    assert rows[("ch2-baseline", "baseline")].outcomes[counts.NAME] == [("parameters", 1630090, 1630090, "matches")]
+    assert rows[("ch2-nobias", "nobias")].outcomes[counts.NAME] == [("parameters", 1629472, 1630091, "differs")]
 
 
 def test_the_note_s_rules_of_thumb_are_for_no_hardware_and_judged_on_cpu_and_gpu_alike(tmp_path):

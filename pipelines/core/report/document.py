@@ -11,6 +11,8 @@ import datetime as _dt
 from pathlib import Path
 from typing import Any, NamedTuple
 
+import pandas as pd
+
 from pipelines.core.record import atomic, machine_class
 from pipelines.core.report import summary, trend
 from pipelines.core.report.drift import Drift, Judged, judge, view as drift_view
@@ -125,7 +127,7 @@ def build(results_dir: Path, rows: list[Row], loaded: Loaded, drift: Drift | Non
     else:
         doc.add("p", f"No usable records under `{results_dir}`: nothing to compare yet.")
     _machine_state(doc, rows)
-    _memory(doc, rows)
+    _bases(doc, rows)
     _accuracy(doc, rows)
     _profile_shares(doc, loaded.records, only)
     if drift is not None:
@@ -176,16 +178,12 @@ def _machine_state(doc: Doc, rows: list[Row]) -> None:
         doc.add("list", costly)
 
 
-def _memory(doc: Doc, rows: list[Row]) -> None:
-    saving = tables.memory_view(tables.frame(rows)) if rows else None
-    if saving is None or saving.empty:
-        return
-    doc.add("h", "Memory")
-    doc.add("p", "Saving factor = the baseline arm's peak / this arm's (2 = half the memory), with a 95 % bootstrap "
-                 "interval over repeats. Peak: what autograd keeps for backward where the technique trades exactly "
-                 "that (activation checkpointing), else the training's peak (CUDA allocator; on a CPU the "
-                 "process's resident-set high-water mark, which includes torch itself and so dilutes any saving).")
-    doc.add("table", saving)
+def _bases(doc: Doc, rows: list[Row]) -> None:
+    """The sections of the bases that have more than a ratio (stats/bases: a memory saving), each in its words."""
+    for title, introduction, table in bases.report_sections(rows):
+        doc.add("h", title)
+        doc.add("p", introduction)
+        doc.add("table", pd.DataFrame(table))
 
 
 def _accuracy(doc: Doc, rows: list[Row]) -> None:
@@ -211,8 +209,6 @@ def _profile_shares(doc: Doc, records: list[dict[str, Any]], only: list[str] | N
     judged = share_rows(records, only)
     if not judged:
         return
-    import pandas as pd
-
     doc.add("h", "Profile shares")
     doc.add("p", "Each op share the book printed (self CPU time, PyTorch 2.0.0) against the mean share the "
                  "recorded profiles give the same op; a printed name torch renamed is looked up under today's "

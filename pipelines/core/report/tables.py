@@ -62,17 +62,6 @@ def machine_view(rows: list[Row]) -> pd.DataFrame:
         "J/sample": [f"{r.energy_j_per_sample:.4g}" if r.energy_j_per_sample is not None else "-" for r in rows]})
 
 
-def memory_view(data: pd.DataFrame) -> pd.DataFrame:
-    """Arms with a memory saving factor (baseline peak / arm peak), its interval, and its verdict."""
-    has = data[data.memory_ratio.notna()]
-    return pd.DataFrame({
-        "experiment": has.experiment, "variant": has.variant, "scale": has.scale, "n": has.n,
-        "memory measured": has.memory_metric, "compared with": has.baseline,
-        "saving factor": has.memory_ratio.map(intervals.fmt),
-        "95 % interval": interval_text(has.memory_ratio, has.memory_ci_low, has.memory_ci_high),
-        "published": has.published_memory_ratio.map(intervals.fmt), "verdict": has.memory_verdict})
-
-
 def verdict_view(data: pd.DataFrame, reasons: bool = True) -> pd.DataFrame:
     """The compact table: one line per arm, ratio with its interval, verdict (`reasons`: a "not comparable"
     verdict carries its reason in the cell; the terminal's table lists the reasons below instead)."""

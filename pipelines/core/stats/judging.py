@@ -1,6 +1,7 @@
 """An arm judged against its baseline arm: which arm that is, whether their records compare at all, the ratio
 the verdict judges (steady state; or end to end where the source timed its whole run, projected onto the
-source's work at bench scale), the memory saving, and the verdict against the published ratio with the
+source's work at bench scale), the results of the bases judged against the baseline's records (a memory
+saving: `outcomes`), and the verdict against the published ratio with the
 reasons beside it.
 
 A verdict is conclusive only when the ratio's interval (stats/intervals.py) is, over at least
@@ -10,7 +11,7 @@ ratio and the verdict "inconclusive" (no interval).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Mapping, NamedTuple
 
 from pipelines.core.config import experiments
@@ -18,7 +19,6 @@ from pipelines.core.config.arm import Arm
 from pipelines.core.record import machine_class
 from pipelines.core.stats import bases, intervals, pairing, record_pairing, sensitivity
 from pipelines.core.stats.bases import end_to_end, throughput
-from pipelines.core.stats.bases import memory as memory_basis
 
 NO_INTERVAL = "no interval: records without per-step times (older schema)"
 NOT_COMPARABLE = "not comparable"
@@ -52,7 +52,7 @@ class Comparison:
     judged: str = "-"
     e2e_ratio: float | None = None
     e2e_interval: intervals.Interval | None = None
-    memory: memory_basis.Saving | None = None
+    outcomes: dict[str, Any] = field(default_factory=dict)  # bases.pair_outcomes, by basis NAME
 
 
 def compare(entry: experiments.Experiment, variant: str, scale: str, records: Records,
@@ -77,7 +77,7 @@ def compare(entry: experiments.Experiment, variant: str, scale: str, records: Re
     done = Comparison("", "", baseline, base_key, pairing=steady.pairing, ratio=steady.value,
                       interval=steady.interval, processes=steady.processes, judged="steady state",
                       e2e_ratio=e2e_ratio, e2e_interval=e2e_interval,
-                      memory=memory_basis.saving(entry, variant, records, base_records))
+                      outcomes=bases.pair_outcomes(entry, variant, records, base_records))
     figure = pairing.published_figure(entry, "ratio", variant)
     if figure is not None and bases.judges(figure, end_to_end) and pairing.hardware_class(entry) == \
             pairing.run_class(records):

@@ -7,9 +7,10 @@ variant_time = variant_throughput / baseline_throughput, whatever the batch size
 "interrupted" and how far it got, an arm with finished repeats too says how many were left out.
 
 Rows are flat dataclasses so that a table is `pandas.DataFrame(row.data() for row in rows)`: the CSV's
-columns are these fields, in this order, and nothing else lists them. This module groups the records by arm
-and fills each Row: what the arm measured, what its source published, and the notes beside its verdict here;
-the verdict against the baseline arm from stats/judging.py.
+columns are these fields, in this order, then the flat keys of the bases that have more than a ratio
+(`bases.field_names`: a memory saving, the counts), filled from `outcomes`; nothing else lists them.
+This module groups the records by arm and fills each Row: what the arm measured, what its source published,
+and the notes beside its verdict here; the verdict against the baseline arm from stats/judging.py.
 """
 
 from __future__ import annotations
@@ -21,8 +22,8 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.config.arm import Arm
 from pipelines.core.record.results import Loaded
-from pipelines.core.stats import intervals, judging, pairing
-from pipelines.core.stats.bases import counts, end_to_end, harness
+from pipelines.core.stats import bases, intervals, judging, pairing
+from pipelines.core.stats.bases import end_to_end, harness
 
 HIDDEN = {"table": False}  # Row fields that are not table columns
 INTERRUPTED = "interrupted"
@@ -60,21 +61,14 @@ class Row:
     e2e_ratio: float | None = None  # the same arms' whole repeats, warm-up and compilation included
     e2e_ci_low: float | None = None
     e2e_ci_high: float | None = None
-    memory_metric: str = "-"
-    memory_ratio: float | None = None  # baseline peak / this arm's peak: 2 = half the memory
-    memory_ci_low: float | None = None
-    memory_ci_high: float | None = None
-    published_memory_ratio: float | None = None
-    memory_verdict: str = "-"
-    memory_why: str = ""  # the sentence of what was seen, for a judged saving factor
     data_source: str = "-"
     samples_seen: int | None = None
     accuracy_mean: float | None = None
     accuracy_sd: float | None = None
     published_accuracy: float | None = None
     accuracy_context: str = ""  # why the published accuracy is context only, never a delta (basis "context")
-    # counts and settings (bases "count", "setting") the records carry: (metric, published, measured, verdict)
-    checks: list[tuple[str, float, float, str]] = field(default_factory=list)
+    # the results of the bases that have more than a ratio, by basis NAME (a memory saving, the counts)
+    outcomes: dict[str, Any] = field(default_factory=dict, metadata=HIDDEN)
     entry: experiments.Experiment | None = field(default=None, metadata=HIDDEN)
     records: list[dict[str, Any]] = field(default_factory=list, metadata=HIDDEN)
     errors: list[str] = field(default_factory=list, metadata=HIDDEN)
@@ -84,10 +78,11 @@ class Row:
 
     @classmethod
     def columns(cls) -> list[str]:
-        return [f.name for f in fields(cls) if f.metadata.get("table", True)]
+        return [*(f.name for f in fields(cls) if f.metadata.get("table", True)), *bases.field_names()]
 
     def data(self) -> dict[str, Any]:
-        return {name: getattr(self, name) for name in self.columns()}
+        own = [f.name for f in fields(self) if f.metadata.get("table", True)]
+        return {**{name: getattr(self, name) for name in own}, **bases.fields(self.outcomes)}
 
     @property
     def key(self) -> tuple[str, str, str]:
@@ -222,7 +217,7 @@ def _published(row: Row, entry: experiments.Experiment) -> None:
         row.published_ratio, row.published_basis = fig.same_work_value, pairing.basis_text(fig)
         row.band_low, row.band_high = fig.band()
         row.band_rule = fig.rule_text()
-    row.checks = counts.checks(entry, row.variant, row.records)
+    row.outcomes.update(bases.arm_outcomes(entry, row.variant, row.records))
 
 
 def _judged(row: Row, entry: experiments.Experiment, here, ran) -> None:
@@ -239,10 +234,7 @@ def _judged(row: Row, entry: experiments.Experiment, here, ran) -> None:
         done.verdict, done.why, done.baseline, done.base_key, done.pairing, done.ratio, done.processes, done.judged)
     row.ci_low, row.ci_high = _bounds(done.interval)
     row.e2e_ratio, (row.e2e_ci_low, row.e2e_ci_high) = done.e2e_ratio, _bounds(done.e2e_interval)
-    if done.memory is not None:
-        (row.memory_metric, row.memory_ratio, memory, row.published_memory_ratio, row.memory_verdict,
-         row.memory_why) = done.memory
-        row.memory_ci_low, row.memory_ci_high = _bounds(memory)
+    row.outcomes.update(done.outcomes)
 
 
 def _bounds(interval: intervals.Interval | None) -> tuple[float | None, float | None]:

@@ -16,19 +16,10 @@ from typing import Any, Sequence
 from pipelines.core.config import experiments
 from pipelines.core.record.results import Loaded
 from pipelines.core.stats import rows as rows_of
-from pipelines.core.stats import intervals, pairing
+from pipelines.core.stats import bases, intervals, pairing, plain_table
 from pipelines.core.config.arm import Arm
 
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
-
-
-def _table(headers: Sequence[str], lines: Sequence[Sequence[str]]) -> str:
-    """Columns padded to their widest cell under a dashed rule (tabulate's "simple" look). Written here, not
-    with tabulate: the run's last lines must print in every runtime a run happens in, and the frozen IPEX
-    runtime (containers/locks/ipex.lock, .venv-ipex) carries no table library."""
-    widths = [max(len(str(cell)) for cell in column) for column in zip(headers, *lines)]
-    render = lambda cells: "  ".join(str(c).ljust(w) for c, w in zip(cells, widths)).rstrip()  # noqa: E731
-    return "\n".join([render(headers), render(["-" * w for w in widths]), *map(render, lines)])
 
 
 def published_source(entry: experiments.Experiment | None, variant: str,
@@ -87,15 +78,11 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str],
                     "ci_high": row.ci_high, "published_ratio": row.published_ratio,
                     "published_source": published_source(row.entry, row.variant) or None,
                     "published_basis": row.published_basis,
-                    "verdict": row.verdict, "why": row.why, "memory_metric": row.memory_metric,
-                    "memory_ratio": row.memory_ratio, "memory_ci_low": row.memory_ci_low,
-                    "memory_ci_high": row.memory_ci_high, "published_memory_ratio": row.published_memory_ratio,
-                    "memory_verdict": row.memory_verdict, "memory_why": row.memory_why,
+                    "verdict": row.verdict, "why": row.why,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
                     "published_accuracy_context": row.accuracy_context,
-                    "checks": [dict(zip(("metric", "published", "measured", "verdict"), check))
-                               for check in row.checks],
+                    **bases.fields(row.outcomes),  # the memory saving's and the counts' keys
                     "_row": row})
     return out
 
@@ -118,7 +105,7 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
                 cells.append(_accuracy(row))
             table.append(cells)
         headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
-        body = "verdict:\n" + _table(headers, table)
+        body = "verdict:\n" + plain_table.render(headers, table)
         reasons = [f"  {Arm.of(line)}: {line['why']}" for line in lines
                    if line["why"] and line["verdict"] not in ("baseline",)]
         if reasons:
@@ -127,7 +114,7 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
         if pairings or method:
             body += "\n  measured: " + "; ".join([*(f"paired {p}" if p != "unpaired" else p for p in pairings),
                                                  *([method] if method else [])])
-        body += _memory_table(lines) + _checks_table(lines)
+        body += bases.sections([line["_row"] for line in lines])
     body += "".join(f"\n  not run here: {arm}: {why}" for arm, why in not_run(records, ids).items())
     return f"{body}\n{closing_line(paths, results_dir)}"
 
@@ -137,33 +124,6 @@ def not_run(records: list[dict[str, Any]], ids: Sequence[str]) -> dict[str, str]
     holds: the table has no line for them, so the verdict names them after it."""
     return {str(Arm.of(r)): "; ".join(r.get("notes", [])) or "skipped" for r in records
             if r["status"] == "skipped" and r["experiment"] in ids}
-
-
-def _checks_table(lines: list[dict[str, Any]]) -> str:
-    """Published counts and settings (parameters, steps per epoch, batch sizes) against the records: exact."""
-    def shown(value: float) -> str:  # 1,630,090 as printed, 3.4e+38 and 1.079 as they are
-        return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
-
-    table = [[str(Arm.of(line)), metric, shown(measured), shown(published), verdict]
-             for line in lines for metric, published, measured, verdict in line["_row"].checks]
-    if not table:
-        return ""
-    return "\ncounts and settings:\n" + _table(["arm", "figure", "measured", "published", "verdict"], table)
-
-
-def _memory_table(lines: list[dict[str, Any]]) -> str:
-    """Memory saving factors (baseline peak / arm peak) with their intervals and verdicts, when measured."""
-    measured = [line["_row"] for line in lines if line["_row"].memory_ratio is not None]
-    if not measured:
-        return ""
-    table = [[str(Arm.of(row)), row.memory_metric,
-              f"{intervals.fmt(row.memory_ratio)}"
-              + (f" [{intervals.fmt(row.memory_ci_low)}, {intervals.fmt(row.memory_ci_high)}]"
-                 if row.memory_ci_low is not None else ""),
-              intervals.fmt(row.published_memory_ratio), row.memory_verdict] for row in measured]
-    reasons = "".join(f"\n  {Arm.of(row)}: {row.memory_why}" for row in measured if row.memory_why)
-    return "\nmemory (saving factor = baseline peak / arm peak):\n" + _table(
-        ["arm", "memory", "measured [95 %]", "published", "verdict"], table) + reasons
 
 
 def closing_line(paths: Sequence[Path], results_dir: Path) -> str:

@@ -10,19 +10,30 @@ held against it. Every basis module here has the same face:
 - `band(fig)` and `rule(fig)`: where a measurement reproduces or matches the figure, and why there;
 - its judging function, named for what it judges (`judge`, `saving`, `checks`, `share_rows`, `overhead`).
 
-`ALL` lists the modules in ORDER, so adding a basis is adding one module here and its name to the import below
-(a static import, so tests/unit/test_layers.py sees what it imports); `of(fig)` is the one place that maps a
-figure to its basis: no other module compares basis names.
+A basis whose result is more than the arm's ratio and verdict (a memory saving, a count) also has:
+
+- `FIELDS`: its flat keys with their defaults, which every row's CSV line and `--json` object carry;
+- `arm_outcome(entry, variant, records)` or `pair_outcome(entry, variant, records, base_records)`: its result
+  for one arm, alone or against its baseline's records (None where it has none);
+- `fields(outcome)`: that result as FIELDS;
+- `section(rows)`: its part of a run's verdict text; `REPORT` (title, introduction) and `report_rows(rows)`:
+  its section of the report.
+
+`ALL` is every module of this package, found when the package is imported, in ORDER: adding a basis is adding
+one module here. `of(fig)` is the one place that maps a figure to its basis: no other module compares basis
+names. A row keeps its bases' results in `Row.outcomes`, by NAME.
 """
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from types import ModuleType
-from typing import Any
+from typing import Any, Sequence
 
-from pipelines.core.stats.bases import counts, end_to_end, harness, memory, profile_share, throughput
-
-ALL = tuple(sorted((counts, end_to_end, harness, memory, profile_share, throughput), key=lambda module: module.ORDER))
+ALL: tuple[ModuleType, ...] = tuple(sorted(
+    (importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)),
+    key=lambda module: module.ORDER))
 
 
 def of(fig: Any) -> ModuleType | None:
@@ -33,3 +44,48 @@ def of(fig: Any) -> ModuleType | None:
 def judges(fig: Any, *modules: ModuleType) -> bool:
     """Whether one of `modules` is the basis of `fig`."""
     return of(fig) in modules
+
+
+def arm_outcomes(entry: Any, variant: str, records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every basis's result for one arm on its own records (a count against its figure)."""
+    found = {module.NAME: module.arm_outcome(entry, variant, records) for module in ALL
+             if hasattr(module, "arm_outcome")}
+    return {name: outcome for name, outcome in found.items() if outcome is not None}
+
+
+def pair_outcomes(entry: Any, variant: str, records: list[dict[str, Any]],
+                  base_records: list[dict[str, Any]]) -> dict[str, Any]:
+    """Every basis's result for one arm against its baseline's records (a memory saving)."""
+    found = {module.NAME: module.pair_outcome(entry, variant, records, base_records) for module in ALL
+             if hasattr(module, "pair_outcome")}
+    return {name: outcome for name, outcome in found.items() if outcome is not None}
+
+
+def field_names() -> list[str]:
+    """The flat keys of every basis with FIELDS, in ORDER: the CSV's last columns."""
+    return [name for module in ALL for name in getattr(module, "FIELDS", {})]
+
+
+def fields(outcomes: dict[str, Any]) -> dict[str, Any]:
+    """One row's flat keys: each basis's FIELDS, filled from its result where the row has one."""
+    out: dict[str, Any] = {}
+    for module in ALL:
+        if hasattr(module, "FIELDS"):
+            out.update(module.FIELDS)
+            if module.NAME in outcomes:
+                out.update(module.fields(outcomes[module.NAME]))
+    return out
+
+
+def sections(rows: Sequence[Any]) -> str:
+    """The bases' parts of a run's verdict text, in ORDER (each empty where no row has its result)."""
+    return "".join(module.section(rows) for module in ALL if hasattr(module, "section"))
+
+
+def report_sections(rows: Sequence[Any]) -> list[tuple[str, str, list[dict[str, Any]]]]:
+    """(title, introduction, table rows) of each basis's report section that has rows."""
+    out = []
+    for module in ALL:
+        if hasattr(module, "report_rows") and (table := module.report_rows(rows)):
+            out.append((*module.REPORT, table))
+    return out

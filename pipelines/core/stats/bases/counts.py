@@ -9,10 +9,11 @@ GPU entry's smoke run on a tiny ViT) reads 'stand-in model': it counts another m
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Sequence
 
 from pipelines.core.config import experiments
-from pipelines.core.stats import pairing
+from pipelines.core.config.arm import Arm
+from pipelines.core.stats import pairing, plain_table
 
 NAME = "count or setting"
 FIGURES = ("count", "setting")
@@ -64,3 +65,27 @@ def rule(fig: Any) -> str:
 def band_text(fig: Any) -> str:
     low, high = band(fig)
     return f"{fig.value:,.10g}: {rule(fig)}" + (f" [{low:,.10g}, {high:,.10g}]" if fig.low is not None else "")
+
+
+arm_outcome = checks  # the basis's result for one arm (stats/bases/__init__.py): its checks, [] where none
+
+FIELDS: dict[str, Any] = {"checks": []}
+
+
+def fields(found: list[tuple[str, float, float, str]]) -> dict[str, Any]:
+    return {"checks": [dict(zip(("metric", "published", "measured", "verdict"), check)) for check in found]}
+
+
+def _shown(value: float) -> str:
+    """1,630,090 as printed, 3.4e+38 and 1.079 as they are."""
+    return f"{value:,.0f}" if float(value).is_integer() and abs(value) < 1e15 else f"{value:.6g}"
+
+
+def section(rows: Sequence[Any]) -> str:
+    """A run's counts and settings (parameters, steps per epoch, batch sizes) against the records: exact."""
+    table = [[str(Arm.of(row)), metric, _shown(measured), _shown(published), verdict]
+             for row in rows for metric, published, measured, verdict in row.outcomes.get(NAME, [])]
+    if not table:
+        return ""
+    return "\ncounts and settings:\n" + plain_table.render(["arm", "figure", "measured", "published", "verdict"],
+                                                            table)

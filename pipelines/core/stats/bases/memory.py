@@ -5,10 +5,11 @@ on the same effect rule as a speed-up (config/effect.py): a factor above the ban
 
 from __future__ import annotations
 
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, Sequence
 
 from pipelines.core.config import experiments
-from pipelines.core.stats import intervals, pairing, record_pairing
+from pipelines.core.config.arm import Arm
+from pipelines.core.stats import intervals, pairing, plain_table, record_pairing
 from pipelines.core.stats.bases.throughput import band, band_text, judge, rule  # noqa: F401 (this basis's)
 
 NAME = "memory saving"
@@ -61,3 +62,52 @@ def saving(entry: experiments.Experiment, variant: str, records: Records, base_r
                          processes, gain="memory saving", loss="memory increase",
                          words=lambda word: MEMORY_WORDS.get(word, word), factor=True)
     return Saving(name, ratio, interval, published, verdict, why)
+
+
+def pair_outcome(entry: experiments.Experiment, variant: str, records: Records, base_records: Records) -> Saving | None:
+    """The basis's result for an arm against its baseline (stats/bases/__init__.py): its saving, if both measured."""
+    return saving(entry, variant, records, base_records) if base_records else None
+
+
+FIELDS = {"memory_metric": "-", "memory_ratio": None, "memory_ci_low": None, "memory_ci_high": None,
+          "published_memory_ratio": None, "memory_verdict": "-", "memory_why": ""}
+
+
+def fields(found: Saving) -> dict[str, Any]:
+    low, high = (None, None) if found.interval is None else (found.interval.low, found.interval.high)
+    return {"memory_metric": found.metric, "memory_ratio": found.ratio, "memory_ci_low": low, "memory_ci_high": high,
+            "published_memory_ratio": found.published, "memory_verdict": found.verdict, "memory_why": found.why}
+
+
+def _measured(rows: Sequence[Any]) -> list[tuple[Any, Saving]]:
+    return [(row, row.outcomes[NAME]) for row in rows if NAME in row.outcomes]
+
+
+def _interval(found: Saving) -> str:
+    return "no interval" if found.interval is None else found.interval.text()
+
+
+def section(rows: Sequence[Any]) -> str:
+    """A run's memory lines: each saving factor with its interval, the published factor and the verdict."""
+    measured = _measured(rows)
+    if not measured:
+        return ""
+    table = [[str(Arm.of(row)), found.metric, f"{intervals.fmt(found.ratio)}"
+              + (f" [{intervals.fmt(found.interval.low)}, {intervals.fmt(found.interval.high)}]" if found.interval
+                 else ""), intervals.fmt(found.published), found.verdict] for row, found in measured]
+    reasons = "".join(f"\n  {Arm.of(row)}: {found.why}" for row, found in measured if found.why)
+    return "\nmemory (saving factor = baseline peak / arm peak):\n" + plain_table.render(
+        ["arm", "memory", "measured [95 %]", "published", "verdict"], table) + reasons
+
+
+REPORT = ("Memory", "Saving factor = the baseline arm's peak / this arm's (2 = half the memory), with a 95 % "
+          "bootstrap interval over repeats. Peak: what autograd keeps for backward where the technique trades "
+          "exactly that (activation checkpointing), else the training's peak (CUDA allocator; on a CPU the "
+          "process's resident-set high-water mark, which includes torch itself and so dilutes any saving).")
+
+
+def report_rows(rows: Sequence[Any]) -> list[dict[str, Any]]:
+    return [{"experiment": row.experiment, "variant": row.variant, "scale": row.scale, "n": row.n,
+             "memory measured": found.metric, "compared with": row.baseline,
+             "saving factor": intervals.fmt(found.ratio), "95 % interval": _interval(found),
+             "published": intervals.fmt(found.published), "verdict": found.verdict} for row, found in _measured(rows)]
