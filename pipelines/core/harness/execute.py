@@ -51,7 +51,7 @@ from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import card, energy, machine, results
 from pipelines.core.stats import orders, rows, stopping
-from pipelines.core.train import interleave, interrupt, loop, memory, progress, torch_state
+from pipelines.core.train import interleave, interrupt, loop, memory, profiler, progress, torch_state
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 
 @dataclass
@@ -220,6 +220,15 @@ def build_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, repeat:
     built[:] = orders.abba(built, repeat)
 
 
+def _step_profile(one: Built) -> dict[str, Any]:
+    """The arm's step profile (train/profiler.py), taken once a comparison (round 0) after its timed blocks; a
+    profile that fails is recorded as such and costs the arm nothing else."""
+    try:
+        return profiler.profile_one_step(one.training)
+    except Exception as exc:  # noqa: BLE001  (an extra reading: the measurement above stands without it)
+        return {"error": f"{type(exc).__name__}: {exc}"}
+
+
 def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, session, protocol: str,
                    counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str, repeat: int,
                    dist_info, pairing: dict[str, Any]) -> list[dict[str, Any]]:
@@ -243,7 +252,10 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         first = built[0].cfg
         interleave.measure_blocks([b.training for b in built], first.blocks or 1, first.block_s, first.steps,
                                   agree=rank_zeros(session), rotation=repeat)
+        profiles = {b.cfg.arm: _step_profile(b) for b in built} if pairing["round"] == 0 else {}
         measured = {b.cfg.arm: b.training.finish(shared=not alone) for b in built}
+        for arm, found in profiles.items():
+            measured[arm]["step_profile"] = found
     else:
         one = built[0]
         measured = {one.cfg.arm: one.training.train(pause_collector=one.cfg.scale != "book")}

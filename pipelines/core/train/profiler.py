@@ -1,5 +1,6 @@
 """One call profiled with torch.profiler: every op's self-CPU share, the compiled-mode events' shares, and the
-table a person reads.
+table a person reads; and every bench arm's step profile (`step_profile`: per op calls, time, FLOPs, bytes),
+which the engine takes after the arm's timed blocks in round 0 (harness/execute.py).
 
 The shares are the comparable numbers (a source printed the tables of an older PyTorch on another CPU);
 the times are this machine's. Two users: the profiling technique file, whose whole measurement is a profile
@@ -10,7 +11,13 @@ training profiles), after the timed steps, with the clock stopped.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+import contextlib
+import os
+import re
+import sys
+import tempfile
+import warnings
+from typing import Any, Callable, Iterator
 
 import torch
 from torch.profiler import ProfilerActivity, profile
@@ -64,3 +71,98 @@ class ProfileAfterTraining(Hooks):
         metrics, table = profile_call(lambda: self.call(x, y), self.top, x.is_cuda)
         trainable.metrics.update(metrics)
         trainable.artifacts["profile_table"] = table
+
+
+KINETO_NOISE = re.compile(rb"^(USDT:.*profiler_(start|stop)|ERROR:.*gpuGetDeviceCount failed.*)$")
+
+
+@contextlib.contextmanager
+def _quiet_kineto() -> Iterator[None]:
+    """Stderr at the file descriptor (libkineto writes there, not through Python) into a temporary file for
+    the block; then every line but libkineto's profiler_start/stop and its failed GPU count on a machine
+    without one goes back to stderr, in order."""
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as caught:
+        os.dup2(caught.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stderr.flush()
+            os.dup2(saved, 2)
+            os.close(saved)
+            caught.seek(0)
+            kept = [line for line in caught.read().splitlines(keepends=True) if not KINETO_NOISE.match(line.rstrip())]
+            if kept:
+                os.write(2, b"".join(kept))
+
+
+STEP_PROFILE_TOP = 25  # the ops a step profile keeps by self time; the rest are summed into `rest`
+
+
+def _elements(shape: Any) -> int:
+    """Elements of one recorded input: a tensor's shape (a list of ints), a tensor list's shapes, or a scalar."""
+    if isinstance(shape, (list, tuple)) and shape and all(isinstance(d, int) for d in shape):
+        count = 1
+        for d in shape:
+            count *= d
+        return count
+    if isinstance(shape, (list, tuple)):
+        return sum(_elements(inner) for inner in shape if isinstance(inner, (list, tuple)))
+    return 0
+
+
+def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4) -> dict[str, Any]:
+    """One training step under torch.profiler, after one more as the profiler's own warm-up (its first
+    events carry its start-up). Per op: calls, self time, FLOPs (the profiler's count, for the ops it knows:
+    matmuls, convolutions, elementwise arithmetic) and bytes read (its inputs' elements times
+    `element_bytes`: the profiler records shapes, not dtypes; an op's bytes include what the ops it calls
+    read, so the total counts the outermost ops only). The top STEP_PROFILE_TOP ops by self time are kept,
+    the others summed in `rest`; `between_ops_ms` is the step's time outside every op (Python, the
+    framework). The profiler's own cost is in the times, about the same for every op, so a
+    step's op count weighs as much as its FLOPs (record/card.py's tiny op). libkineto's start and stop lines
+    on stderr are dropped (`_quiet_kineto`)."""
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    # two steps, the first a warm-up of the profiler itself (its first events carry its start-up), the second kept
+    kept: list[Any] = []  # the active step's events, handed over when its cycle ends
+    with _quiet_kineto(), warnings.catch_warnings(), profile(activities=activities, record_shapes=True, with_flops=True,
+                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=1),
+                 on_trace_ready=lambda done: kept.extend(done.events())) as prof:
+        warnings.simplefilter("ignore", UserWarning)  # "clears events at the end of each cycle": kept above
+        for _ in range(2):
+            call()
+            if cuda:
+                torch.cuda.synchronize()
+            prof.step()
+    ops: dict[str, dict[str, float]] = {}
+    outer_bytes = 0  # the step's bytes: the inputs of the ops no other op called (an op's own include its callees')
+    between = 0.0  # the step's own event's self time: Python and the framework between ops
+    for event in kept:
+        if event.name.startswith("ProfilerStep"):
+            between += event.self_cpu_time_total / 1e3
+            continue
+        row = ops.setdefault(event.name, {"calls": 0, "self_ms": 0.0, "flops": 0, "bytes": 0})
+        row["calls"] += 1
+        row["self_ms"] += event.self_cpu_time_total / 1e3
+        row["flops"] += int(event.flops or 0)
+        read = element_bytes * sum(_elements(shape) for shape in event.input_shapes or [])
+        row["bytes"] += read
+        parent = event.cpu_parent
+        outer_bytes += read if parent is None or parent.name.startswith("ProfilerStep") else 0
+    ranked = sorted(ops.items(), key=lambda item: item[1]["self_ms"], reverse=True)
+    total = {key: sum(row[key] for _, row in ranked) for key in ("calls", "self_ms", "flops")}
+    total["bytes"] = outer_bytes
+    rest = {key: total[key] - sum(row[key] for _, row in ranked[:STEP_PROFILE_TOP])
+            for key in ("calls", "self_ms", "flops")}
+    rounded = lambda row: {**row, "self_ms": round(row["self_ms"], 4)}  # noqa: E731
+    return {"ops": [{"op": name, **rounded(row)} for name, row in ranked[:STEP_PROFILE_TOP]],
+            "rest": rounded(rest), "total": rounded(total), "between_ops_ms": round(between, 4),
+            "element_bytes_assumed": element_bytes}
+
+
+def profile_one_step(training: Any) -> dict[str, Any]:
+    """Two more steps of an arm after its timed blocks (`loop.Training`), the clock stopped, on the next batch
+    of its stream, the second profiled (`step_profile`). Not counted in the arm's steps, losses or samples."""
+    _, _, (x, y) = next(training.stream)
+    x, y = x.to(training.device), y.to(training.device)
+    return step_profile(lambda: training.trainable.step(x, y), training.device.type == "cuda")
