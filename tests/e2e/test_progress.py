@@ -8,6 +8,7 @@ import fcntl
 import math
 import os
 import pty
+import re
 import select
 import struct
 import subprocess
@@ -90,6 +91,21 @@ def test_pipe_gets_no_bar_characters_and_verbose_logs_each_epoch(tmp_path):
     (rec,) = records(tmp_path)
     assert rec["metrics"]["epoch_last_loss"] == pytest.approx(
         [float(line.split(" loss ")[1].split()[0]) for line in epochs], rel=1e-3)
+
+
+@pytest.mark.slow
+def test_a_bench_round_shows_a_live_line_on_a_terminal_and_a_pipe_gets_the_round_lines_alone(tmp_path):
+    """harness/live.py: while a round's process runs, the round, the process, the block its worker finished and
+    the time, redrawn in place; then cleared, and the round's own line follows. In a pipe: the round line only."""
+    bench = ("run", "ch2-nobias", "--dataset", "synthetic", "--rounds", "1", "--blocks", "4", "--block-s", "0.3")
+    code, out = under_terminal(*bench, "--results-dir", str(tmp_path / "tty"))
+    assert code == 0, out
+    drawn = [part for part in out.replace("\r\n", "\n").split("\r") if "this process" in part]
+    assert any("round 1/1: ch2-baseline [baseline] + ch2-nobias [nobias]: block " in part for part in drawn), drawn
+    assert any(re.search(r"block 8 of 8 \(ch2-(nobias|baseline) \[\w+\]\)", part) for part in drawn), drawn
+    assert re.search(r"round 1/1: ch2-baseline \[baseline\] \+ ch2-nobias \[nobias\] \d+ s; ", out)
+    piped = accel(*bench, "--results-dir", str(tmp_path / "pipe"), env={"CI": ""})
+    assert piped.returncode == 0 and "this process" not in piped.stderr and "\r" not in piped.stderr
 
 
 def test_terminal_detection():

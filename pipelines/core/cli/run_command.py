@@ -166,6 +166,7 @@ def measure_comparison(planned, params: dict, dry_run: bool, as_json: bool, ids,
     verdict; a failed round or a signal keeps the finished rounds' records and says so in one line."""
     from pipelines.core.harness import comparison, rounds
     from pipelines.core.stats import verdict
+    from pipelines.core.train import progress
     from pipelines.core.train.interrupt import Interrupted
 
     if dry_run:  # the plan, and a refused one still ends as the run would: one line, exit 2
@@ -176,7 +177,8 @@ def measure_comparison(planned, params: dict, dry_run: bool, as_json: bool, ids,
     comparison.prepare(planned, params, dict(os.environ))
     click.echo(planned.text, err=True)
     try:
-        measured = comparison.measure(planned, echo=lambda m: click.echo(m, err=True))
+        live = progress.settings(bool(params.get("quiet")) or as_json).bars  # the live line: a terminal only
+        measured = comparison.measure(planned, echo=lambda m: click.echo(m, err=True), live=live)
     except rounds.RoundFailed as failed:  # a refusal keeps its code (2: a mistake, 3: cannot run here)
         fail(str(failed), rounds.EXIT_INTERRUPTED if failed.summary.stopped_by == "interrupted" else
              failed.code if failed.code in (2, 3) else 1)

@@ -118,9 +118,9 @@ def prepare(comparison: Comparison, options: Mapping[str, Any], env: Mapping[str
     comparison.slots = slots
 
 
-def measure(comparison: Comparison, echo: Callable[[str], None]) -> rounding.Measured:
+def measure(comparison: Comparison, echo: Callable[[str], None], live: bool = False) -> rounding.Measured:
     """The rounds (harness/rounds.py), after `prepare`."""
-    return rounding.measure_rounds(comparison.slots, comparison.results_dir, comparison.rule, echo=echo)
+    return rounding.measure_rounds(comparison.slots, comparison.results_dir, comparison.rule, echo=echo, live=live)
 
 
 def launcher_args(cfg) -> list[str]:

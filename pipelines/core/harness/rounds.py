@@ -37,6 +37,7 @@ from pipelines.core.harness import child
 from pipelines.core.config.repeat_rule import DEFAULT_HALFWIDTH, MAX_AUTO_REPEATS, check_budget, check_halfwidth
 from pipelines.core.errors import ConfigError
 from pipelines.core.harness import worker
+from pipelines.core.harness.live import process_line
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import atomic, results
 from pipelines.core.stats import rows, stopping
@@ -126,11 +127,13 @@ def log_path(results_dir: Path, comparison: str) -> Path:
 
 def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
         start: Callable[[list[str], Mapping[str, str]], int] | None = None,
-        clock: Callable[[], float] = time.monotonic, echo: Callable[[str], None] = print) -> Measured:
+        clock: Callable[[], float] = time.monotonic, echo: Callable[[str], None] = print,
+        live: bool = False) -> Measured:
     """Rounds of one process per slot until the rule stops; returns the summary (also written) and the
     records. A failure or a signal carries what was measured so far on the exception (`measured`).
 
-    `start(argv, env) -> exit code` runs one process (a real subprocess by default)."""
+    `start(argv, env) -> exit code` runs one process (a real subprocess by default). `live`: a line redrawn in
+    place while each process runs (harness/live.py; a terminal only)."""
     comparison = results.new_run_id()
     log = log_path(results_dir, comparison)
     start = start or (lambda argv, env: child.run(argv, env, log))
@@ -140,7 +143,7 @@ def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
     auto = None if rule.rounds is not None else stopping.AutoStop(rule.budget_s, rule.halfwidth)
     began = clock()
     try:
-        _rounds(slots, results_dir, rule, start, clock, echo, measured, auto, began, log)
+        _rounds(slots, results_dir, rule, start, clock, echo, measured, auto, began, log, live)
         return measured
     except BaseException as stop:  # a signal (or a failed round): the summary is kept, and travels with it
         if not summary.stopped_by:
@@ -151,7 +154,7 @@ def measure_rounds(slots: Sequence[Slot], results_dir: Path, rule: StopRule,
         raise
 
 
-def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, auto, began, log) -> None:
+def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, auto, began, log, live) -> None:
     longest_round = 0.0
     summary = measured.summary
     ids = summary.experiments
@@ -173,8 +176,11 @@ def _rounds(slots, results_dir, rule, start, clock, echo, measured: Measured, au
                 pairing = requests.Pairing(summary.comparison, summary.rounds, index)
                 argv, files = worker_command(slot, results_dir, pairing)
                 began_one = clock()
+                round_text = f"round {summary.rounds + 1}" + (f"/{rule.rounds}" if rule.rounds else "")
                 try:
-                    code = start(argv, slot.env)
+                    with process_line(live, round_text, slot.label, began, None if rule.rounds else rule.budget_s,
+                                      clock) as extra:
+                        code = start(argv, {**slot.env, **extra})
                 finally:  # what the process wrote before a failure or a signal is the run's too
                     measured.add(files)
                 took.append(f"{slot.label} {clock() - began_one:.0f} s")

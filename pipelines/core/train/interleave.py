@@ -39,6 +39,7 @@ import numpy as np
 import torch
 
 from pipelines.core.stats import orders
+from pipelines.core.train import progress
 from pipelines.core.train.host_noise import heap_frozen
 from pipelines.core.train.loop import Training
 
@@ -111,3 +112,4 @@ def measure_blocks(arms: Sequence[Training], blocks: int, block_s: float | None,
                     arm.blocks[-1][5] = int(_compiled_graphs() != graphs)
                     arm.blocks[-1].append(position)
                 position += 1
+                progress.note_block(str(arm.cfg.arm), position, blocks * len(arms))

@@ -24,6 +24,19 @@ from tqdm import tqdm
 from pipelines.core.train.loop import Hooks
 
 MIN_INTERVAL_S = 0.5  # at most two redraws a second
+PROGRESS_FILE_ENV = "ACCEL_PROGRESS_FILE"  # where a worker notes its last finished block (harness/live.py)
+
+
+def note_block(arm: str, done: int, total: int) -> None:
+    """For the orchestrator's live line (harness/live.py): `done` of the process's `total` blocks finished, the
+    last by `arm`. Called between blocks, never inside a timed one; a no-op unless the orchestrator asked."""
+    path = os.environ.get(PROGRESS_FILE_ENV)
+    if path:
+        try:
+            with open(path, "w") as out:
+                out.write(f"{done} {total} {arm}\n")
+        except OSError:  # the orchestrator's folder is gone (it ended): nothing to tell
+            pass
 
 
 class _Bar(tqdm):
