@@ -99,3 +99,16 @@ def test_the_trend_page_renders_every_run_and_the_change_point_in_chromium(tmp_p
     subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", f"--screenshot={shot}",
                     "--window-size=900,700", page.as_uri()], capture_output=True, timeout=120, check=True)
     assert shot.stat().st_size > 5000  # a drawn page, not a blank one
+
+
+def test_runs_of_one_day_are_labelled_with_their_times_and_runs_of_several_with_their_dates():
+    """A reference's rounds ran minutes apart: three points over one date label read as one run."""
+    from pipelines.core.report import trend
+    from pipelines.core.stats.changes import RunPoint
+
+    same_day = [RunPoint(f"20261127T11{m:02d}11Z-abc", 100.0 + m, 1) for m in (9, 10, 12)]
+    page = trend.chart(same_day, [])
+    assert ">11-27 11:09<" in page and ">11-27 11:12<" in page and "runs, oldest first (UTC)" in page
+    days = [RunPoint(f"202611{d:02d}T110911Z-abc", 100.0, 1) for d in (25, 26, 27)]
+    page = trend.chart(days, [])
+    assert ">2026-11-25<" in page and ">2026-11-27<" in page and "(UTC)" not in page

@@ -1,6 +1,6 @@
 """The report's plots, drawn from hand-made records (tests/recordutil.py) and the committed h100-bench
 reference: the speed-up bars draw nothing for an arm that did not run (a "not run" label with its published
-figure instead) and keep the legend inside the figure and off the bars; the accuracy-vs-speed panels keep
+figure instead), draw the band across the reproduced bar it judges, and keep the legend inside the figure and off the bars; the accuracy-vs-speed panels keep
 their legends inside and their accuracy axis at least MIN_ACCURACY_SPAN_PP wide within 0-100;
 `write_report` writes both plots as PNG files; and the scaling curves take their points and axis (threads or
 ranks) from the records' fields, beside the published curve."""
@@ -52,6 +52,11 @@ def test_speedup_bars_draw_no_bar_for_an_arm_that_did_not_run_and_keep_the_legen
     assert len(measured) == sum(1 for r in members if r.n) == 2  # one reproduced bar per arm that ran
     labels = [t.get_text() for t in ax.texts]
     assert any(text.startswith("not run") and "published 1.54" in text for text in labels), labels
+    # the band lies across and over both bars of its arm: the reproduced bar's whiskers are read against it
+    bands = [p for p in bars if p.get_facecolor()[:3] == to_rgba(figures.BAND)[:3] and p.get_zorder() > 2]
+    nobias = next(p for p in measured if 0.5 < p.get_x() < 1.5)
+    assert any(band.get_x() <= nobias.get_x() and nobias.get_x() + nobias.get_width() <= band.get_x() +
+               band.get_width() for band in bands), [(b.get_x(), b.get_width()) for b in bands]
     (legend,) = fig.legends
     renderer = fig.canvas.get_renderer()
     assert _inside(fig, legend)

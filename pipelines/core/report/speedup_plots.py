@@ -1,6 +1,7 @@
 """Speed-up bars, one figure per experiment family: published beside reproduced.
 
-The published ratio with its band as a shaded box, the measured ratio with its 95 % interval as whiskers; an
+The published ratio beside the measured ratio with its 95 % interval as whiskers, and the band a shaded box
+across and over both bars, so the whiskers are seen inside or outside the box that judges them; an
 arm without per-step times is hatched ("no interval"); an arm that did not run gets no bar at all, only the
 words "not run" (with its published figure) at its place: a grey bar there read as a measurement.
 """
@@ -86,9 +87,9 @@ def _not_run(ax, x: int, row: Row) -> None:
 
 def _arm_bars(ax, x: int, row: Row) -> None:
     published, measured = published_speedup(row), measured_speedup(row)
-    if row.band_low is not None:
-        ax.bar(x - WIDTH / 2, row.band_high - row.band_low, WIDTH * 1.3, bottom=row.band_low, color=BAND,
-               alpha=0.3)
+    if row.band_low is not None:  # across both bars and over them: it judges the reproduced bar's interval
+        ax.bar(x, row.band_high - row.band_low, 2 * WIDTH + 0.08, bottom=row.band_low, facecolor=BAND, alpha=0.3,
+               edgecolor=BAND, linewidth=1.2, zorder=3)
     if published is not None:
         ax.bar(x - WIDTH / 2, published, WIDTH, color=PUBLISHED)
         ax.annotate(intervals.fmt(published), (x - WIDTH / 2, published), ha="center", va="bottom", fontsize=6,

@@ -46,7 +46,8 @@ def _tooltip(point: changes.RunPoint) -> str:
 
 
 def chart(points: list[changes.RunPoint], found: list[changes.Change]) -> str:
-    """One arm's SVG: x = run order (labelled with the run's date), y = samples/s from zero."""
+    """One arm's SVG: x = run order (labelled with the run's date, or with its day and UTC time where runs of one
+    day would share a label), y = samples/s from zero."""
     top = max(p.value for p in points) * 1.1
     inner_w, inner_h = WIDTH - PAD_L - PAD_R, HEIGHT - PAD_T - PAD_B
     x = lambda i: PAD_L + (inner_w * (i + 0.5) / len(points))  # noqa: E731
@@ -59,12 +60,16 @@ def chart(points: list[changes.RunPoint], found: list[changes.Change]) -> str:
     parts.append(f'<line class="axis" x1="{PAD_L}" x2="{PAD_L}" y1="{PAD_T}" y2="{HEIGHT - PAD_B}"/>')
     parts.append(f'<line class="axis" x1="{PAD_L}" x2="{WIDTH - PAD_R}" y1="{HEIGHT - PAD_B}" y2="{HEIGHT - PAD_B}"/>')
     step = max(1, -(-len(points) * 80 // inner_w))  # date labels at least 80 px apart
-    for i in range(0, len(points), step):
-        day = points[i].run_id[:8]
+    shown = range(0, len(points), step)
+    one_day = len({points[i].run_id[:8] for i in shown}) < len(shown)  # runs of one day: their times tell them apart
+    for i in shown:
+        stamp = points[i].run_id  # 20261127T110911Z-...
+        label = (f"{stamp[4:6]}-{stamp[6:8]} {stamp[9:11]}:{stamp[11:13]}" if one_day else
+                 f"{stamp[:4]}-{stamp[4:6]}-{stamp[6:8]}")
         parts.append(f'<text class="label" x="{x(i):.1f}" y="{HEIGHT - PAD_B + 16}" text-anchor="middle">'
-                     f'{day[:4]}-{day[4:6]}-{day[6:8]}</text>')
+                     f'{label}</text>')
     parts.append(f'<text class="label" x="{PAD_L + inner_w / 2:.1f}" y="{HEIGHT - 6}" text-anchor="middle">'
-                 'runs, oldest first</text>')
+                 f'runs, oldest first{" (UTC)" if one_day else ""}</text>')
     path = " ".join(f"{x(i):.1f},{y(p.value):.1f}" for i, p in enumerate(points))
     parts.append(f'<polyline class="line" points="{path}"/>')
     for c in found:
