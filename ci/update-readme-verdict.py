@@ -29,15 +29,15 @@ def minutes(seconds: float) -> str:
 
 
 def figures() -> str:
-    """README's time figures, each from the measured fresh clone in TIMES, with its machine and date."""
+    """README's time figures, each from the measured fresh clone in TIMES, with its machine, date and commit.
+
+    TIMES holds the phases that run measured (`phases_s`, in the order they ran); only those are written.
+    """
     run = json.loads(TIMES.read_text())
-    phases = run["phases_s"]
+    phases = ", ".join(f"{name} {minutes(seconds)}" for name, seconds in run["phases_s"].items())
     return textwrap.fill(
-        f"How long, on a fresh clone ({run['machine']}, {run['date']}, `CI=true .ci/run` at {run['commit']}): "
-        f"both venvs {minutes(phases['venvs'])}, `make test` {minutes(phases['make test'])} ({run['tests']} tests), "
-        f"the drift gate {minutes(phases['drift gate'])}; then `make demo` {minutes(run['demo_s'])} and "
-        f"`make cpu-ddp NPROC=4` {minutes(run['cpu_ddp_s'])}.", width=WIDTH, break_long_words=False,
-        break_on_hyphens=False) + "\n"
+        f"How long, on a fresh clone ({run['machine']}, {run['date']}, at {run['commit']}, {run['tests']} tests): "
+        f"{phases}.", width=WIDTH, break_long_words=False, break_on_hyphens=False) + "\n"
 
 
 def block() -> str:

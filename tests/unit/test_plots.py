@@ -1,9 +1,9 @@
-"""The report's plots, drawn from hand-made records (tests/recordutil.py) and the committed h100-bench
-reference: the speed-up bars draw nothing for an arm that did not run (a "not run" label with its published
-figure instead), draw the band across the reproduced bar it judges, and keep the legend inside the figure and off the bars; the accuracy-vs-speed panels keep
-their legends inside and their accuracy axis at least MIN_ACCURACY_SPAN_PP wide within 0-100;
-`write_report` writes both plots as PNG files; and the scaling curves take their points and axis (threads or
-ranks) from the records' fields, beside the published curve."""
+"""The report's plots, drawn from hand-made records (tests/recordutil.py) and the committed h100-bench reference:
+the speed-up bars draw nothing for an arm that did not run (a "not run" label with its published figure instead),
+draw the band across the reproduced bar it judges, and keep the legend inside the figure and off the bars; the
+accuracy-vs-speed panels keep their legends inside and their accuracy axis at least MIN_ACCURACY_SPAN_PP wide
+within 0-100; `write_report` writes both plots as PNG files; and the scaling curves take their points and axis
+(threads or ranks) from the records' fields, beside the published curve."""
 
 from __future__ import annotations
 

@@ -407,6 +407,6 @@ def test_the_sample_verdict_table_is_what_today_s_code_gives_on_the_committed_de
     assert figures == module.figures(), "run .venv/bin/python ci/update-readme-verdict.py"
     assert "fresh clone (" in figures and ", 20" in figures  # its machine and its date
     measured = json.loads((REPO / "tests" / "fresh-clone-times.json").read_text())
-    assert all(seconds > 0 for seconds in (*measured["phases_s"].values(), measured["demo_s"], measured["cpu_ddp_s"]))
+    assert "make test" in " ".join(measured["phases_s"]) and all(s > 0 for s in measured["phases_s"].values())
     assert re.fullmatch(r"[0-9a-f]{7,40}", measured["commit"]), "the figures name the commit they measured"
     assert "ch2-nobias [nobias]: slower than published: measured" in shown and "[1.088, 1.288]" in shown
