@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import pytest
 
+from pipelines.core.record.results import load
 from pipelines.core.stats import prediction
+from recordutil import ch2, rows_for, write
 
 CARD = {"measured": True, "tiny_op_us": 10.0, "parallel_region_us": 5.0, "triad_gbs": 10.0, "allreduce_gbs": 1.0,
         "gemm_gflops": {"fp32": {"1_thread": 50.0, "all_threads": 100.0}}}
@@ -44,3 +46,21 @@ def test_the_rule_catches_a_model_of_flops_alone():
     flops_only = prediction.Prediction(1.0, prediction.Terms(0, 0.08, 0, 0, 256), prediction.Terms(0, 0.02, 0, 0, 64))
     assert flops_only.error(1.2) == pytest.approx(1 / 1.2 - 1)
     assert flops_only.cause(1.2).startswith("not explained")
+
+
+def test_a_verdict_line_carries_the_prediction_only_where_both_arms_were_profiled(tmp_path):
+    """The row's reasons (what `make demo` prints under the table) name the predicted ratio and its cause when
+    the arm's and its baseline's records carry a card and a step profile; records without either add nothing."""
+    ch2(tmp_path / "plain", (1.18,))
+    assert "card and step profiles" not in rows_for(tmp_path / "plain")[("ch2-nobias", "nobias")].why
+    folder = tmp_path / "profiled"
+    ch2(folder, (1.18,))
+    for name, variant, calls in (("base", "baseline", 400), ("nobias", "nobias", 300)):  # fewer ops, same work
+        records = [{**r, "card": CARD} for r in load(folder).records if r["variant"] == variant]
+        for r in records:
+            r["metrics"]["step_profile"] = {"total": {"calls": calls, "flops": 2e9, "bytes": 1e8}}
+        write(folder, name, records)
+    why = rows_for(folder)[("ch2-nobias", "nobias")].why
+    # 36 ms a step against 34.5 ms: the model predicts 1.04, 12 % short of the measured 1.18, so no cause
+    assert "on this machine's card and step profiles, not explained: the model predicts 1.04, -12 % from" in why
+    assert prediction.note([], [], 1.18) == "" and prediction.note([record(1, 1, 1, 1)], [], None) == ""

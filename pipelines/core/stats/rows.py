@@ -22,7 +22,7 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.config.arm import Arm
 from pipelines.core.record.results import Loaded
-from pipelines.core.stats import bases, intervals, judging, pairing
+from pipelines.core.stats import bases, intervals, judging, pairing, prediction
 from pipelines.core.stats.bases import end_to_end, harness
 
 HIDDEN = {"table": False}  # Row fields that are not table columns
@@ -139,10 +139,19 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
                                f"{exp} has no arm {variant} now (the records are older than the catalog)")
                 _left_out(row)
                 rows.append(row)
+    by_key = {row.key: row for row in rows}
     for row in rows:
-        _noisy(row, {(r.experiment, r.variant, r.scale): r for r in rows}, strict)
+        _noisy(row, by_key, strict)
         _fault_bursts(row)
+        # the ratio this machine's card and the step profiles predict, and its cause (stats/prediction.py)
+        base = by_key.get(row.base_key) if row.base_key else None
+        _add(row, prediction.note(row.records, base.records, row.ratio) if base is not None else "")
     return rows
+
+
+def _add(row: Row, note: str) -> None:
+    """`note` after the row's reasons (nothing when empty)."""
+    row.why = f"{row.why}; {note}" if row.why and note else note or row.why
 
 
 def _fault_bursts(row: Row) -> None:
@@ -150,8 +159,7 @@ def _fault_bursts(row: Row) -> None:
     stay in the ratio (a burst slows the block it lands in by up to about 1 %), but a reader sees them."""
     bursts = sum(len(r["metrics"].get("fault_burst_blocks") or ()) for r in row.records)
     if bursts:
-        note = f"{bursts} timed block(s) with a page-fault burst (metrics.fault_burst_blocks)"
-        row.why = f"{row.why}; {note}" if row.why else note
+        _add(row, f"{bursts} timed block(s) with a page-fault burst (metrics.fault_burst_blocks)")
 
 
 def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> None:
@@ -166,7 +174,7 @@ def _noisy(row: Row, by_key: dict[tuple[str, str, str], Row], strict: bool) -> N
         row.verdict, row.why = (intervals.INCONCLUSIVE,
                                 f"--strict: {note}; rerun on a quiet machine (accel doctor --bench)")
     else:
-        row.why = f"{row.why}; {note}" if row.why else note
+        _add(row, note)
 
 
 def _left_out(row: Row) -> None:
@@ -176,8 +184,7 @@ def _left_out(row: Row) -> None:
     if not row.records:
         row.verdict, row.why = INTERRUPTED, f"{INTERRUPTED}: {row.interrupted[-1]}"
     else:
-        note = f"{len(row.interrupted)} interrupted repeat(s) not counted"
-        row.why = f"{row.why}; {note}" if row.why else note
+        _add(row, f"{len(row.interrupted)} interrupted repeat(s) not counted")
 
 
 def _measured(row: Row) -> None:
