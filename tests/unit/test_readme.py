@@ -209,10 +209,12 @@ def test_readme_is_at_most_150_lines_none_over_120_characters():
 
 
 def test_the_verdict_table_ends_within_the_first_40_lines():
+    """The table's last arm row (its reasons follow, as `make demo` prints them) is among the first 40 lines."""
     lines = README.read_text().splitlines()
     begin = lines.index(VERDICT_BEGIN)
     fence_end = next(n for n in range(begin + 2, len(lines)) if lines[n] == "```")
-    assert fence_end + 1 <= TABLE_BY_LINE, f"the verdict table ends at line {fence_end + 1}"
+    rows = [n for n in range(begin, fence_end) if " [" in lines[n] and not lines[n].startswith(" ")]
+    assert rows and rows[-1] + 1 <= TABLE_BY_LINE, f"the verdict table's last row is at line {rows[-1] + 1}"
 
 
 def test_readme_starts_with_the_two_commands():

@@ -138,24 +138,57 @@ class UnknownExperiment(KeyError):
     pass
 
 
+Row = tuple[str, str, int, int, float]  # (experiment, arm, steps of the timed run, samples a step, FLOPs a step)
+
+
+@dataclass(frozen=True)
+class Table:
+    """One published table of a source's machine, for a fit of its step times (stats/source_machine.py)."""
+
+    source: str  # the published figures' source, as the catalog names it
+    label: str  # how a verdict line names it
+    rows: tuple[Row, ...]  # the arms the fit is made on, the baseline first
+    others: tuple[Row, ...] = ()  # arms predicted from the fit, never fitted on
+
+
+@dataclass(frozen=True)
+class SourceMachine:
+    """A source's machine as its tables pin it down (a catalog module's SOURCE_MACHINES)."""
+
+    name: str
+    software: str  # what a fit of its tables cannot separate from its hardware
+    tables: tuple[Table, ...]
+
+
 def _load() -> dict[str, Experiment]:
-    """Every module's EXPERIMENTS; a module may name what its entries reproduce in one REPRODUCES table
-    (id -> text) instead of per entry."""
+    """Every module's EXPERIMENTS (and SOURCE_MACHINES, kept for source_machines()); a module may name what
+    its entries reproduce in one REPRODUCES table (id -> text) instead of per entry."""
+    global _MACHINES
+    machines: list[SourceMachine] = []
     package = importlib.import_module("pipelines.catalog")  # its modules import this one: loaded on demand
     entries: dict[str, Experiment] = {}
     for info in sorted(pkgutil.iter_modules(package.__path__), key=lambda m: m.name):
         module = importlib.import_module(f"{package.__name__}.{info.name}")
         table = getattr(module, "REPRODUCES", {})
+        machines += getattr(module, "SOURCE_MACHINES", ())
         for entry in getattr(module, "EXPERIMENTS", ()):
             if entry.id in entries:
                 raise ValueError(f"experiment id {entry.id!r} is defined twice")
             if not entry.reproduces and entry.id in table:
                 entry = dataclasses.replace(entry, reproduces=table[entry.id], variants=entry.variants)
             entries[entry.id] = entry
+    _MACHINES = tuple(machines)
     return entries
 
 
 _ENTRIES: dict[str, Experiment] | None = None
+_MACHINES: tuple[SourceMachine, ...] = ()
+
+
+def source_machines() -> tuple[SourceMachine, ...]:
+    """The sources' machines the catalog models (loaded with the entries)."""
+    all_experiments()
+    return _MACHINES
 
 
 def all_experiments() -> dict[str, Experiment]:

@@ -105,9 +105,3 @@ def predict(records: Sequence[dict[str, Any]], base_records: Sequence[dict[str, 
         return None
     return Prediction(arm.throughput / baseline.throughput, arm, baseline)
 
-
-def note(records: Sequence[dict[str, Any]], base_records: Sequence[dict[str, Any]], measured: float | None) -> str:
-    """What a verdict line adds about this machine: the model's ratio beside the measured one and its cause
-    (or "not explained"); empty where either side has no card and profile, or nothing was measured."""
-    found = predict(records, base_records) if measured else None
-    return "" if found is None else f"on this machine's card and step profiles, {found.cause(measured)}"

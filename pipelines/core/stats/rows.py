@@ -22,7 +22,7 @@ from typing import Any
 from pipelines.core.config import experiments
 from pipelines.core.config.arm import Arm
 from pipelines.core.record.results import Loaded
-from pipelines.core.stats import bases, intervals, judging, pairing, prediction
+from pipelines.core.stats import bases, explain, intervals, judging, pairing
 from pipelines.core.stats.bases import end_to_end, harness
 
 HIDDEN = {"table": False}  # Row fields that are not table columns
@@ -143,9 +143,8 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
     for row in rows:
         _noisy(row, by_key, strict)
         _fault_bursts(row)
-        # the ratio this machine's card and the step profiles predict, and its cause (stats/prediction.py)
         base = by_key.get(row.base_key) if row.base_key else None
-        _add(row, prediction.note(row.records, base.records, row.ratio) if base is not None else "")
+        _add(row, explain.note(row, base) if base is not None else "")  # why, here and at the source
     return rows
 
 
