@@ -64,3 +64,24 @@ def test_a_verdict_line_carries_the_prediction_only_where_both_arms_were_profile
     # 36 ms a step against 34.5 ms: the model predicts 1.04, 12 % short of the measured 1.18, so no cause
     assert "on this machine's card and step profiles, not explained: the model predicts 1.04, -12 % from" in why
     assert prediction.predict([], [record(1, 1, 1, 1)]) is None
+
+
+def test_the_check_script_scores_each_profiled_arm_and_says_whether_the_rule_holds(tmp_path, capsys):
+    """ci/prediction-check.py: one line per arm with a card and profiles on both sides, then the median."""
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("prediction_check", REPO / "ci" / "prediction-check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    ch2(tmp_path, (1.04,))
+    for name, variant, calls in (("base", "baseline", 400), ("nobias", "nobias", 300)):
+        records = [{**r, "card": CARD} for r in load(tmp_path).records if r["variant"] == variant]
+        for r in records:
+            r["metrics"]["step_profile"] = {"total": {"calls": calls, "flops": 2e9, "bytes": 1e8}}
+        write(tmp_path, name, records)
+    assert module.main([str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "ch2-nobias [nobias]" in out and "1 arms: median |error|" in out and "the pass rule" in out
+    assert "holds" in out  # predicted 1.043 against 1.04 measured
