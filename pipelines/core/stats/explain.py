@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from pipelines.core.stats import intervals, prediction, source_machine
+from pipelines.core.stats import intervals, prediction, record_pairing, source_machine
 
 
 def note(row: Any, base: Any) -> str:
@@ -18,7 +18,11 @@ def note(row: Any, base: Any) -> str:
     if row.ratio is None:
         return ""
     here = prediction.predict(row.records, base.records)
-    parts = [f"on this machine's card and step profiles, {here.cause(row.ratio)}"] if here else []
+    parts = []
+    if here is not None:  # a step's prediction is a steady-state one: an end-to-end verdict's steps are compared
+        steady = row.ratio if row.judged == "steady state" else record_pairing.ratio(row.records, base.records).value
+        against = "" if steady == row.ratio else f" (against the steady-state {steady:.2f})"
+        parts.append(f"on this machine's card and step profiles{against}, {here.cause(steady)}")
     if row.verdict in (intervals.FASTER, intervals.SLOWER):
         parts.append(source_machine.note(row.experiment, row.variant, base.key[:2], row.published_ratio,
                                          (row.band_low, row.band_high),
