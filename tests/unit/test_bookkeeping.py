@@ -60,6 +60,27 @@ def test_the_validation_pass_is_inside_the_timed_region_and_the_test_pass_is_not
     assert tested["test_samples"] == 4 and metrics["train_s"] == before
 
 
+def test_a_checkpoint_save_pauses_the_timed_window_and_is_kept_apart(tmp_path, monkeypatch):
+    """The runner's checkpoint hook is untimed: each epoch's save (slowed here to PAUSE_S * 4) is in the
+    record's checkpoint_save_s, not in train_s, while the source's validation pass beside it stays timed."""
+    from pipelines.core.train import checkpoint
+
+    real_save = checkpoint.save
+    monkeypatch.setattr(checkpoint, "save", lambda *a, **k: (time.sleep(4 * PAUSE_S), real_save(*a, **k))[1])
+    model = torch.nn.Linear(3, 2)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    slow = lambda x: (time.sleep(PAUSE_S), model(x))[1]  # noqa: E731
+    trainable = loop.Trainable(model, steps.plain_step(model, optimizer), optimizer=optimizer,
+                               hooks=[bookkeeping.ValidationPass(slow, 2, CPU)])
+    train, valid = parts()
+    saves = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
+    metrics = loop.train(trainable, loaders_with(train, valid), config(epochs=2), CPU, hooks=[saves])
+    metrics.update(trainable.metrics)
+    assert (tmp_path / checkpoint.FILENAME).is_file()
+    assert metrics["checkpoint_save_s"] >= 2 * 4 * PAUSE_S  # two epochs' saves (the final one is after the clock)
+    assert metrics["train_s"] == pytest.approx(sum(metrics["epoch_times_s"]) + metrics["validation_s"], abs=0.02)
+
+
 def test_validation_accuracy_is_correct_over_seen_in_eval_mode_without_gradients():
     model = torch.nn.Sequential(torch.nn.Linear(3, 2), torch.nn.Dropout(0.9))
     seen_modes = []

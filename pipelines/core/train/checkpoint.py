@@ -75,7 +75,10 @@ def _why(exc: Exception) -> str:
 
 
 class CheckpointHooks(loop.Hooks):
-    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`."""
+    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`. A save is
+    untimed: the loop pauses the timed window around it (loop.Hooks.timed)."""
+
+    timed = False
 
     def __init__(self, folder: Path, every: int, is_main: bool, barrier=None):
         self.path = Path(folder) / FILENAME

@@ -14,7 +14,7 @@ Timing rules (why each one exists):
 - Evaluation (train/evaluation.py) runs with the clock stopped; it never leaks into training time. A
   source's own per-epoch validation pass is another thing: a Hooks' `epoch_end`, which the loop calls
   inside the timed window, as the source's clock held it (core/train/bookkeeping.py); `epoch_times_s` end
-  before the hooks run.
+  before the hooks run. An untimed hook (a checkpoint save) pauses the window: `checkpoint_save_s`.
 - Losses stay on the device until an epoch ends, so the loop adds no hidden synchronization.
 - Every measured step's time is kept (`step_times_s`), so a report can put an interval on a ratio.
 - Every step's loss is kept on the device too (no synchronization per step) and leaves it once per
@@ -56,6 +56,8 @@ SETTLE_EVERY = 1000  # steps between reads of a GPU clock's events when no epoch
 
 class Hooks:
     """Callbacks around training; override what you need. Every method is a no-op by default."""
+
+    timed = True  # False: epoch_end runs with the timed window paused, its time kept apart (a checkpoint save)
 
     def train_start(self, trainable: "Trainable", loaders) -> int | None:
         """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
@@ -147,17 +149,15 @@ class Training:
         self.faults = [0, 0]  # minor, major page faults inside timed windows
         self.blocks: list[list[float]] = []  # interleaved: a row of train/interleave.py BLOCK_COLUMNS per block
         self.cycles_per_period = 1  # of the process's order (stats/orders.py), set by interleave.measure_blocks
-        self.gc_paused = False
-        self.discarded = 0  # steps run after a switch of arms and not counted
+        self.gc_paused, self.discarded = False, 0  # discarded: steps run after a switch of arms, not counted
         self.flops: int | None = None
-        self.epoch_times: list[float] = []
-        self.epoch_losses: list[float] = []
+        self.epoch_times, self.epoch_losses = [], []  # finished epochs' wall times and last losses
         self.step_losses: list[torch.Tensor] = []  # this epoch's, still on the device
         self.loss_chunks: list[torch.Tensor] = []  # earlier epochs', on the host
-        self.done = 0
-        self.loss: torch.Tensor | None = None
+        self.done, self.loss = 0, None  # steps run, and the last one's loss
         self.epoch, self.last_in_epoch = start_epoch, False
         self.window_started: float | None = None
+        self.window_paused = self.untimed_s = 0.0  # untimed hooks' seconds: in the open window, and in all
         self.epoch_started = now(self.device)
         # between interleaved blocks (train/interleave.py): the block's size, and this arm's own random state
         # (taken here, after its seeding and building), so its draws never depend on the arm before it:
@@ -219,18 +219,22 @@ class Training:
             self.epoch_losses.append(float(loss.detach()))
             self.loss_chunks.append(to_host(self.step_losses))  # the clock synchronized already
             for hook in self.hooks:
+                paused = None if hook.timed else now(device)  # synchronized: an epoch's end already is
                 hook.epoch_end(epoch, self.epoch_losses[-1])
+                if paused is not None:
+                    self.untimed_s += (spent := now(device) - paused)
+                    self.window_paused += spent
             self.epoch_started = now(device)
 
     def open_window(self) -> None:
         self.settle()
-        self.window_started = now(self.device)
+        self.window_started, self.window_paused = now(self.device), 0.0
         self._faults_at = page_faults()
 
     def close_window(self) -> float:
         """End a timed window: its wall time (device synchronized) and page faults join the totals."""
         self.settle()
-        seconds = now(self.device) - self.window_started
+        seconds = now(self.device) - self.window_started - self.window_paused
         minor, major = page_faults()
         faults = (minor - self._faults_at[0], major - self._faults_at[1])
         self.faults[0] += faults[0]

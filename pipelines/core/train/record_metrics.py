@@ -74,6 +74,8 @@ def arm_metrics(run, shared: bool = False) -> dict[str, Any]:
                        fault_burst_blocks=fault_bursts(run.blocks))
     if not shared:
         metrics.update(memory.process_peaks(run.device))
+    if run.untimed_s:  # checkpoint saves, with the timed window paused (loop.Hooks.timed)
+        metrics["checkpoint_save_s"] = run.untimed_s
     if run.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
         metrics["start_epoch"] = run.start_epoch
     return metrics
