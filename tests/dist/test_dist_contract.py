@@ -103,7 +103,8 @@ def test_checkpoint_round_trip_restores_model_optimizer_epoch_and_rng(tmp_path):
     assert all(torch.equal(fresh.state_dict()[k], saved[k]) for k in saved)
     assert fresh_opt.state_dict()["state"][0]["step"] == 1
     assert (torch.rand(1), np.random.rand(), random.random()) == expected
-    assert not [p for p in tmp_path.iterdir() if p.name != checkpoint.FILENAME]  # no temp files left
+    marker = checkpoint.marker_of(tmp_path / checkpoint.FILENAME)
+    assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint.FILENAME, marker.name]  # no temp files left
     hooks.train_end(trainable, 2)  # a finished run: the next run starts from scratch
     assert checkpoint.CheckpointHooks(tmp_path, 2, True).train_start(trainable, None) is None
 

@@ -288,6 +288,8 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
     metrics = rec["metrics"]
     assert metrics["start_epoch"] >= 1  # resumed, not restarted from scratch
     assert metrics["start_epoch"] + metrics["epochs_completed"] == 6
+    assert metrics["resumed_from"]["epoch"] == metrics["start_epoch"]  # which checkpoint, and its commit
+    assert metrics["resumed_from"]["checkpoint"] == str(ckpt / checkpoint.FILENAME)
     state = checkpoint.load(ckpt / checkpoint.FILENAME)
     assert state["epoch"] == 6 and state["complete"]
 

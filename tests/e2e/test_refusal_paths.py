@@ -36,6 +36,8 @@ def test_accel_run_with_a_hostile_checkpoint_is_one_line_and_runs_nothing(tmp_pa
     folder, marker = tmp_path / "ckpt", tmp_path / "ran"
     folder.mkdir()
     torch.save({"model": RunsCode(marker), "epoch": 1, "rng": {}}, folder / checkpoint.FILENAME)
+    # no marker vouches for it (a forged one would name another run): refused before it is ever unpickled
     assert_refused(["run", "ch8-ddp-template", "--scale", "smoke", "-o", f"checkpoint_dir={folder}"], 2,
-                   f"checkpoint {folder / checkpoint.FILENAME} cannot be loaded", tmp_path / "r", data_root)
+                   f"checkpoint {folder / checkpoint.FILENAME} has no marker that vouches for it", tmp_path / "r",
+                   data_root)
     assert not marker.exists()

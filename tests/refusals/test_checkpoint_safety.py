@@ -1,7 +1,10 @@
-"""Checkpoints: a file that is not one is refused in one line (never with advice to load it unsafely),
-and a writer killed mid-save leaves the last complete checkpoint, which a resume uses. `accel run` meeting
-a hostile checkpoint at resume is end to end: tests/e2e/test_refusal_paths.py."""
+"""Checkpoints: a file that is not one is refused in one line (never with advice to load it unsafely); a
+writer killed mid-save, or a rotation cut short at any step, leaves the last marked checkpoint, which a
+resume uses; two are kept; another run's checkpoint, or one no marker vouches for, is refused in one line
+and left as it was. `accel run` meeting a hostile checkpoint at resume is end to end:
+tests/e2e/test_refusal_paths.py."""
 
+import json
 import os
 import pickle
 import signal
@@ -70,19 +73,19 @@ def dies_mid_write(state, handle):
 
 torch.save = dies_mid_write
 model = torch.nn.Linear(4, 2)
-checkpoint.save(Path(sys.argv[1]), loop.Trainable(model, step=None, optimizer=None), 7, complete=False)
+checkpoint.keep(Path(sys.argv[1]), loop.Trainable(model, step=None, optimizer=None), 7, False, {})
 """
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_resume_ignores_a_save_killed_mid_write_and_the_next_save_removes_it(tmp_path):
     first = trainable()
-    checkpoint.save(tmp_path / checkpoint.FILENAME, first, 3, complete=False)
-    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(tmp_path / checkpoint.FILENAME)],
+    checkpoint.keep(tmp_path, first, 3, complete=False, manifest={})
+    killed = subprocess.run([sys.executable, "-c", KILLED_MID_SAVE, str(tmp_path)],
                             cwd=REPO, capture_output=True, timeout=120)
     assert killed.returncode == -signal.SIGKILL, killed.stderr
-    (stale,) = [p for p in tmp_path.iterdir() if p.name != checkpoint.FILENAME]
-    assert stale.name.startswith(f".{checkpoint.FILENAME}.") and stale.name.endswith(".tmp")
+    (stale,) = [p for p in tmp_path.iterdir() if p.name.endswith(".tmp")]
+    assert stale.name.startswith(f".{checkpoint.FILENAME}.")
 
     resumed = trainable()
     hooks = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
@@ -90,5 +93,41 @@ def test_resume_ignores_a_save_killed_mid_write_and_the_next_save_removes_it(tmp
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(),
                                                   resumed.model.state_dict().values()))
     hooks.epoch_end(3, 0.5)
-    assert [p.name for p in tmp_path.iterdir()] == [checkpoint.FILENAME]  # the stale temporary is gone
+    assert not list(tmp_path.glob("*.tmp")) and not list(tmp_path.glob(".*.tmp"))  # the stale temporary is gone
     assert checkpoint.load(tmp_path / checkpoint.FILENAME)["epoch"] == 4
+    assert checkpoint.load(tmp_path / checkpoint.PREVIOUS)["epoch"] == 3  # two kept
+
+
+def test_a_save_cut_short_at_any_point_of_its_rotation_leaves_the_one_before_it_resumable(tmp_path):
+    """keep() renames the newest pair to PREVIOUS, writes the new file, then its marker. Stopped after any of
+    those steps, the folder still resumes from a checkpoint a marker vouches for: epoch 2, or 3 once marked."""
+    model = trainable()
+    for step, expected in enumerate((2, 2, 2, 3)):
+        folder = tmp_path / str(step)
+        checkpoint.keep(folder, model, 1, complete=False, manifest={})
+        checkpoint.keep(folder, model, 2, complete=False, manifest={})
+        newest, previous = folder / checkpoint.FILENAME, folder / checkpoint.PREVIOUS
+        os.replace(newest, previous)  # step 0: the newest file renamed, its marker not yet
+        if step >= 1:
+            os.replace(checkpoint.marker_of(newest), checkpoint.marker_of(previous))
+        if step >= 2:
+            checkpoint.save(newest, model, 3, complete=False)  # the new file, no marker yet
+        if step >= 3:
+            marked = {"sha256": checkpoint.sha256_of(newest), "saved_ns": 1 << 62}
+            checkpoint.marker_of(newest).write_text(json.dumps(marked))
+        assert checkpoint.CheckpointHooks(folder, 1, True).train_start(trainable(), None) == expected, step
+
+
+def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_and_kept(tmp_path):
+    """Another world size (or arm, batch, configuration, torch) is refused, naming what differs; a checkpoint
+    no marker vouches for is never read. Both leave the folder as it was."""
+    here = {"experiment": "ch8-ddp-template", "arm": "ddp", "world_size": 4, "batch_size": 32, "config": "abc"}
+    checkpoint.keep(tmp_path, trainable(), 1, complete=False, manifest={**here, "world_size": 2})
+    before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
+    with pytest.raises(ConfigError) as caught:
+        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
+    assert "is of another run (world_size 2 there, 4 here)" in str(caught.value) and "\n" not in str(caught.value)
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    checkpoint.marker_of(tmp_path / checkpoint.FILENAME).unlink()
+    with pytest.raises(ConfigError, match="has no marker that vouches for it"):
+        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)

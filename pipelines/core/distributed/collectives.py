@@ -1,5 +1,5 @@
 """The collectives the harness and the techniques call on the joined process group, each a no-op for a single
-process: every rank's object gathered, every rank's batch gathered, a barrier.
+process: every rank's object gathered, every rank's batch gathered, rank 0's value given to all, a barrier.
 """
 
 from __future__ import annotations
@@ -32,6 +32,15 @@ def global_batch(tensor: torch.Tensor) -> torch.Tensor:
     gather = getattr(tdist, "all_gather_single", None) or tdist.all_gather_into_tensor
     gather(out, tensor)
     return out
+
+
+def agree_if_initialized(value: Any) -> Any:
+    """Rank 0's `value` on every rank when a process group exists (a resume: the checkpoint rank 0 picked)."""
+    if not (tdist.is_available() and tdist.is_initialized()):
+        return value
+    box = [value]
+    tdist.broadcast_object_list(box, src=0)
+    return box[0]
 
 
 def barrier_if_initialized() -> None:

@@ -67,4 +67,5 @@ def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Ho
     if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
     return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
-                                       collectives.barrier_if_initialized)]
+                                       collectives.barrier_if_initialized, checkpoint.identity(cfg, ctx.world_size),
+                                       collectives.agree_if_initialized)]

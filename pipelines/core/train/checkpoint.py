@@ -1,17 +1,27 @@
-"""Checkpoints as loop hooks: rank 0 writes atomically every N epochs and at the end; every rank resumes.
+"""Checkpoints as loop hooks: rank 0 writes every N epochs and at the end; every rank resumes from the newest
+valid checkpoint of this run, which rank 0 picks and every rank is told.
 
 A checkpoint holds the model's and the optimizer's state, the next epoch to run (which is also the
 distributed sampler's state: `set_epoch(epoch)` reproduces its shuffle) and the RNG states of torch,
-numpy and `random`. It is written by `atomic.write` (a temporary file in the same folder, renamed into
-place), so a rank killed mid-write leaves the previous checkpoint intact and a stale temporary that the
-next save removes; a resume reads only the complete file. Loads use `weights_only=True`, and a file that
-is not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
+numpy and `random`. Two are kept: the newest as FILENAME, the one before as PREVIOUS. Each is written by
+`atomic.write` (a temporary in the same folder, fsynced, renamed into place) and then given its marker
+(FILE.json, written the same way): the run's identity (MANIFEST_KEYS, for a resume to match) and the
+file's sha256. A file without a marker whose sha256 matches it is never read, so a save cut short at any
+point leaves the one before it valid: the old pair is renamed to PREVIOUS before the new file lands, and
+a marker finds its file by content, not by name. A resume reads only a matching, complete pair; another
+run's checkpoint (another experiment, arm, world size, batch, configuration or torch) is refused in one
+line, and so is a folder whose only checkpoint has no valid marker. Loads use `weights_only=True`, and a
+file that is not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
+import os
 import pickle
 import random
+import time
 import warnings
 from pathlib import Path
 from typing import Any
@@ -19,11 +29,28 @@ from typing import Any
 import numpy as np
 import torch
 
+from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.record import atomic
+from pipelines.core.record.version import git_commit
 from pipelines.core.train import loop
 from pipelines.core.errors import ConfigError
 
-FILENAME = "checkpoint.pt"
+FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
+MARKER = ".json"  # FILE + MARKER: its identity and sha256, written after FILE
+# What a resume must match; `commit` is kept in the marker, never matched (a requeued job may run a fixed checkout)
+MANIFEST_KEYS = ("experiment", "arm", "scale", "config", "world_size", "batch_size", "dataset", "torch")
+# Fields of the run's configuration that say where output goes or how often it is measured, not what is trained
+NOT_IDENTITY = ("data_root", "results_dir", "rounds", "repeats", "auto", "budget_s")
+
+
+def identity(cfg: RunConfig, world_size: int) -> dict[str, Any]:
+    """This run's manifest: what a checkpoint must match to be resumed here (MANIFEST_KEYS), and the commit."""
+    config = {k: v for k, v in cfg.to_record().items() if k not in NOT_IDENTITY}
+    config["options"] = {k: v for k, v in config["options"].items() if not k.startswith("checkpoint_")}
+    digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    return {"experiment": cfg.experiment, "arm": cfg.variant, "scale": cfg.scale, "config": digest,
+            "world_size": world_size, "batch_size": cfg.batch_size, "dataset": f"{cfg.dataset}/{cfg.split}",
+            "torch": torch.__version__, "commit": git_commit().get("git_commit")}
 
 
 def rng_state() -> dict[str, Any]:
@@ -74,30 +101,108 @@ def _why(exc: Exception) -> str:
     return "empty or truncated" if isinstance(exc, EOFError) else "not a weights-only checkpoint"
 
 
+def marker_of(path: Path) -> Path:
+    return path.with_name(path.name + MARKER)
+
+
+def sha256_of(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, manifest: dict[str, Any]) -> Path:
+    """Write the newest checkpoint and then its marker; the newest pair before it becomes PREVIOUS first."""
+    folder = Path(folder)
+    newest, previous = folder / FILENAME, folder / PREVIOUS
+    if newest.is_file() and marker_of(newest).is_file():  # a marked pair: kept as the one before
+        os.replace(newest, previous)
+        os.replace(marker_of(newest), marker_of(previous))
+    save(newest, trainable, epoch, complete)
+    marker = {**manifest, "epoch": epoch, "complete": complete, "saved_ns": time.time_ns(), "sha256": sha256_of(newest)}
+    atomic.write_text(marker_of(newest), json.dumps(marker, indent=1) + "\n")
+    handle = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(handle)  # the renames, durable before training goes on
+    finally:
+        os.close(handle)
+    return newest
+
+
+def _vouched(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
+    """(file, marker) for each kept file whose sha256 a marker gives, the newest save first."""
+    markers = []
+    for name in (FILENAME, PREVIOUS):
+        try:
+            markers.append(json.loads(marker_of(folder / name).read_text()))
+        except (OSError, ValueError):
+            continue
+    found = []
+    for path in (folder / FILENAME, folder / PREVIOUS):
+        digest = sha256_of(path) if path.is_file() else None
+        match = next((m for m in markers if isinstance(m, dict) and digest and m.get("sha256") == digest), None)
+        if match is not None:
+            found.append((path, match))
+    return sorted(found, key=lambda pair: pair[1].get("saved_ns", 0), reverse=True)
+
+
+def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] | str | None:
+    """The newest checkpoint to resume (its file name and marker), None for a fresh start, or the one line
+    that refuses the folder: a checkpoint of another run, or checkpoints none of which a marker vouches for."""
+    folder = Path(folder)
+    found = _vouched(folder)
+    if not found:
+        unmarked = [path for path in (folder / FILENAME, folder / PREVIOUS) if path.is_file()]
+        if not unmarked:
+            return None
+        return (f"checkpoint {unmarked[0]} has no marker that vouches for it (a save cut short, a file from "
+                "before markers, or not written by accel), so it is not read; delete it to start afresh, or "
+                "point checkpoint_dir at another folder")
+    path, marker = found[0]
+    differs = [f"{key} {marker.get(key)!r} there, {manifest[key]!r} here" for key in MANIFEST_KEYS
+               if key in manifest and marker.get(key) != manifest[key]]
+    if differs:
+        return (f"checkpoint {path} is of another run ({'; '.join(differs[:3])}); point checkpoint_dir at "
+                "another folder, or delete it to start afresh")
+    return path.name, marker
+
+
 class CheckpointHooks(loop.Hooks):
-    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`. A save is
-    untimed: the loop pauses the timed window around it (loop.Hooks.timed)."""
+    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`, from the
+    checkpoint rank 0 picked (`agree`: rank 0's value on every rank). A save is untimed: the loop pauses
+    the timed window around it (loop.Hooks.timed)."""
 
     timed = False
 
-    def __init__(self, folder: Path, every: int, is_main: bool, barrier=None):
-        self.path = Path(folder) / FILENAME
+    def __init__(self, folder: Path, every: int, is_main: bool, barrier=None, manifest=None, agree=None):
+        self.folder, self.path = Path(folder), Path(folder) / FILENAME
         self.every, self.is_main, self.barrier = every, is_main, barrier or (lambda: None)
+        self.manifest, self.agree = dict(manifest or {}), agree or (lambda value: value)
         self.trainable: loop.Trainable | None = None
         self.resumed_from: int | None = None
+        self.resumed: dict[str, Any] | None = None
 
     def train_start(self, trainable: loop.Trainable, loaders) -> int | None:
         self.trainable = trainable
-        if not self.path.is_file():
-            return None
-        state = load(self.path)
-        if state.get("complete"):
-            return None  # a finished run: start a new one (its checkpoint is overwritten as it goes)
+        picked = self.agree(pick(self.folder, self.manifest) if self.is_main else None)
+        if isinstance(picked, str):
+            raise ConfigError(picked)
+        if picked is None or picked[1].get("complete"):
+            return None  # nothing to resume, or a finished run: start a new one
+        name, marker = picked
+        path = self.folder / name
+        if not path.is_file() or sha256_of(path) != marker["sha256"]:  # this rank sees another file
+            raise ConfigError(f"checkpoint {path}, which rank 0 resumes from, is missing or differs on this host; "
+                              "point checkpoint_dir at a folder every rank shares")
+        state = load(path)
         trainable.model.load_state_dict(state["model"])
         if trainable.optimizer is not None and state.get("optimizer") is not None:
             trainable.optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         self.resumed_from = int(state["epoch"])
+        self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "commit": marker.get("commit")}
         return self.resumed_from
 
     def epoch_end(self, epoch: int, last_loss: float) -> None:
@@ -106,8 +211,10 @@ class CheckpointHooks(loop.Hooks):
 
     def train_end(self, trainable: loop.Trainable, epoch: int) -> None:
         self._save(epoch, complete=True)
+        if self.resumed is not None:
+            trainable.metrics["resumed_from"] = self.resumed
 
     def _save(self, next_epoch: int, complete: bool) -> None:
         if self.is_main and self.trainable is not None:
-            save(self.path, self.trainable, next_epoch, complete)
+            keep(self.folder, self.trainable, next_epoch, complete, self.manifest)
         self.barrier()  # no rank runs ahead of a checkpoint that a restart would need
