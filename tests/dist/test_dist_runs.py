@@ -290,6 +290,8 @@ def test_torchrun_restart_resumes_from_the_last_checkpoint(procs, tmp_path):
     assert metrics["start_epoch"] + metrics["epochs_completed"] == 6
     assert metrics["resumed_from"]["epoch"] == metrics["start_epoch"]  # which checkpoint, and its commit
     assert metrics["resumed_from"]["checkpoint"] == str(ckpt / checkpoint.FILENAME)
+    assert metrics["resumed_from"]["attempt"] == 1 and metrics["resumed_from"]["since_save_s"] > 0
+    assert f"accel: resumed from {ckpt / checkpoint.FILENAME} at epoch {metrics['start_epoch']} (attempt 1" in err
     state = checkpoint.load(ckpt / checkpoint.FILENAME)
     assert state["epoch"] == 6 and state["complete"]
 

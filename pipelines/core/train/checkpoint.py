@@ -32,7 +32,7 @@ import torch
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.record import atomic
 from pipelines.core.record.version import git_commit
-from pipelines.core.train import loop
+from pipelines.core.train import loop, progress
 from pipelines.core.errors import ConfigError
 
 FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
@@ -202,7 +202,13 @@ class CheckpointHooks(loop.Hooks):
             trainable.optimizer.load_state_dict(state["optimizer"])
         set_rng_state(state["rng"])
         self.resumed_from = int(state["epoch"])
-        self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "commit": marker.get("commit")}
+        since = (time.time_ns() - marker.get("saved_ns", time.time_ns())) / 1e9  # lost work and the restart
+        attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)  # torchrun's restarts of this agent
+        self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "commit": marker.get("commit"),
+                        "attempt": attempt, "since_save_s": round(since, 3)}
+        if self.is_main:
+            progress.say(f"accel: resumed from {path} at epoch {self.resumed_from} (attempt {attempt}; saved "
+                         f"{since:.0f} s ago: the work since then and the restart are lost)")
         return self.resumed_from
 
     def epoch_end(self, epoch: int, last_loss: float) -> None:
