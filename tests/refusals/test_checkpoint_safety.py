@@ -119,8 +119,9 @@ def test_a_save_cut_short_at_any_point_of_its_rotation_leaves_the_one_before_it_
 
 
 def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_and_kept(tmp_path):
-    """Another world size (or arm, batch, configuration, torch) is refused, naming what differs; a checkpoint
-    no marker vouches for is never read. Both leave the folder as it was."""
+    """Another run's unfinished checkpoint (another world size, arm, batch, configuration, torch) is refused,
+    naming what differs; a checkpoint no marker vouches for is never read. Both leave the folder as it was. A
+    finished run's checkpoint, whoever's, is nothing to resume: the run starts afresh."""
     here = {"experiment": "ch8-ddp-template", "arm": "ddp", "world_size": 4, "batch_size": 32, "config": "abc"}
     checkpoint.keep(tmp_path, trainable(), 1, complete=False, manifest={**here, "world_size": 2})
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
@@ -131,3 +132,5 @@ def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_an
     checkpoint.marker_of(tmp_path / checkpoint.FILENAME).unlink()
     with pytest.raises(ConfigError, match="has no marker that vouches for it"):
         checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
+    checkpoint.keep(tmp_path, trainable(), 3, complete=True, manifest={**here, "arm": "other"})
+    assert checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None) is None

@@ -161,6 +161,8 @@ def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] |
                 "before markers, or not written by accel), so it is not read; delete it to start afresh, or "
                 "point checkpoint_dir at another folder")
     path, marker = found[0]
+    if marker.get("complete"):
+        return None  # a finished run (whichever): nothing to resume, and this run's saves replace it
     differs = [f"{key} {marker.get(key)!r} there, {manifest[key]!r} here" for key in MANIFEST_KEYS
                if key in manifest and marker.get(key) != manifest[key]]
     if differs:
@@ -189,7 +191,7 @@ class CheckpointHooks(loop.Hooks):
         picked = self.agree(pick(self.folder, self.manifest) if self.is_main else None)
         if isinstance(picked, str):
             raise ConfigError(picked)
-        if picked is None or picked[1].get("complete"):
+        if picked is None:
             return None  # nothing to resume, or a finished run: start a new one
         name, marker = picked
         path = self.folder / name
