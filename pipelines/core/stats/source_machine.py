@@ -1,13 +1,14 @@
 """The ratio the source's own machine should have given, from a fit of another of its tables.
 
 A step on the source's machine is a fixed part plus its FLOPs at a rate: t = fixed + flops / rate, fitted by least
-squares on one published table's step times (a catalog module's SOURCE_MACHINES:
-pipelines/catalog/source_machines.py). An arm of another table is then predicted from its FLOPs and samples a step
-alone, so the fit never sees the row it explains: chapter 2's arms are explained by Table 6.1's fit and Table 6.1's
-by chapter 2's. Where the prediction lands inside the published figure's band, the machine as modelled explains the
-published ratio; where it does not (ch2-nobias: no FLOPs removed, so about 1.00 against the book's 1.18), the gap is
-not the machine's but the source's code, software or measurement. The fit folds the source's PyTorch into its
-"machine": it cannot separate the two, and the line says so.
+squares on one published table's step times (a catalog module's SOURCE_MACHINES). An arm of another table is then
+predicted from its FLOPs and samples a step alone, so the fit never sees the row it explains: each table's arms are
+explained by another table's fit. Where the prediction lands inside the published figure's band, the machine as
+modelled explains the published ratio; where it does not (an arm that removes no counted FLOPs, predicted at about
+1.00 against a published speed-up), the gap is not the machine's but the source's code, software or measurement. The
+fit folds the source's software into its "machine": it cannot separate the two, and the line says so.
+pipelines/catalog/source_machines.py says which tables the book's CPU is fitted on, and docs/timing.md what each
+predicts.
 """
 
 from __future__ import annotations
