@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 import sys
 from dataclasses import InitVar, dataclass, field
-from typing import Any, Mapping
+from typing import Any, Mapping, NamedTuple
 
 from pipelines.core.config.published import BASES, COUNT_METRICS, Published  # noqa: F401 (the catalog's names)
 
@@ -138,7 +138,14 @@ class UnknownExperiment(KeyError):
     pass
 
 
-Row = tuple[str, str, int, int, float]  # (experiment, arm, steps of the timed run, samples a step, FLOPs a step)
+class Row(NamedTuple):
+    """One arm of a source machine's table: what a fit of its step times needs."""
+
+    experiment: str
+    arm: str
+    steps: int  # of the whole timed run
+    samples: int  # a step
+    flops: float  # a step
 
 
 @dataclass(frozen=True)

@@ -27,7 +27,7 @@ REDRAW_S = 0.5
 
 
 def block_text(path: Path) -> str:
-    """'block 7 of 24 (ch2-nobias [nobias])' from the worker's file, or "not at its blocks yet" before its first."""
+    """'block 7 of 24 (ID [ARM])' from the worker's file, or "not at its blocks yet" before its first."""
     try:
         done, total, arm = path.read_text().split(" ", 2)
     except (OSError, ValueError):  # not written yet, or caught mid-write: the next redraw reads it

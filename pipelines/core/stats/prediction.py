@@ -104,4 +104,3 @@ def predict(records: Sequence[dict[str, Any]], base_records: Sequence[dict[str, 
     if arm is None or baseline is None:
         return None
     return Prediction(arm.throughput / baseline.throughput, arm, baseline)
-

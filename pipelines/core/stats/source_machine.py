@@ -32,27 +32,27 @@ class Fit:
     def step_s(self, flops: float) -> float:
         return self.fixed_s + flops / self.rate
 
-    def ratio(self, arm: tuple, base: tuple) -> float:
-        """Predicted throughput ratio of two table rows (steps, samples, flops at [2:5])."""
-        return (arm[3] / self.step_s(arm[4])) / (base[3] / self.step_s(base[4]))
+    def ratio(self, arm: experiments.Row, base: experiments.Row) -> float:
+        """Predicted throughput ratio of two table rows."""
+        return (arm.samples / self.step_s(arm.flops)) / (base.samples / self.step_s(base.flops))
 
     def errors(self, table: experiments.Table) -> list[float]:
         """predicted / published - 1 for each of `table`'s rows against its first (the baseline)."""
         times = [_published_step_s(row) for row in table.rows]
         base = table.rows[0]
-        return [self.ratio(row, base) / ((row[3] / t) / (base[3] / times[0])) - 1
+        return [self.ratio(row, base) / ((row.samples / t) / (base.samples / times[0])) - 1
                 for row, t in zip(table.rows[1:], times[1:])]
 
 
-def _published_step_s(row: tuple) -> float:
-    entry = experiments.all_experiments()[row[0]]
-    return pairing.published(entry, "train_time_s", row[1]) / row[2]
+def _published_step_s(row: experiments.Row) -> float:
+    entry = experiments.all_experiments()[row.experiment]
+    return pairing.published(entry, "train_time_s", row.arm) / row.steps
 
 
 @cache
 def fit(machine: experiments.SourceMachine, table: experiments.Table) -> Fit:
     """Least squares of the table's published step times on its FLOPs a step: the fixed part and the rate."""
-    flops = np.array([row[4] for row in table.rows])
+    flops = np.array([row.flops for row in table.rows])
     seconds = np.array([_published_step_s(row) for row in table.rows])
     slope, fixed = np.polyfit(flops, seconds, 1)
     return Fit(machine, table, float(fixed), float(1 / slope))
@@ -62,7 +62,7 @@ def _find(experiment: str, variant: str):
     for machine in experiments.source_machines():
         for table in machine.tables:
             for row in (*table.rows, *table.others):
-                if row[:2] == (experiment, variant):
+                if (row.experiment, row.arm) == (experiment, variant):
                     return machine, table, row
     return None
 
@@ -90,7 +90,7 @@ def note(experiment: str, variant: str, base: tuple[str, str] | None, published:
         return ""
     used, _, predicted = found
     base_row = _find(*base)[2]
-    fixed_share = used.fixed_s / used.step_s(base_row[4])
+    fixed_share = used.fixed_s / used.step_s(base_row.flops)
     worst = max(abs(e) for e in used.errors(_find(experiment, variant)[1]))
     here = "" if here_fixed_share is None else f", {100 * here_fixed_share:.0f} % here"
     said = (f"at the source ({used.machine.name} fitted on {used.table.label}: {1e3 * used.fixed_s:.1f} ms a step "
