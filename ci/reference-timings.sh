@@ -12,7 +12,9 @@
 #             per slot, the arms that share one: core/harness/sharing.py)
 #   BLOCKS    interleaved blocks per arm and process (default 6, about 0.5 s each)
 #   STEPS     timed steps per arm and process instead of time-matched blocks (default: unset)
-#   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default 60 / 6)
+#   HARNESS_STEPS / HARNESS_REPEATS   for the harness-overhead benchmark (default 60 / 6); HARNESS_REPEATS=0
+#             leaves it out, said in one line (CI's drift gate: about a minute on 2 cores for an interval of
+#             +-15 % that no gate reads; `make harness-overhead` and the committed references run it)
 #   DATA      dataset root (default data/); cifar10 + fashion_mnist are generated when missing (labelled
 #             data_source=generated in every record)
 #   NOTE      text for the report header (e.g. "shared, noisy machine")
@@ -75,18 +77,24 @@ AGAINST="${AGAINST-${SAME_CLASS_REF:-$COMMITTED_REF}}"
 # ID@ARM names one arm): its arms that share a process environment run in one process per round,
 # interleaved in blocks, the others in processes of their own, ABBA, ROUNDS rounds. Thread and rank sweeps
 # stop at this machine's cores; Table 9.2's ranks are compared with the threads arm of the same total cores,
-# in the same rounds. ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU
+# in the same rounds (one comparison). ch7 runs on CPU with EfficientNet-B0 at batch 64 (the book's B7 at batch 2048 is a GPU
 # workload; with no loader workers, which would compete with its arms for the 2 cores, its fp32 and bf16
 # arms share a process).
-threads_sweep="" ranks=2
-for t in 1 2 4 8 12 16; do if [[ $t -le $cores ]]; then threads_sweep+=":--variant=threads=$t"; fi; done
+# Table 9.1's thread sweep and Table 9.2's same-cores arm are one comparison, so the threads arm both tables
+# read runs once a round.
+ranks=2
 for n in 4 8; do if [[ $n -le $cores ]]; then ranks=$n; fi; done
 same_cores=$(( ranks * (cores / ranks > 1 ? cores / ranks : 1) ))
+ch9="" swept=0
+for t in 1 2 4 8 12 16; do
+  if [[ $t -le $cores ]]; then ch9+="ch9-cpu-threads@threads=$t+"; [[ $t -eq $same_cores ]] && swept=1; fi
+done
+[[ $swept -eq 1 ]] || ch9+="ch9-cpu-threads@threads=$same_cores+"
+ch9+="ch9-cpu-gloo@ranks=$ranks"
 DEFAULT_IDS="ch2-baseline+ch2-nobias+ch2-bs128+ch2-bs256+ch2-iomp+ch2-both-layers ch3-compile-cnn-cpu
 ch4-gomp-default-cnn+ch4-gomp-pinned-cnn+ch4-iomp-cnn ch6-prune
 ch7-amp:--device=cpu:--model=efficientnet_b0:--batch-size=64:--num-workers=0:--variant=fp32:--variant=bf16
-ch9-cpu-threads$threads_sweep
-ch9-cpu-threads@threads=$same_cores+ch9-cpu-gloo@ranks=$ranks"
+$ch9"
 IDS="${IDS:-$DEFAULT_IDS}"
 EXCLUDE="${EXCLUDE:-}"
 dry=0
@@ -121,6 +129,20 @@ keep() {
   listed+=("$id")
 }
 
+# harness_overhead [--dry-run]: the shared loop against a hand-written one, unless HARNESS_REPEATS=0.
+harness_overhead() {
+  local line=("$PYTHON" ci/harness-overhead.py --steps "$HARNESS_STEPS" --repeats "$HARNESS_REPEATS"
+              --results-dir "$REF_OUT")
+  if [[ "$HARNESS_REPEATS" == 0 ]]; then
+    echo "== harness overhead: not run (HARNESS_REPEATS=0); make harness-overhead measures it"
+  elif [[ "${1:-}" == --dry-run ]]; then
+    echo "${line[*]}"
+  else
+    echo "== harness overhead"
+    "${line[@]}" || failed+=("harness-overhead (exit code)")
+  fi
+}
+
 run_ids=() listed=()
 for spec in $IDS; do
   if [[ "$spec" == *+* && "$spec" != *:* ]]; then  # one comparison: its runnable members
@@ -146,6 +168,7 @@ if [[ $dry -eq 1 ]]; then
           --rounds "$ROUNDS" --data-root "$DATA" --results-dir "$REF_OUT" --no-baseline)
     echo "${line[*]}"
   done
+  harness_overhead --dry-run
   exit 0
 fi
 
@@ -167,37 +190,34 @@ for spec in "${run_ids[@]}"; do
   measure "$REF_OUT" "${spec%%:*}" "${knobs[@]}" -- "${extra[@]}"
 done
 
-echo "== harness overhead"
-"$PYTHON" ci/harness-overhead.py --steps "$HARNESS_STEPS" --repeats "$HARNESS_REPEATS" --results-dir "$REF_OUT" \
-  || failed+=("harness-overhead (exit code)")
+harness_overhead
 
-echo "== report"
 only="$(IFS=,; echo "${listed[*]}")"
-# The verdicts as CI systems show them (report/ci.py): JUnit XML beside the report, and Markdown into
-# GitHub's step summary when the job runs there (else summary.md beside the report). The drift run below
-# rewrites the JUnit file with the reversals; the Markdown is written once, by the last report.
+# The verdicts as CI systems show them (report/ci.py): JUnit XML beside the report (with the reversals, when
+# there is a reference to compare with), and Markdown into GitHub's step summary when the job runs there
+# (else summary.md beside the report). One report, with the drift table when AGAINST is set.
 summary="${GITHUB_STEP_SUMMARY:-$REF_OUT/summary.md}"
 [[ -n "${GITHUB_STEP_SUMMARY:-}" ]] || rm -f "$summary"
-markdown=(--markdown "$summary")
-[[ -n "$AGAINST" ]] && markdown=()
-accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" \
-  --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}" \
-  --junit "$REF_OUT/verdicts.xml" "${markdown[@]}"
-
-if [[ -n "$AGAINST" ]]; then
-  echo "== drift against $AGAINST"
+report=(accel report --results-dir "$REF_OUT" --out "$REF_OUT" --experiments "$only" --junit "$REF_OUT/verdicts.xml"
+        --markdown "$summary"
+        --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}")
+if [[ -z "$AGAINST" ]]; then
+  echo "== report"
+  "${report[@]}"
+else
+  echo "== report, with the drift against $AGAINST"
   # Exit 1: a conclusive verdict reversed, or a reproduction was lost or gained (the job fails). Exit 0
   # with report.md's "Drift check skipped" line: the reference is from another machine class, the full
-  # report is written without a drift table (nothing compared, nothing to reverse). Exit 2: the reference cannot be read (no usable records).
-  # Neither of the last two is a failure of this run: each is said in one line.
+  # report is written without a drift table (nothing compared, nothing to reverse). Exit 2: the reference
+  # cannot be read (no usable records): the report is written again without it. Neither of the last two
+  # is a failure of this run: each is said in one line.
   rc=0
-  accel report --results-dir "$REF_OUT" --out "$REF_OUT" --against "$AGAINST" --experiments "$only" \
-    --note "${NOTE:-bench scale, ${STEPS:+$STEPS steps in }$BLOCKS blocks x $ROUNDS rounds on $cores cores}" \
-    --junit "$REF_OUT/verdicts.xml" --markdown "$summary" --fail-on-reversal || rc=$?
+  "${report[@]}" --against "$AGAINST" --fail-on-reversal || rc=$?
   if [[ $rc -eq 1 ]]; then
     failed+=("drift (a conclusive verdict reversed, or a reproduction lost or gained, against $AGAINST)")
   elif [[ $rc -ne 0 ]]; then
     echo "reference-timings: no drift table: $AGAINST cannot be compared with this run (see the line above)"
+    "${report[@]}"
   elif grep -q "^Drift check skipped" "$REF_OUT/report.md"; then
     echo "reference-timings: no drift table: $AGAINST is from another machine class (report.md says which)"
   else

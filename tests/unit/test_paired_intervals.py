@@ -11,6 +11,7 @@ import math
 import numpy as np
 import pytest
 
+from pipelines.core.config import experiments
 from pipelines.core.stats import intervals, record_pairing
 from pipelines.core.stats.bases import end_to_end
 from pipelines.core.stats import rows as stats_rows
@@ -142,6 +143,21 @@ def test_the_report_row_says_how_it_paired_and_counts_processes_for_a_verdict():
     assert row.verdict == "reproduced" and row.processes == 3
     widths = stats_rows.arm_halfwidths(arm + base, ["ch2-baseline", "ch2-nobias"])
     assert list(widths) == ["ch2-nobias [nobias]"]  # the baseline is judged through its arm's ratio
+
+
+def test_an_arm_that_is_also_another_arm_s_baseline_keeps_its_own_half_width():
+    """ch4's chain (default -> pinned -> iomp): `--rounds auto` stops on pinned's ratio too, not on iomp's alone."""
+    rng = np.random.default_rng(5)
+    chain = ("ch4-gomp-default-cnn", "ch4-gomp-pinned-cnn", "ch4-iomp-cnn")
+    pinned, default = simulate(rng, 1.2, processes=3, blocks=12, process_sd=0.2, block_sd=0.01)
+    iomp, _ = simulate(rng, 1.1, processes=3, blocks=12, process_sd=0.2, block_sd=0.01)
+    for experiment, records in zip(chain, (default, pinned, iomp)):
+        variant = experiments.get(experiment).variants[0].name
+        for rec in records:
+            rec.update(experiment=experiment, variant=variant)
+            rec["config"].update(experiment=experiment, variant=variant)
+    widths = stats_rows.arm_halfwidths(default + pinned + iomp, list(chain))
+    assert set(widths) == {"ch4-gomp-pinned-cnn [gomp-pinned]", "ch4-iomp-cnn [iomp]"}
 
 
 def test_an_end_to_end_figure_is_projected_onto_the_source_s_work_from_each_process():

@@ -72,6 +72,18 @@ def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_the_default_list_runs_the_threads_arm_of_tables_9_1_and_9_2_once_a_round(tmp_path):
+    """Table 9.1's sweep and Table 9.2's same-cores arm are one comparison; CI's HARNESS_REPEATS=0 is said."""
+    result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "HARNESS_REPEATS": "0"})
+    assert result.returncode == 0, result.stderr
+    ch9 = [line for line in result.stdout.splitlines() if "ch9-cpu-" in line]
+    assert len(ch9) == 1 and " compare ch9-cpu-threads@threads=1 " in ch9[0] and "ch9-cpu-gloo@ranks=" in ch9[0]
+    assert "harness overhead: not run (HARNESS_REPEATS=0)" in result.stdout
+    assert "ci/harness-overhead.py" in script("reference-timings.sh", "--dry-run",
+                                              env={"REF_OUT": str(tmp_path / "r")}).stdout
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_measures_a_plus_joined_comparison_as_one(tmp_path):
     """Ids joined by + are one comparison (accel compare, ROUNDS rounds); its excluded members drop out."""
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",

@@ -245,5 +245,6 @@ def against_text(entry: experiments.Experiment, variant: str) -> str:
     base = declared_baseline(entry, variant)
     if base is None:
         return "baseline arm"
-    suffix = " (same total cores)" if entry.match_cores else ""
-    return f"vs {base[0]} [{base[1]}]{suffix}"
+    if entry.match_cores and base[1].startswith("threads="):  # the arm of this machine's cores, not the source's
+        return f"vs {base[0]} [threads=<ranks x threads>] (same total cores)"
+    return f"vs {base[0]} [{base[1]}]"

@@ -20,7 +20,9 @@ B ran on as a whole. Two VMs of one class (same CPU model, same image) ran CI's 
 23-45 % below the committed reference, arm by arm, on quiet machines: the host, not the code. With
 `--relative`, each arm is judged against that shift instead of against zero, so a code change that
 slows some arms still fails the gate, and a slower host does not. A change that slows every arm alike
-is what the harness-overhead check (the shared loop against a plain loop, in the same run) catches.
+is for the harness-overhead check (the shared loop against a plain loop, in the same run: `make
+harness-overhead` and the committed references; CI's drift gate leaves it out, as on 2 cores its interval
+of about ±15 % could not see such a change).
 
 The fingerprint diff lists the recorded environment fields whose values differ between the two sides
 (torch, threads, OpenMP runtime, ISA, image digest, commit, ...), with the machine state around the

@@ -270,9 +270,10 @@ def book_accuracy(row: Row) -> bool:
 
 def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, float | None]:
     """"id [arm]" -> relative 95 % half-width of the arm's ratio (its baseline measured among `records`),
-    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times). An
-    arm that is the baseline of a measured ratio is left out: a comparison is precise when its ratios are,
-    and a baseline's own throughput carries the process-to-process spread the pairing removes.
+    else of its own throughput; None where no interval exists yet (one repeat, or no per-step times). A
+    baseline with no ratio of its own is left out: a comparison is precise when its ratios are, and a
+    baseline's own throughput carries the process-to-process spread the pairing removes (an arm that is
+    also another arm's baseline, as in chapter 4's chain, keeps its own ratio's half-width).
     What `--rounds auto` (accel run, launch and compare) stops on (core/stats/stopping.py)."""
     out: dict[str, float | None] = {}
     built = build(Loaded(records, [], 1), ids)
@@ -280,7 +281,7 @@ def arm_halfwidths(records: list[dict[str, Any]], ids: list[str]) -> dict[str, f
     for row in built:
         if row.experiment not in ids or not row.n:
             continue
-        if row.key in compared:  # a baseline: its precision is its arms' ratios', not its own throughput's
+        if row.key in compared and row.ratio is None:  # a baseline: its precision is its arms' ratios'
             continue
         key = str(Arm.of(row))
         if row.ratio is not None and row.interval is not None:
