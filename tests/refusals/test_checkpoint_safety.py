@@ -7,6 +7,7 @@ tests/e2e/test_refusal_paths.py."""
 import json
 import os
 import pickle
+import shutil
 import signal
 import subprocess
 import sys
@@ -16,7 +17,7 @@ import torch
 
 from conftest import REPO
 from pipelines.core.train import checkpoint, loop
-from pipelines.core.errors import ConfigError
+from pipelines.core.errors import ConfigError, WriteError
 
 
 class RunsCode:
@@ -90,6 +91,7 @@ def test_resume_ignores_a_save_killed_mid_write_and_the_next_save_removes_it(tmp
     resumed = trainable()
     hooks = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
     assert hooks.train_start(resumed, None) == 3  # the last complete checkpoint, not the half-written one
+    assert "skipped" not in hooks.resumed  # the half-written file never became checkpoint.pt
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(),
                                                   resumed.model.state_dict().values()))
     hooks.epoch_end(3, 0.5)
@@ -134,3 +136,48 @@ def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_an
         checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
     checkpoint.keep(tmp_path, trainable(), 3, complete=True, manifest={**here, "arm": "other"})
     assert checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None) is None
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 64 KiB tmpfs: room for one checkpoint of a 100 x 100 Linear (about 41 KiB) and its marker, not two."""
+    folder = tmp_path / "disk"
+    folder.mkdir()
+    if os.geteuid() != 0 or shutil.which("mount") is None:
+        pytest.skip("a small tmpfs (a disk that fills) needs root and mount")
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=64k", "tmpfs", str(folder)], capture_output=True,
+                          text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a small tmpfs needs mount to work here: {done.stderr.strip() or done.returncode}")
+    yield folder
+    subprocess.run(["umount", "-l", str(folder)], capture_output=True)
+
+
+def test_a_disk_that_fills_during_a_save_keeps_the_checkpoint_before_it(small_disk):
+    """The second save cannot fit: one line naming the file, the OS's reason and the checkpoint kept; no
+    temporary is left, and a resume reads the first save, whole."""
+    model = torch.nn.Linear(100, 100)
+    first = loop.Trainable(model, step=None, optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+    checkpoint.keep(small_disk, first, 1, complete=False, manifest={})
+    with pytest.raises(WriteError) as caught:
+        checkpoint.keep(small_disk, first, 2, complete=False, manifest={})
+    message = str(caught.value)
+    assert "\n" not in message and "No space left on device" in message, message
+    assert f"{small_disk / checkpoint.PREVIOUS}, is kept and resumable" in message
+    assert not list(small_disk.glob(".*.tmp"))
+    again = torch.nn.Linear(100, 100)
+    resumed = loop.Trainable(again, step=None, optimizer=torch.optim.SGD(again.parameters(), lr=0.1))
+    assert checkpoint.CheckpointHooks(small_disk, 1, True).train_start(resumed, None) == 1
+    assert torch.equal(again.weight, model.weight)
+
+
+def test_a_corrupt_newest_checkpoint_is_skipped_and_the_resume_line_says_so(tmp_path, capsys):
+    model = trainable()
+    checkpoint.keep(tmp_path, model, 1, complete=False, manifest={})
+    checkpoint.keep(tmp_path, model, 2, complete=False, manifest={})
+    newest = tmp_path / checkpoint.FILENAME
+    newest.write_bytes(newest.read_bytes()[:-10] + b"0123456789")  # its sha256 no longer matches its marker
+    hooks = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
+    assert hooks.train_start(trainable(), None) == 1 and hooks.resumed["skipped"] == str(newest)
+    said = capsys.readouterr()
+    assert f"{newest} skipped: no marker vouches for it" in said.out + said.err

@@ -33,7 +33,7 @@ from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.record import atomic
 from pipelines.core.record.version import git_commit
 from pipelines.core.train import loop, progress
-from pipelines.core.errors import ConfigError
+from pipelines.core.errors import ConfigError, WriteError
 
 FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
 MARKER = ".json"  # FILE + MARKER: its identity and sha256, written after FILE
@@ -120,9 +120,16 @@ def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, ma
     if newest.is_file() and marker_of(newest).is_file():  # a marked pair: kept as the one before
         os.replace(newest, previous)
         os.replace(marker_of(newest), marker_of(previous))
-    save(newest, trainable, epoch, complete)
-    marker = {**manifest, "epoch": epoch, "complete": complete, "saved_ns": time.time_ns(), "sha256": sha256_of(newest)}
-    atomic.write_text(marker_of(newest), json.dumps(marker, indent=1) + "\n")
+    try:
+        save(newest, trainable, epoch, complete)
+        marker = {**manifest, "epoch": epoch, "complete": complete, "saved_ns": time.time_ns(),
+                  "sha256": sha256_of(newest)}
+        atomic.write_text(marker_of(newest), json.dumps(marker, indent=1) + "\n")
+    except WriteError as exc:  # a full disk: the new file has no marker, so only the one before it is read
+        kept = f"the one before it, {previous}, is kept and resumable" if marker_of(previous).is_file() else \
+            "no earlier checkpoint is kept"
+        raise WriteError(f"checkpoint save failed: {exc}; {kept}; free space or point checkpoint_dir "
+                         "elsewhere") from None
     handle = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(handle)  # the renames, durable before training goes on
@@ -208,9 +215,13 @@ class CheckpointHooks(loop.Hooks):
         attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)  # torchrun's restarts of this agent
         self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "commit": marker.get("commit"),
                         "attempt": attempt, "since_save_s": round(since, 3)}
+        skipped = ""
+        if name == PREVIOUS and self.path.is_file():  # the newest file is no marker's: cut short or corrupt
+            self.resumed["skipped"] = str(self.path)
+            skipped = f"; {self.path} skipped: no marker vouches for it (a save cut short, or corrupt)"
         if self.is_main:
             progress.say(f"accel: resumed from {path} at epoch {self.resumed_from} (attempt {attempt}; saved "
-                         f"{since:.0f} s ago: the work since then and the restart are lost)")
+                         f"{since:.0f} s ago: the work since then and the restart are lost{skipped})")
         return self.resumed_from
 
     def epoch_end(self, epoch: int, last_loss: float) -> None:
