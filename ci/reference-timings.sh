@@ -63,10 +63,23 @@ COMMITTED_REF="$REFERENCES/cpu-${cores}core-bench"
 shopt -s nullglob
 SAME_CLASS_REF="$("$PYTHON" -m pipelines.core.report.drift pick "$REFERENCES"/cpu-"${cores}"core*-bench)"
 shopt -u nullglob
-CLASS_TAG="$("$PYTHON" -c 'from pipelines.core.record import envinfo
-c = envinfo.cpu_class()["cpu_id"] or ""
-w = c.replace("AuthenticAMD", "amd").replace("GenuineIntel", "intel").split()
-print(f"{w[0]}-f{w[2]}m{w[4]}" if len(w) == 5 else "other")')"
+# The new class's folder: vendor, family and model, and where a committed folder already has that name (one
+# CPU model seen with other vector units, e.g. with and without AMX), its best vector unit too.
+CLASS_TAG="$("$PYTHON" - "$REFERENCES/cpu-${cores}core" <<'PY'
+import hashlib, os, sys
+from pipelines.core.record import envinfo
+cpu = envinfo.cpu_class()
+w = (cpu["cpu_id"] or "").replace("AuthenticAMD", "amd").replace("GenuineIntel", "intel").split()
+tag = f"{w[0]}-f{w[2]}m{w[4]}" if len(w) == 5 else "other"
+isa = (cpu["cpu_isa"] or "").split()
+best = next((label for flag, label in (("amx_tile", "amx"), ("avx512_bf16", "avx512bf16"), ("avx512f", "avx512"),
+                                       ("avx2", "avx2")) if flag in isa), "novec")
+for candidate in (tag, f"{tag}-{best}", f"{tag}-{best}-{hashlib.sha1(' '.join(isa).encode()).hexdigest()[:6]}"):
+    if not os.path.exists(f"{sys.argv[1]}-{candidate}-bench"):
+        break
+print(candidate)
+PY
+)"
 DEFAULT_REF_OUT="${SAME_CLASS_REF:-$REFERENCES/cpu-${cores}core-${CLASS_TAG}-bench}"
 [[ -d "$COMMITTED_REF" || -n "$SAME_CLASS_REF" ]] || DEFAULT_REF_OUT="$COMMITTED_REF"
 REF_OUT="${REF_OUT:-$DEFAULT_REF_OUT}"

@@ -19,6 +19,7 @@ import shutil
 import subprocess
 import sys
 import tarfile
+from pathlib import Path
 
 import pytest
 
@@ -81,6 +82,25 @@ def test_the_default_list_runs_the_threads_arm_of_tables_9_1_and_9_2_once_a_roun
     assert "harness overhead: not run (HARNESS_REPEATS=0)" in result.stdout
     assert "ci/harness-overhead.py" in script("reference-timings.sh", "--dry-run",
                                               env={"REF_OUT": str(tmp_path / "r")}).stdout
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_a_new_class_never_takes_the_folder_of_a_committed_one(tmp_path):
+    """One CPU model seen with other vector units (with and without AMX) is another class: its default folder
+    gets its best vector unit in the name instead of replacing the committed folder of that model."""
+    refs = tmp_path / "refs"
+    (refs / f"cpu-{os.cpu_count()}core-bench").mkdir(parents=True)  # the first class's, of another machine
+
+    def default_out() -> str:
+        result = script("reference-timings.sh", "--dry-run", env={"REFERENCES": str(refs)})
+        assert result.returncode == 0, result.stderr
+        return result.stdout.split("REF_OUT=", 1)[1].split()[0]
+
+    first = default_out()
+    assert first.startswith(f"{refs}/cpu-{os.cpu_count()}core-") and first.endswith("-bench")
+    Path(first).mkdir()  # committed by a machine of this CPU model, but not of this class (no records here)
+    second = default_out()
+    assert second != first and second.startswith(first[:-len("bench")])
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
