@@ -181,3 +181,19 @@ def test_a_corrupt_newest_checkpoint_is_skipped_and_the_resume_line_says_so(tmp_
     assert hooks.train_start(trainable(), None) == 1 and hooks.resumed["skipped"] == str(newest)
     said = capsys.readouterr()
     assert f"{newest} skipped: no marker vouches for it" in said.out + said.err
+
+
+def test_a_checkpoint_of_another_configuration_is_refused_naming_the_fields_that_differ(tmp_path):
+    from pipelines.core.config.runconfig import RunConfig
+
+    def manifest(**extra):
+        return checkpoint.identity(RunConfig(experiment="x", pipeline="p", variant="v", model="cnn_fmnist",
+                                             dataset="synthetic", batch_size=4, **extra), world_size=1)
+
+    checkpoint.keep(tmp_path, trainable(), 1, complete=False, manifest=manifest(epochs=3, lr=0.01))
+    with pytest.raises(ConfigError) as caught:
+        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=5, lr=0.01)).train_start(
+            trainable(), None)
+    assert "is of another run (epochs 3 there, 5 here)" in str(caught.value)
+    assert checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=3, lr=0.01)).train_start(
+        trainable(), None) == 1  # the same configuration resumes

@@ -10,8 +10,9 @@ file's sha256. A file without a marker whose sha256 matches it is never read, so
 point leaves the one before it valid: the old pair is renamed to PREVIOUS before the new file lands, and
 a marker finds its file by content, not by name. A resume reads only a matching, complete pair; another
 run's checkpoint (another experiment, arm, world size, batch, configuration or torch) is refused in one
-line, and so is a folder whose only checkpoint has no valid marker. Loads use `weights_only=True`, and a
-file that is not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
+line naming what differs (for the configuration, its fields: the marker keeps them beside their hash), and
+so is a folder whose only checkpoint has no valid marker. Loads use `weights_only=True`, and a file that is
+not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
 """
 
 from __future__ import annotations
@@ -48,9 +49,28 @@ def identity(cfg: RunConfig, world_size: int) -> dict[str, Any]:
     config = {k: v for k, v in cfg.to_record().items() if k not in NOT_IDENTITY}
     config["options"] = {k: v for k, v in config["options"].items() if not k.startswith("checkpoint_")}
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    fields = {k: v for k, v in config.items() if k != "options"}
+    fields.update({f"options.{k}": v for k, v in config["options"].items()})
+    fields = {k: json.dumps(v, sort_keys=True, default=str) for k, v in fields.items()}  # named in a refusal
     return {"experiment": cfg.experiment, "arm": cfg.variant, "scale": cfg.scale, "config": digest,
             "world_size": world_size, "batch_size": cfg.batch_size, "dataset": f"{cfg.dataset}/{cfg.split}",
-            "torch": torch.__version__, "commit": git_commit().get("git_commit")}
+            "torch": torch.__version__, "commit": git_commit().get("git_commit"), "config_fields": fields}
+
+
+def _differences(marker: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
+    """What differs between a checkpoint's marker and this run, a phrase each: for the configuration, the
+    fields themselves where both sides keep them (`config_fields`), else its hash."""
+    out = []
+    for key in (k for k in MANIFEST_KEYS if k in manifest and marker.get(k) != manifest[k]):
+        there, here = marker.get("config_fields"), manifest.get("config_fields")
+        if key == "config" and isinstance(there, dict) and isinstance(here, dict):
+            named = [f"{field} {there.get(field, '-')} there, {here.get(field, '-')} here"
+                     for field in sorted(there.keys() | here.keys()) if there.get(field) != here.get(field)]
+            if named:
+                out += named
+                continue
+        out.append(f"{key} {marker.get(key)!r} there, {manifest[key]!r} here")
+    return out
 
 
 def rng_state() -> dict[str, Any]:
@@ -170,8 +190,7 @@ def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] |
     path, marker = found[0]
     if marker.get("complete"):
         return None  # a finished run (whichever): nothing to resume, and this run's saves replace it
-    differs = [f"{key} {marker.get(key)!r} there, {manifest[key]!r} here" for key in MANIFEST_KEYS
-               if key in manifest and marker.get(key) != manifest[key]]
+    differs = _differences(marker, manifest)
     if differs:
         return (f"checkpoint {path} is of another run ({'; '.join(differs[:3])}); point checkpoint_dir at "
                 "another folder, or delete it to start afresh")
