@@ -32,7 +32,8 @@ resolve_knobs torchrun "$@"  # checks the knobs above, sets their defaults (pipe
 rendezvous=(--node-rank "$NODE_RANK" --master-addr "$MASTER_ADDR" --master-port "$MASTER_PORT")
 if [[ "$RDZV" == c10d ]]; then
   # node 0 hosts the rendezvous store (torchrun's own guess misses addresses not tied to the hostname)
-  rendezvous=(--rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
+  rendezvous=(--node-rank "$NODE_RANK"  # names this node in a failure's line; c10d assigns the ranks
+              --rdzv-backend c10d --rdzv-endpoint "$MASTER_ADDR:$MASTER_PORT" --rdzv-id "$RDZV_ID"
               --rdzv-conf "is_host=$(( NODE_RANK == 0 ? 1 : 0 ))")  # its waits: the agent adds timeouts
   [[ -z "$LOCAL_ADDR" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR")
 fi

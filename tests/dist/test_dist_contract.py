@@ -17,7 +17,7 @@ import torch
 
 from conftest import REPO, accel, without_ccl
 from pipelines.core.distributed import backends, placement
-from pipelines.core.train import checkpoint, loop
+from pipelines.core.train import checkpoint, loop, resume
 from pipelines.core.errors import ConfigError
 from pipelines.core.errors import NotRunnable
 
@@ -87,7 +87,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_epoch_and_rng(tmp_path):
     model(torch.ones(3, 4)).sum().backward()
     optimizer.step()
     trainable = loop.Trainable(model, step=None, optimizer=optimizer)
-    hooks = checkpoint.CheckpointHooks(tmp_path, every=2, is_main=True)
+    hooks = resume.CheckpointHooks(tmp_path, every=2, is_main=True)
     hooks.trainable = trainable
     hooks.epoch_end(0, 1.0)
     assert not (tmp_path / checkpoint.FILENAME).exists()  # every 2 epochs: not after the first
@@ -97,7 +97,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_epoch_and_rng(tmp_path):
     saved = {k: v.clone() for k, v in model.state_dict().items()}
     fresh = torch.nn.Linear(4, 2)
     fresh_opt = torch.optim.Adam(fresh.parameters(), lr=0.1)
-    resumed = checkpoint.CheckpointHooks(tmp_path, every=2, is_main=True).train_start(
+    resumed = resume.CheckpointHooks(tmp_path, every=2, is_main=True).train_start(
         loop.Trainable(fresh, step=None, optimizer=fresh_opt), None)
     assert resumed == 2
     assert all(torch.equal(fresh.state_dict()[k], saved[k]) for k in saved)
@@ -106,7 +106,7 @@ def test_checkpoint_round_trip_restores_model_optimizer_epoch_and_rng(tmp_path):
     marker = checkpoint.marker_of(tmp_path / checkpoint.FILENAME)
     assert sorted(p.name for p in tmp_path.iterdir()) == [checkpoint.FILENAME, marker.name]  # no temp files left
     hooks.train_end(trainable, 2)  # a finished run: the next run starts from scratch
-    assert checkpoint.CheckpointHooks(tmp_path, 2, True).train_start(trainable, None) is None
+    assert resume.CheckpointHooks(tmp_path, 2, True).train_start(trainable, None) is None
 
 
 def _script(name, env, *args, timeout=60):

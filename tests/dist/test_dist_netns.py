@@ -7,14 +7,17 @@ addresses, Gloo told the interface), and Open MPI's mpirun spans both namespaces
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
+import time
 
 import pytest
+import torch
 
 from conftest import REPO, records
-from distutil import Procs
+from distutil import Procs, wait_for
 from imageutil import SANDBOX_ARGS, built, requires_podman
 
 pytestmark = pytest.mark.slow
@@ -155,3 +158,95 @@ def test_hybrid_mpirun_refuses_a_host_without_the_container_runtime(hosts, tmp_p
         f"{os.uname().nodename}; install it there or use another IMAGE scheme"], err[-3000:]
     assert "+ mpirun -np 2" not in err and "podman run" not in err, "no rank was started"
     assert not (tmp_path / "results").exists()
+
+
+def _final_weights(folder) -> dict:
+    from pipelines.core.train import checkpoint
+
+    state = checkpoint.load(folder / checkpoint.FILENAME)
+    assert state["complete"], f"{folder}: the run did not finish"
+    return state["model"]
+
+
+EVERY = 3  # batches between step checkpoints
+TRAINING = ("launch/torchrun.sh", "run", "ch8-ddp-template", "--dataset", "synthetic", "--model", "resnet18",
+            "--scale", "book", "--epochs", "2", "-o", f"checkpoint_every_steps={EVERY}")
+
+
+class TwoHosts:
+    """A 2-node torchrun run (c10d, one rank a node, MAX_RESTARTS=1) of TRAINING over the veth pair, with step
+    checkpoints in a folder both "hosts" share; `kill(i)` ends every process of host i, `start(i)` starts it."""
+
+    def __init__(self, hosts, tmp_path, timeout_s: int):
+        self.names, self.procs = hosts
+        self.ckpt, self.results = tmp_path / "ckpt", tmp_path / "results"
+        self.common = {"NNODES": "2", "NPROC": "1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29533",
+                       "RDZV": "c10d", "GLOO_SOCKET_IFNAME": IFACE, "MAX_RESTARTS": "1", "THREADS": "1"}
+        self.argv = (*TRAINING, "-o", f"timeout_s={timeout_s}", "-o", f"checkpoint_dir={self.ckpt}",
+                     "--results-dir", str(self.results))
+        self.nodes = [self.start(0), self.start(1)]
+
+    def start(self, i: int):
+        return in_ns(self.names[i], {**self.common, "NODE_RANK": str(i), "LOCAL_ADDR": ADDRS[i]}, *self.argv,
+                     procs=self.procs)
+
+    def saved_inside_an_epoch(self) -> bool:
+        from pipelines.core.train import checkpoint
+
+        try:
+            return json.loads(checkpoint.marker_of(self.ckpt / checkpoint.FILENAME).read_text())["batch"] > 0
+        except (OSError, ValueError, KeyError):
+            return False
+
+    def kill_after_a_step_checkpoint(self, i: int) -> None:
+        wait_for(lambda: self.saved_inside_an_epoch() or any(n.poll() is not None for n in self.nodes), 300)
+        assert self.saved_inside_an_epoch(), [o[-3000:] for n in self.nodes for o in n.communicate(timeout=60)]
+        for pid in subprocess.run(["ip", "netns", "pids", self.names[i]], capture_output=True,
+                                  text=True).stdout.split():
+            subprocess.run(["kill", "-9", pid], capture_output=True)
+        self.nodes[i].communicate(timeout=60)
+
+
+def test_a_host_killed_inside_an_epoch_rejoins_and_the_run_ends_with_the_uninterrupted_weights(hosts, tmp_path):
+    """Host B (every one of its processes) is killed inside an epoch, after a step checkpoint; host A's
+    agent restarts its rank and waits in a new c10d round, which B's new agent joins. The run resumes from
+    the checkpoint at its batch (at most EVERY batches lost) and ends with the weights of the same run left
+    alone (one host, two ranks: the same world size, seeds and Gloo sums)."""
+    run = TwoHosts(hosts, tmp_path, timeout_s=60)
+    run.kill_after_a_step_checkpoint(1)
+    run.nodes[1] = run.start(1)  # the replaced host
+    outputs = [node.communicate(timeout=400) for node in run.nodes]
+    for node in run.nodes:
+        assert node.returncode == 0, [o[-3000:] for output in outputs for o in output]
+    (rec,) = [r for r in records(run.results) if r["status"] == "ok"]
+    resumed = rec["metrics"]["resumed_from"]
+    assert resumed["batch"] > 0 and rec["metrics"]["start_batch"] == resumed["batch"]  # inside the epoch
+    assert resumed["since_save_s"] < 60  # the lost work and the restart, together
+    assert "accel: resumed from" in outputs[0][1]
+
+    alone = tmp_path / "alone"
+    left = run.procs.start([*TRAINING, "-o", f"checkpoint_dir={alone}", "--results-dir", str(tmp_path / "alone-r")],
+                           env={**os.environ, "NPROC": "2", "THREADS": "1", "MASTER_PORT": "29534"})
+    out, err = left.communicate(timeout=400)
+    assert left.returncode == 0, err[-3000:]
+    interrupted, whole = _final_weights(run.ckpt), _final_weights(alone)
+    assert all(torch.equal(interrupted[name], whole[name]) for name in whole), "the resumed run's weights differ"
+
+
+@pytest.mark.parametrize("lost", [1, 0], ids=["a-host-never-returns", "the-rendezvous-host-is-killed"])
+def test_a_lost_host_that_never_returns_ends_the_survivor_in_one_line_within_the_timeout(hosts, tmp_path, lost):
+    """Host B never comes back, or host A, which holds the c10d rendezvous, is killed: the survivor's agent
+    restarts its rank, the new round never forms, and it ends in one line within its timeout."""
+    timeout_s = 15
+    run = TwoHosts(hosts, tmp_path, timeout_s=timeout_s)
+    run.kill_after_a_step_checkpoint(lost)
+    started = time.monotonic()
+    survivor = run.nodes[1 - lost]
+    _, err = survivor.communicate(timeout=200)
+    assert survivor.returncode not in (0, None)
+    assert time.monotonic() - started < 2 * timeout_s + 30, err[-3000:]  # the group's wait, then the round's
+    errors = [line for line in err.splitlines() if line.startswith("accel: error:")]
+    assert len(errors) == 1 and "Traceback" not in err, err[-3000:]
+    why = "the rendezvous host 10.231.0.1:29533 (node 0) is gone" if lost == 0 else \
+        f"after a restart, the other nodes did not come back to 10.231.0.1:29533 within {timeout_s} s (a host lost)"
+    assert f"accel: error: node {1 - lost} lost its group: {why}" in errors[0], errors

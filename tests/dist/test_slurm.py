@@ -5,6 +5,7 @@ container per task, the host's srun outermost) and `sbatch launch/slurm.sbatch`.
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import socket
@@ -159,3 +160,47 @@ def test_a_signal_slurm_sends_every_process_of_the_step_ends_as_interrupted(clus
     statuses = [r["status"] for r in records(tmp_path)]
     assert statuses[0] == "ok" and "error" not in statuses and set(statuses[1:]) <= {"interrupted"}, statuses
     assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
+
+
+def _squeue(env, job: str, field: str = "%T") -> str:
+    return subprocess.run(["squeue", "-h", "-j", job, "-o", field], capture_output=True, text=True, env=env,
+                          timeout=30).stdout.strip()
+
+
+def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes(cluster, tmp_path):
+    """SLURM's warning before a time limit (--signal=B:USR1@N: the batch shell only; here `scancel --signal=USR1
+    --batch`): the shell passes it to the ranks, which stop after their next step checkpoint and exit 75; the
+    shell requeues the job (scontrol), which resumes there and finishes. The ledger counts the requeue."""
+    from pipelines.core.distributed import requeue
+    from pipelines.core.train import checkpoint
+
+    ckpt, results, out = tmp_path / "ckpt", tmp_path / "results", tmp_path / "job.out"
+    env = {**cluster, "MASTER_PORT": str(free_port())}
+    submit = subprocess.run(["sbatch", "--parsable", "--ntasks", "2", "--open-mode", "append", "--output", str(out),
+                             "launch/slurm.sbatch", "run", "ch8-ddp-template", "--scale", "book", "--dataset",
+                             "synthetic", "--model", "resnet18", "--epochs", "2", "-o", f"checkpoint_dir={ckpt}",
+                             "-o", "checkpoint_every_steps=3", "-o", "timeout_s=60", "--results-dir", str(results)],
+                            cwd=REPO, env=env, capture_output=True, text=True, timeout=60)
+    assert submit.returncode == 0, submit.stderr
+    job = submit.stdout.strip().split(";")[0]
+    marker = checkpoint.marker_of(ckpt / checkpoint.FILENAME)
+    assert wait_for(lambda: marker.is_file() or not _squeue(env, job), 300, 0.2), "no checkpoint was written"
+    subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env, check=True, timeout=30)
+
+    def finished() -> bool:
+        state = _squeue(env, job, "%T %r")
+        if state.startswith("PENDING") and "BeginTime" in state:  # a requeued job waits; not in a test
+            subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, timeout=30)
+        return not state
+
+    assert wait_for(finished, 400, 1), f"job {job} still queued or running: {_squeue(env, job, '%T %r')}"
+    time.sleep(1)
+    log = out.read_text() if out.exists() else ""
+    assert "launch: requeue 1 of at most 3: the ranks checkpointed at epoch" in log, log[-3000:]
+    assert "accel: checkpointed on SIGUSR1 for a requeue" in log and "Traceback" not in log, log[-3000:]
+    statuses = [r["status"] for r in records(results)]
+    assert statuses.count("interrupted") == 1 and statuses.count("ok") == 1, statuses
+    (done,) = [r for r in records(results) if r["status"] == "ok"]
+    assert done["metrics"]["resumed_from"]["checkpoint"] == str(ckpt / checkpoint.FILENAME)
+    assert checkpoint.load(ckpt / checkpoint.FILENAME)["complete"]
+    assert json.loads((ckpt / requeue.LEDGER).read_text())["count"] == 1

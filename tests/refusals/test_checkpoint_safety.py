@@ -16,7 +16,7 @@ import pytest
 import torch
 
 from conftest import REPO
-from pipelines.core.train import checkpoint, loop
+from pipelines.core.train import checkpoint, loop, resume
 from pipelines.core.errors import ConfigError, WriteError
 
 
@@ -89,7 +89,7 @@ def test_resume_ignores_a_save_killed_mid_write_and_the_next_save_removes_it(tmp
     assert stale.name.startswith(f".{checkpoint.FILENAME}.")
 
     resumed = trainable()
-    hooks = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
+    hooks = resume.CheckpointHooks(tmp_path, every=1, is_main=True)
     assert hooks.train_start(resumed, None) == 3  # the last complete checkpoint, not the half-written one
     assert "skipped" not in hooks.resumed  # the half-written file never became checkpoint.pt
     assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(),
@@ -117,7 +117,7 @@ def test_a_save_cut_short_at_any_point_of_its_rotation_leaves_the_one_before_it_
         if step >= 3:
             marked = {"sha256": checkpoint.sha256_of(newest), "saved_ns": 1 << 62}
             checkpoint.marker_of(newest).write_text(json.dumps(marked))
-        assert checkpoint.CheckpointHooks(folder, 1, True).train_start(trainable(), None) == expected, step
+        assert resume.CheckpointHooks(folder, 1, True).train_start(trainable(), None) == expected, step
 
 
 def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_and_kept(tmp_path):
@@ -128,14 +128,14 @@ def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_an
     checkpoint.keep(tmp_path, trainable(), 1, complete=False, manifest={**here, "world_size": 2})
     before = {p.name: p.read_bytes() for p in tmp_path.iterdir()}
     with pytest.raises(ConfigError) as caught:
-        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
+        resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
     assert "is of another run (world_size 2 there, 4 here)" in str(caught.value) and "\n" not in str(caught.value)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     checkpoint.marker_of(tmp_path / checkpoint.FILENAME).unlink()
     with pytest.raises(ConfigError, match="has no marker that vouches for it"):
-        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
+        resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
     checkpoint.keep(tmp_path, trainable(), 3, complete=True, manifest={**here, "arm": "other"})
-    assert checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None) is None
+    assert resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None) is None
 
 
 @pytest.fixture
@@ -167,7 +167,7 @@ def test_a_disk_that_fills_during_a_save_keeps_the_checkpoint_before_it(small_di
     assert not list(small_disk.glob(".*.tmp"))
     again = torch.nn.Linear(100, 100)
     resumed = loop.Trainable(again, step=None, optimizer=torch.optim.SGD(again.parameters(), lr=0.1))
-    assert checkpoint.CheckpointHooks(small_disk, 1, True).train_start(resumed, None) == 1
+    assert resume.CheckpointHooks(small_disk, 1, True).train_start(resumed, None) == 1
     assert torch.equal(again.weight, model.weight)
 
 
@@ -177,7 +177,7 @@ def test_a_corrupt_newest_checkpoint_is_skipped_and_the_resume_line_says_so(tmp_
     checkpoint.keep(tmp_path, model, 2, complete=False, manifest={})
     newest = tmp_path / checkpoint.FILENAME
     newest.write_bytes(newest.read_bytes()[:-10] + b"0123456789")  # its sha256 no longer matches its marker
-    hooks = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
+    hooks = resume.CheckpointHooks(tmp_path, every=1, is_main=True)
     assert hooks.train_start(trainable(), None) == 1 and hooks.resumed["skipped"] == str(newest)
     said = capsys.readouterr()
     assert f"{newest} skipped: no marker vouches for it" in said.out + said.err
@@ -192,8 +192,8 @@ def test_a_checkpoint_of_another_configuration_is_refused_naming_the_fields_that
 
     checkpoint.keep(tmp_path, trainable(), 1, complete=False, manifest=manifest(epochs=3, lr=0.01))
     with pytest.raises(ConfigError) as caught:
-        checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=5, lr=0.01)).train_start(
+        resume.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=5, lr=0.01)).train_start(
             trainable(), None)
     assert "is of another run (epochs 3 there, 5 here)" in str(caught.value)
-    assert checkpoint.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=3, lr=0.01)).train_start(
+    assert resume.CheckpointHooks(tmp_path, 1, True, manifest=manifest(epochs=3, lr=0.01)).train_start(
         trainable(), None) == 1  # the same configuration resumes

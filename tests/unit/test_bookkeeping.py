@@ -63,7 +63,7 @@ def test_the_validation_pass_is_inside_the_timed_region_and_the_test_pass_is_not
 def test_a_checkpoint_save_pauses_the_timed_window_and_is_kept_apart(tmp_path, monkeypatch):
     """The runner's checkpoint hook is untimed: each epoch's save (slowed here to PAUSE_S * 4) is in the
     record's checkpoint_save_s, not in train_s, while the source's validation pass beside it stays timed."""
-    from pipelines.core.train import checkpoint
+    from pipelines.core.train import checkpoint, resume
 
     real_save = checkpoint.save
     monkeypatch.setattr(checkpoint, "save", lambda *a, **k: (time.sleep(4 * PAUSE_S), real_save(*a, **k))[1])
@@ -73,7 +73,7 @@ def test_a_checkpoint_save_pauses_the_timed_window_and_is_kept_apart(tmp_path, m
     trainable = loop.Trainable(model, steps.plain_step(model, optimizer), optimizer=optimizer,
                                hooks=[bookkeeping.ValidationPass(slow, 2, CPU)])
     train, valid = parts()
-    saves = checkpoint.CheckpointHooks(tmp_path, every=1, is_main=True)
+    saves = resume.CheckpointHooks(tmp_path, every=1, is_main=True)
     metrics = loop.train(trainable, loaders_with(train, valid), config(epochs=2), CPU, hooks=[saves])
     metrics.update(trainable.metrics)
     assert (tmp_path / checkpoint.FILENAME).is_file()

@@ -12,7 +12,7 @@ import pytest
 from pipelines.core.data import datasets
 from pipelines.core.harness import plan as planning
 from pipelines.core.config import experiments
-from pipelines.core.train import loop
+from pipelines.core.train import batches
 
 WORLD = 2
 
@@ -20,9 +20,9 @@ WORLD = 2
 def seen_per_epoch(cfg, rank: int, epochs: int = 2) -> list[list[bytes]]:
     """The samples one rank trains on, epoch by epoch, in order."""
     loaders = datasets.loaders(cfg, (3, 32, 32), rank=rank, world_size=WORLD)
-    stream = loop._batches(loaders.train, [], 0)
+    stream = batches.stream(loaders.train, [], 0)
     seen: list[list[bytes]] = [[] for _ in range(epochs)]
-    for epoch, _, (x, _) in stream:
+    for epoch, _, _, (x, _) in stream:
         if epoch >= epochs:
             break
         seen[epoch] += [image.numpy().tobytes() for image in x]

@@ -45,10 +45,12 @@ class DistOptions:
 
 @dataclass(frozen=True)
 class CheckpointOptions:
-    """Checkpoints written by rank 0 every N epochs (0: only at the end) into a folder; resume from it."""
+    """Checkpoints written by rank 0 into a folder every N epochs (0: only at the end) and, with
+    `checkpoint_every_steps`, after every N batches of an epoch; a run resumes from it, inside the epoch."""
 
     checkpoint_dir: str = ""
     checkpoint_every: Annotated[int, click.IntRange(min=0)] = 1
+    checkpoint_every_steps: Annotated[int, click.IntRange(min=0)] = 0
 
 
 @dataclass(frozen=True)

@@ -30,8 +30,9 @@ from torch.utils.data import ConcatDataset, DataLoader, Dataset, Subset, SubsetR
 from torchvision import transforms
 from torchvision.datasets import CIFAR10, FashionMNIST, VisionDataset
 
-from pipelines.core.data import files, splits, text
-from pipelines.core.data.splits import book_fmnist_train_indices
+from pipelines.core.data import files, sampling, splits, text
+from pipelines.core.data.sampling import ResumableSampler
+from pipelines.core.data.splits import book_fmnist_train_indices  # noqa: F401  (the book's split, read by tests)
 from pipelines.core.train import models
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.errors import ConfigError
@@ -190,11 +191,11 @@ def loaders(cfg: RunConfig, input_shape: tuple[int, ...], classes: int | None = 
         train_set = dataset(cfg.data_root, True, train_transform or transform)
         test_set = dataset(cfg.data_root, False, test_transform or transform)
     holdout = splits.talk_holdout(len(train_set)) if cfg.split == "cvpr2023" else None
-    sampler, shuffle, train_samples = _train_sampling(cfg, train_set, rank, world_size, holdout)
+    sampler, train_samples = sampling.train_sampling(cfg, train_set, rank, world_size, holdout)
     common = dict(num_workers=cfg.num_workers, pin_memory=cfg.pin_memory)
     if cfg.num_workers > 0:
         common.update(persistent_workers=cfg.persistent_workers, prefetch_factor=cfg.prefetch_factor)
-    train = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler, shuffle=shuffle,
+    train = DataLoader(train_set, batch_size=cfg.batch_size, sampler=sampler, shuffle=False,
                        drop_last=cfg.drop_last, **common)
     test = DataLoader(test_set, batch_size=cfg.batch_size, shuffle=False, **common)
     out = Loaders(train, test, data_source, train_samples, len(test_set), details)
@@ -231,9 +232,9 @@ def _valid_loader(cfg: RunConfig, dataset: Dataset, indices: list[int] | None, r
     if world_size > 1:
         from torch.utils.data.distributed import DistributedSampler
 
-        subset = dataset if indices is None else Subset(dataset, indices)
-        sampler = _IndexedSampler(DistributedSampler(subset, num_replicas=world_size, rank=rank, shuffle=False),
-                                  indices)
+        size = len(dataset) if indices is None else len(indices)
+        sampler = ResumableSampler(DistributedSampler(range(size), num_replicas=world_size, rank=rank,
+                                                      shuffle=False), indices)
     elif indices is not None:
         generator = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
         sampler = SubsetRandomSampler(indices, generator=generator)
@@ -241,45 +242,3 @@ def _valid_loader(cfg: RunConfig, dataset: Dataset, indices: list[int] | None, r
         sampler = None
     return DataLoader(dataset, batch_size=cfg.batch_size, sampler=sampler, shuffle=False, drop_last=False,
                       **common)
-
-
-def _train_sampling(cfg: RunConfig, train_set: Dataset, rank: int, world_size: int,
-                    holdout: splits.Holdout | None = None):
-    """The training part and its sampler: the book's Fashion-MNIST split (90 % of train, numpy seed 42), the
-    talk's first 90 % (SubsetRandomSampler, as local_utilities), or the whole set; a DistributedSampler over
-    that part for ranks."""
-    generator = torch.Generator().manual_seed(cfg.seed) if cfg.seed is not None else None
-    indices = None
-    if cfg.dataset == "fashion_mnist":
-        indices = book_fmnist_train_indices(len(train_set))
-    elif holdout is not None:
-        indices = list(holdout.train)
-    if world_size > 1:
-        from torch.utils.data.distributed import DistributedSampler
-
-        subset = train_set if indices is None else Subset(train_set, indices)
-        sampler = DistributedSampler(subset, num_replicas=world_size, rank=rank,
-                                     shuffle=cfg.shuffle, seed=cfg.seed or 0)
-        return _IndexedSampler(sampler, indices), False, len(subset)
-    if indices is not None and holdout is not None and not cfg.shuffle:
-        return indices, False, len(indices)  # the held-out split in file order
-    if indices is not None:
-        return SubsetRandomSampler(indices, generator=generator), False, len(indices)
-    return None, cfg.shuffle, len(train_set)
-
-
-class _IndexedSampler(torch.utils.data.Sampler):
-    """A DistributedSampler over a subset, yielding indices of the full dataset; keeps set_epoch."""
-
-    def __init__(self, inner, indices):
-        self.inner, self.indices = inner, indices
-
-    def set_epoch(self, epoch: int) -> None:
-        self.inner.set_epoch(epoch)
-
-    def __iter__(self):
-        for i in self.inner:
-            yield i if self.indices is None else self.indices[i]
-
-    def __len__(self) -> int:
-        return len(self.inner)

@@ -32,7 +32,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 from pipelines.core.errors import first_line
-from pipelines.core.distributed.rendezvous import Budget, reach, without_torch_figure
+from pipelines.core.distributed.rendezvous import ROUND_VAR, Budget, reach, without_torch_figure
 
 EXIT_FAILED = 1
 RANK_PREFIX = "[rank${rank}]: "  # torchrun's template macro: the global rank
@@ -118,6 +118,47 @@ def not_formed(node: int, endpoint: str, timeout_s: float, exc: BaseException) -
             "same NNODES, MASTER_ADDR and MASTER_PORT")
 
 
+_rounds_joined = 0  # c10d rounds this agent formed: after the first, a failing rendezvous is a group lost
+
+
+def not_met_again(node: int, endpoint: str, timeout_s: float, exc: BaseException) -> str:
+    """The line for a restart whose new round never formed: the rendezvous host (node 0) gone, or another
+    node lost and not started again within the timeout."""
+    resume = "with the same command to resume from the last checkpoint"
+    if "Connection" in exc.__class__.__name__:
+        why = first_line(exc).replace(" See inner exception for details.", "")
+        return (f"node {node} lost its group: the rendezvous host {endpoint} (node 0) is gone "
+                f"({exc.__class__.__name__}: {why}); start every node again {resume}")
+    return (f"node {node} lost its group: after a restart, the other nodes did not come back to {endpoint} within "
+            f"{timeout_s:g} s (a host lost); start it again {resume}")
+
+
+def _rejoinable() -> None:
+    """A c10d rendezvous that a replaced host can join (its agent new, the survivors' restarted):
+    - after each round, its number goes into the environment the ranks start with (rendezvous.ROUND_VAR),
+      the generation their store keys live under (ranks._attempt); torchrun gives them only its own
+      restart count, which differs between a new agent and a restarted one;
+    - the ranks' store is not the agents' shared one (TORCH_DISABLE_SHARE_RDZV_TCP_STORE): with it, torch
+      publishes the store's address only in the first round, so a new agent joining a later round waits for
+      it until the timeout and the survivors wait for the new agent. Each round's rank 0 hosts a new store
+      on a free port instead."""
+    from torch.distributed.elastic.rendezvous import dynamic_rendezvous
+
+    os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
+
+    handler = dynamic_rendezvous.DynamicRendezvousHandler
+    join = handler.next_rendezvous
+
+    def next_rendezvous(self):
+        info = join(self)
+        os.environ[ROUND_VAR] = str(self._state_holder.state.round)
+        global _rounds_joined
+        _rounds_joined += 1
+        return info
+
+    handler.next_rendezvous = next_rendezvous
+
+
 def _where(args: argparse.Namespace) -> tuple[int, str]:
     """(this node's rank, the rendezvous endpoint) as torchrun was told."""
     if args.rdzv_backend == "static":
@@ -149,6 +190,8 @@ def main(argv: list[str] | None = None) -> int:
 
     args = parse_args(torchrun_argv)
     _bound(args, budget)
+    if args.rdzv_backend == "c10d":
+        _rejoinable()
     args.log_dir, args.tee, args.log_line_prefix_template = str(ours.log_dir), "3", RANK_PREFIX
     sys.stdout, sys.stderr = Console(sys.stdout, log), Console(terminal, log)  # torchrun tees ranks here
     try:
@@ -161,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
         terminal.write(f"accel: interrupted: torchrun was stopped by {exc.sigval.name}; each rank's output: "
                        f"{ours.log_dir}\n")
         return 128 + int(exc.sigval)
-    except Exception as exc:  # before any rank ran: the rendezvous (static store, c10d) failed or timed out
+    except Exception as exc:  # the rendezvous (static store, c10d) failed or timed out: first, or after a restart
+        if _rounds_joined:
+            logging.exception("torchrun's restart could not form a new round")
+            return fail(not_met_again(*_where(args), ours.timeout_s, exc))
         logging.exception("torchrun failed before its ranks ran")
         return fail(not_formed(*_where(args), ours.timeout_s, exc))
     shutil.rmtree(ours.log_dir, ignore_errors=True)

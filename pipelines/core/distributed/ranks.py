@@ -28,7 +28,7 @@ from pipelines.core.distributed.backends import ccl_binding
 from pipelines.core.distributed.collectives import gather_objects
 from pipelines.core.distributed.placement import Placement
 from pipelines.core.errors import ConfigError, DistError, first_line
-from pipelines.core.distributed.rendezvous import Budget, reach, without_torch_figure
+from pipelines.core.distributed.rendezvous import ROUND_VAR, Budget, reach, without_torch_figure
 from pipelines.core.train.loop import RunContext
 
 DEFAULT_TIMEOUT_S = 120
@@ -107,8 +107,14 @@ def _store(place: Placement, budget: Budget):
 
 
 def _attempt(store):
-    """Keys live under the torchrun attempt number: after a restart, a rank must not read the address a
-    killed rank published in the previous attempt (it would connect to a dead port until the timeout)."""
+    """Keys live under the group's generation: after a restart, a rank must not read the address a killed
+    rank published before (it would connect to a dead port until the timeout). Under a c10d rendezvous the
+    generation is its round, which every node of the round shares: torchrun's restart count is each agent's
+    own, so a replaced host (count 0) and the survivors (count 1) would never read each other's keys
+    (pytorch/pytorch#135712). A static rendezvous cannot take a replaced host; its restarts are counted."""
+    generation = os.environ.get(ROUND_VAR)
+    if generation is not None:
+        return tdist.PrefixStore(f"accel/round-{generation}", store)
     return tdist.PrefixStore(f"accel/attempt-{os.environ.get('TORCHELASTIC_RESTART_COUNT', '0')}", store)
 
 

@@ -19,6 +19,7 @@ import time
 
 RETRY_S = 0.5  # between connection attempts while the host is not listening yet
 MIN_LEFT_S = 1.0  # the smallest wait handed to torch (it refuses zero)
+ROUND_VAR = "ACCEL_RDZV_ROUND"  # the c10d round a torchrun agent's ranks joined (agent.py -> ranks._attempt)
 
 
 class Budget:

@@ -16,7 +16,7 @@ from pipelines.core.data import datasets
 from pipelines.core.distributed import collectives
 from pipelines.core.harness.pipeline import Preparation, warmup_config
 from pipelines.core.harness.plan import Plan
-from pipelines.core.train import checkpoint, loop, progress, torch_state
+from pipelines.core.train import checkpoint, loop, progress, resume, torch_state
 
 
 @dataclass
@@ -57,15 +57,17 @@ def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
     trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, ctx)
-    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx), counter])
+    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx, repeat), counter])
     return Built(the_plan, cfg, trainable, loaders, training, counter)
 
 
-def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext) -> list[loop.Hooks]:
+def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0) -> list[loop.Hooks]:
     """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder."""
     opts = cfg.options
     if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
-    return [checkpoint.CheckpointHooks(Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main,
-                                       collectives.barrier_if_initialized, checkpoint.identity(cfg, ctx.world_size),
-                                       collectives.agree_if_initialized)]
+    return [resume.CheckpointHooks(
+        Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main, every_steps=opts.checkpoint_every_steps,
+        manifest=checkpoint.identity(cfg, ctx.world_size, repeat), rank=ctx.rank,
+        barrier=collectives.barrier_if_initialized, agree=collectives.agree_if_initialized,
+        gather=collectives.gather_objects)]

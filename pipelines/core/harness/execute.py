@@ -182,7 +182,8 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
         if rule is not None:
             rule.stopped_by = "interrupted"
         kept = keep_all(with_stopping=True)
-        raise Interrupted(stop.signum, kept, finished, bool(in_flight), ctx.is_main, session is not None) from None
+        raise Interrupted(stop.signum, kept, finished, bool(in_flight), ctx.is_main, session is not None,
+                          stop.checkpoint) from None
     finally:
         bars.close()
     launched = session is not None

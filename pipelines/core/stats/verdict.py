@@ -100,6 +100,8 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
         for line in lines:
             row = line["_row"]
             noisy = f" (noisy: {row.noisy_repeats} of {row.n} repeats)" if row.noisy_repeats else ""
+            resumed = sum(1 for r in row.records if r["metrics"].get("resumed_from"))  # after a lost process
+            noisy += f" (resumed from a checkpoint: {resumed} of {row.n} repeats)" if resumed else ""
             cells = [str(Arm.of(row)), _measured(row), _published(row), row.verdict + noisy]
             if book:
                 cells.append(_accuracy(row))

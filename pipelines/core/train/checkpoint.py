@@ -1,18 +1,24 @@
-"""Checkpoints as loop hooks: rank 0 writes every N epochs and at the end; every rank resumes from the newest
-valid checkpoint of this run, which rank 0 picks and every rank is told.
+"""Checkpoint files: what one holds, how it is written so that no save cut short is ever read, and which one a
+run may resume (`pick`). The loop hooks that save and resume them are train/resume.py.
 
-A checkpoint holds the model's and the optimizer's state, the next epoch to run (which is also the
-distributed sampler's state: `set_epoch(epoch)` reproduces its shuffle) and the RNG states of torch,
-numpy and `random`. Two are kept: the newest as FILENAME, the one before as PREVIOUS. Each is written by
-`atomic.write` (a temporary in the same folder, fsynced, renamed into place) and then given its marker
-(FILE.json, written the same way): the run's identity (MANIFEST_KEYS, for a resume to match) and the
-file's sha256. A file without a marker whose sha256 matches it is never read, so a save cut short at any
-point leaves the one before it valid: the old pair is renamed to PREVIOUS before the new file lands, and
-a marker finds its file by content, not by name. A resume reads only a matching, complete pair; another
-run's checkpoint (another experiment, arm, world size, batch, configuration or torch) is refused in one
-line naming what differs (for the configuration, its fields: the marker keeps them beside their hash), and
-so is a folder whose only checkpoint has no valid marker. Loads use `weights_only=True`, and a file that is
-not a checkpoint (hostile, damaged, something else) is one ConfigError line naming it.
+A checkpoint holds the model's and the optimizer's state, the state of hooks that keep one (a scheduler),
+where training goes on (the epoch, and the batches of it already trained), the sampler's (its generator;
+inside an epoch, the epoch's order where the sampler cannot draw it again: data/sampling.py) and every
+rank's random state (torch, numpy, `random`), gathered at each save. A resumed run is then the run it
+continues, step for step, as long as the data's transforms draw no random numbers in loader workers
+(their seeds are drawn at an epoch's start, and a skipped batch is never loaded).
+
+Two are kept: the newest as FILENAME, the one before as PREVIOUS. Each is written by `atomic.write` (a
+temporary in the same folder, fsynced, renamed into place) and then given its marker (FILE.json, written the
+same way): the run's identity (MANIFEST_KEYS, for a resume to match), where it was taken, whether the ranks
+stopped after it for a requeue (`requeue`: interrupt.REQUEUE), and the file's sha256. A file without a marker
+whose sha256 matches it is never read, so a save cut short at any point leaves the one before it valid: the
+old pair is renamed to PREVIOUS before the new file lands, and a marker finds its file by content, not by
+name. A resume reads only a matching, complete pair; another run's checkpoint (another experiment, arm, world
+size, batch, configuration or torch) is refused in one line naming what differs (for the configuration, its
+fields: the marker keeps them beside their hash), and so is a folder whose only checkpoint has no valid
+marker. Loads use `weights_only=True`, and a file that is not a checkpoint (hostile, damaged, something else)
+is one ConfigError line naming it.
 """
 
 from __future__ import annotations
@@ -33,18 +39,18 @@ import torch
 from pipelines.core.config.runconfig import RunConfig
 from pipelines.core.record import atomic
 from pipelines.core.record.version import git_commit
-from pipelines.core.train import loop, progress
+from pipelines.core.train import loop
 from pipelines.core.errors import ConfigError, WriteError
 
 FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
 MARKER = ".json"  # FILE + MARKER: its identity and sha256, written after FILE
 # What a resume must match; `commit` is kept in the marker, never matched (a requeued job may run a fixed checkout)
-MANIFEST_KEYS = ("experiment", "arm", "scale", "config", "world_size", "batch_size", "dataset", "torch")
+MANIFEST_KEYS = ("experiment", "arm", "scale", "repeat", "config", "world_size", "batch_size", "dataset", "torch")
 # Fields of the run's configuration that say where output goes or how often it is measured, not what is trained
 NOT_IDENTITY = ("data_root", "results_dir", "rounds", "repeats", "auto", "budget_s")
 
 
-def identity(cfg: RunConfig, world_size: int) -> dict[str, Any]:
+def identity(cfg: RunConfig, world_size: int, repeat: int = 0) -> dict[str, Any]:
     """This run's manifest: what a checkpoint must match to be resumed here (MANIFEST_KEYS), and the commit."""
     config = {k: v for k, v in cfg.to_record().items() if k not in NOT_IDENTITY}
     config["options"] = {k: v for k, v in config["options"].items() if not k.startswith("checkpoint_")}
@@ -52,7 +58,7 @@ def identity(cfg: RunConfig, world_size: int) -> dict[str, Any]:
     fields = {k: v for k, v in config.items() if k != "options"}
     fields.update({f"options.{k}": v for k, v in config["options"].items()})
     fields = {k: json.dumps(v, sort_keys=True, default=str) for k, v in fields.items()}  # named in a refusal
-    return {"experiment": cfg.experiment, "arm": cfg.variant, "scale": cfg.scale, "config": digest,
+    return {"experiment": cfg.experiment, "arm": cfg.variant, "scale": cfg.scale, "repeat": repeat, "config": digest,
             "world_size": world_size, "batch_size": cfg.batch_size, "dataset": f"{cfg.dataset}/{cfg.split}",
             "torch": torch.__version__, "commit": git_commit().get("git_commit"), "config_fields": fields}
 
@@ -89,9 +95,19 @@ def set_rng_state(state: dict[str, Any]) -> None:
     random.setstate((version, tuple(internal), gauss))
 
 
-def save(path: Path, trainable: loop.Trainable, epoch: int, complete: bool) -> Path:
-    state = {"model": trainable.model.state_dict(), "epoch": epoch, "complete": complete, "rng": rng_state(),
-             "optimizer": trainable.optimizer.state_dict() if trainable.optimizer is not None else None}
+def save(path: Path, trainable: loop.Trainable, epoch: int, complete: bool, batch: int = 0,
+         sampler: Any = None, rng_ranks: list | None = None) -> Path:
+    """`batch`: batches of `epoch` trained (a mid-epoch checkpoint); `sampler`: the training loader's, whose
+    generator state (and, inside an epoch, the epoch's order where it cannot draw it again) a resume needs;
+    `rng_ranks`: every rank's random state, in rank order (`rng` is this process's)."""
+    state = {"model": trainable.model.state_dict(), "epoch": epoch, "batch": batch, "complete": complete,
+             "rng": rng_state(), "rng_ranks": rng_ranks,
+             "optimizer": trainable.optimizer.state_dict() if trainable.optimizer is not None else None,
+             "hooks": [hook.state_dict() if hasattr(hook, "state_dict") else None for hook in trainable.hooks]}
+    if getattr(sampler, "generator", None) is not None:
+        state["sampler_rng"] = sampler.generator.get_state()
+    if batch and hasattr(sampler, "fast_forward") and not sampler.deterministic:  # data/sampling.py's
+        state["order"] = torch.tensor(sampler.order(), dtype=torch.int64)
     return atomic.write(path, lambda handle: torch.save(state, handle), binary=True)
 
 
@@ -133,7 +149,8 @@ def sha256_of(path: Path) -> str:
     return digest.hexdigest()
 
 
-def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, manifest: dict[str, Any]) -> Path:
+def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, manifest: dict[str, Any],
+         batch: int = 0, sampler: Any = None, rng_ranks: list | None = None) -> Path:
     """Write the newest checkpoint and then its marker; the newest pair before it becomes PREVIOUS first."""
     folder = Path(folder)
     newest, previous = folder / FILENAME, folder / PREVIOUS
@@ -141,8 +158,8 @@ def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, ma
         os.replace(newest, previous)
         os.replace(marker_of(newest), marker_of(previous))
     try:
-        save(newest, trainable, epoch, complete)
-        marker = {**manifest, "epoch": epoch, "complete": complete, "saved_ns": time.time_ns(),
+        save(newest, trainable, epoch, complete, batch, sampler, rng_ranks)
+        marker = {**manifest, "epoch": epoch, "batch": batch, "complete": complete, "saved_ns": time.time_ns(),
                   "sha256": sha256_of(newest)}
         atomic.write_text(marker_of(newest), json.dumps(marker, indent=1) + "\n")
     except WriteError as exc:  # a full disk: the new file has no marker, so only the one before it is read
@@ -195,64 +212,3 @@ def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] |
         return (f"checkpoint {path} is of another run ({'; '.join(differs[:3])}); point checkpoint_dir at "
                 "another folder, or delete it to start afresh")
     return path.name, marker
-
-
-class CheckpointHooks(loop.Hooks):
-    """Rank 0 saves every `every` epochs (0: at the end only); every rank resumes from `folder`, from the
-    checkpoint rank 0 picked (`agree`: rank 0's value on every rank). A save is untimed: the loop pauses
-    the timed window around it (loop.Hooks.timed)."""
-
-    timed = False
-
-    def __init__(self, folder: Path, every: int, is_main: bool, barrier=None, manifest=None, agree=None):
-        self.folder, self.path = Path(folder), Path(folder) / FILENAME
-        self.every, self.is_main, self.barrier = every, is_main, barrier or (lambda: None)
-        self.manifest, self.agree = dict(manifest or {}), agree or (lambda value: value)
-        self.trainable: loop.Trainable | None = None
-        self.resumed_from: int | None = None
-        self.resumed: dict[str, Any] | None = None
-
-    def train_start(self, trainable: loop.Trainable, loaders) -> int | None:
-        self.trainable = trainable
-        picked = self.agree(pick(self.folder, self.manifest) if self.is_main else None)
-        if isinstance(picked, str):
-            raise ConfigError(picked)
-        if picked is None:
-            return None  # nothing to resume, or a finished run: start a new one
-        name, marker = picked
-        path = self.folder / name
-        if not path.is_file() or sha256_of(path) != marker["sha256"]:  # this rank sees another file
-            raise ConfigError(f"checkpoint {path}, which rank 0 resumes from, is missing or differs on this host; "
-                              "point checkpoint_dir at a folder every rank shares")
-        state = load(path)
-        trainable.model.load_state_dict(state["model"])
-        if trainable.optimizer is not None and state.get("optimizer") is not None:
-            trainable.optimizer.load_state_dict(state["optimizer"])
-        set_rng_state(state["rng"])
-        self.resumed_from = int(state["epoch"])
-        since = (time.time_ns() - marker.get("saved_ns", time.time_ns())) / 1e9  # lost work and the restart
-        attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)  # torchrun's restarts of this agent
-        self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "commit": marker.get("commit"),
-                        "attempt": attempt, "since_save_s": round(since, 3)}
-        skipped = ""
-        if name == PREVIOUS and self.path.is_file():  # the newest file is no marker's: cut short or corrupt
-            self.resumed["skipped"] = str(self.path)
-            skipped = f"; {self.path} skipped: no marker vouches for it (a save cut short, or corrupt)"
-        if self.is_main:
-            progress.say(f"accel: resumed from {path} at epoch {self.resumed_from} (attempt {attempt}; saved "
-                         f"{since:.0f} s ago: the work since then and the restart are lost{skipped})")
-        return self.resumed_from
-
-    def epoch_end(self, epoch: int, last_loss: float) -> None:
-        if self.every and (epoch + 1) % self.every == 0:
-            self._save(epoch + 1, complete=False)
-
-    def train_end(self, trainable: loop.Trainable, epoch: int) -> None:
-        self._save(epoch, complete=True)
-        if self.resumed is not None:
-            trainable.metrics["resumed_from"] = self.resumed
-
-    def _save(self, next_epoch: int, complete: bool) -> None:
-        if self.is_main and self.trainable is not None:
-            keep(self.folder, self.trainable, next_epoch, complete, self.manifest)
-        self.barrier()  # no rank runs ahead of a checkpoint that a restart would need

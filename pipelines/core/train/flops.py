@@ -12,8 +12,16 @@ from torch.utils.flop_counter import FlopCounterMode
 
 
 def count_flops(model: nn.Module, x: torch.Tensor, y: torch.Tensor) -> int | None:
-    """Forward + backward FLOPs of one batch through the eager model (torch.utils.flop_counter)."""
-    with FlopCounterMode(display=False) as counter:
+    """Forward + backward FLOPs of one batch through the eager model (torch.utils.flop_counter), leaving the
+    run as it found it: the buffers a forward updates (batch norm's running statistics) and the random
+    state (dropout's draws) are put back, so the count changes neither the training nor a resumed run's
+    match with the run it continues (it counts again after a resume)."""
+    buffers = [(buffer, buffer.detach().clone()) for buffer in model.buffers()]
+    with torch.random.fork_rng(devices=[x.device] if x.device.type == "cuda" else []), \
+            FlopCounterMode(display=False) as counter:
         torch.nn.functional.cross_entropy(model(x), y).backward()
     model.zero_grad(set_to_none=True)
+    with torch.no_grad():
+        for buffer, kept in buffers:
+            buffer.copy_(kept)
     return counter.get_total_flops() or None

@@ -13,7 +13,12 @@ Python printed "Exception ignored" and dropped it, and the run went on for minut
 reached within one step; a step that does not end within GRACE_S seconds (EfficientNet-B7 at batch 2048 on
 a CPU, DataLoader workers starting) is interrupted where it is by a timer, which fires again every RETRY_S
 seconds until the interruption is under way (`as_interrupted`): a raise that lands inside a fork's hook is
-dropped. A run acts on a signal within about 2 seconds. An exception raised after a signal arrived
+dropped. A run acts on a signal within about 2 seconds.
+
+SIGUSR1 (REQUEUE: SLURM's warning before a time limit, `--signal=B:USR1@N`, which launch/slurm.sbatch
+passes to the ranks) is only noted: the checkpoint hooks act on it at their next save, which every rank
+reaches at the same step, and the run stops there as `Interrupted` with `checkpoint` set, exit 75
+(EXIT_CHECKPOINTED), so the batch script can requeue the job. An exception raised after a signal arrived
 (DataLoader workers killed by the same signal of the process group, a peer rank gone) is part of that
 interruption (`as_interrupted`), not an error with a traceback.
 """
@@ -31,6 +36,8 @@ from pathlib import Path
 from typing import Iterator
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
+REQUEUE = signal.SIGUSR1  # SLURM's warning before a time limit (--signal=B:USR1@N): checkpoint, then stop
+EXIT_CHECKPOINTED = 75  # stopped after a checkpoint for a requeue: resumable (EX_TEMPFAIL, "try again")
 
 
 class Interrupted(BaseException):
@@ -39,10 +46,11 @@ class Interrupted(BaseException):
     (which reports); `launched`: it is one rank of a distributed run."""
 
     def __init__(self, signum: int, path: Path | None = None, finished: int = 0, in_flight: bool = False,
-                 main: bool = True, launched: bool = False):
+                 main: bool = True, launched: bool = False, checkpoint: str | None = None):
         super().__init__(signal.Signals(signum).name)
         self.signum, self.path, self.finished, self.in_flight = signum, path, finished, in_flight
         self.main, self.launched = main, launched
+        self.checkpoint = checkpoint  # stopped for a requeue, right after this checkpoint (its path and place)
 
     @property
     def name(self) -> str:
@@ -50,9 +58,13 @@ class Interrupted(BaseException):
 
     @property
     def exit_code(self) -> int:
-        return 128 + self.signum
+        return EXIT_CHECKPOINTED if self.checkpoint else 128 + self.signum
 
     def message(self) -> str:
+        if self.checkpoint:
+            kept = f"; {self.finished} finished record(s) kept in {self.path}" if self.path else ""
+            return (f"checkpointed on {self.name} for a requeue: {self.checkpoint}; the same command with the same "
+                    f"checkpoint_dir resumes there{kept}")
         if self.path is None:
             return f"interrupted by {self.name} before any record was written; nothing written"
         stopped = " and the interrupted repeat's record" if self.in_flight else ""
@@ -152,6 +164,19 @@ def pending() -> int | None:
     return _pending
 
 
+_requeue_asked = False
+
+
+def requeue_asked() -> bool:
+    """Whether REQUEUE arrived: the checkpoint hooks stop the run at their next save (train/resume.py)."""
+    return _requeue_asked
+
+
+def _note_requeue(signum: int, frame) -> None:
+    global _requeue_asked
+    _requeue_asked = True
+
+
 def check() -> None:
     """A safe point: act on a noted signal now."""
     if _pending is not None:
@@ -210,10 +235,11 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
         return
     _pending = _received = None
     _second_forces = second_forces
-    previous = {number: signal.getsignal(number) for number in SIGNALS}
+    previous = {number: signal.getsignal(number) for number in (*SIGNALS, REQUEUE)}
     previous_hook = sys.excepthook
     for number in SIGNALS:
         signal.signal(number, _raise)
+    signal.signal(REQUEUE, _note_requeue)  # only noted: its default would end the process at once
     sys.excepthook = _helper_threads_quiet_after_a_signal(previous_hook)
     try:
         yield

@@ -36,13 +36,13 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import torch
 from torch import nn
 
-from pipelines.core.train import clocks, interrupt
+from pipelines.core.train import batches, clocks, interrupt
 from pipelines.core.train.clocks import now
 from pipelines.core.train.flops import count_flops
 from pipelines.core.train.host_noise import collector_paused, page_faults
@@ -57,11 +57,16 @@ SETTLE_EVERY = 1000  # steps between reads of a GPU clock's events when no epoch
 class Hooks:
     """Callbacks around training; override what you need. Every method is a no-op by default."""
 
-    timed = True  # False: epoch_end runs with the timed window paused, its time kept apart (a checkpoint save)
+    timed = True  # False: epoch_end and mid_epoch run with the timed window paused, their time kept apart
+    every_steps = 0  # > 0: mid_epoch runs after every that many batches of an epoch (not after its last)
+    resume_batches = 0  # set by train_start: batches of the resumed epoch trained before (a mid-epoch checkpoint)
 
     def train_start(self, trainable: "Trainable", loaders) -> int | None:
         """Return an epoch to resume from (a checkpoint), or None to start at the beginning."""
         return None
+
+    def mid_epoch(self, epoch: int, batches: int) -> None:
+        """After `batches` batches of `epoch` (a multiple of every_steps), the clock stopped (a checkpoint)."""
 
     def step_end(self, done: int) -> None:
         """After each step (warm-up included), with the clock stopped; `done` counts this run's steps.
@@ -98,26 +103,6 @@ class RunContext:
         return self.rank == 0
 
 
-def _batches(loader, hooks: list[Hooks], start_epoch: int) -> Iterator[tuple[int, bool, Any]]:
-    """Endless (epoch, is_last_in_epoch, batch) stream; set_epoch reshuffles distributed samplers."""
-    epoch = start_epoch
-    while True:
-        sampler = getattr(loader, "sampler", None)
-        if hasattr(sampler, "set_epoch"):
-            sampler.set_epoch(epoch)
-        for hook in hooks:
-            hook.epoch_start(epoch)
-        iterator = iter(loader)
-        pending = next(iterator, None)
-        if pending is None:
-            raise ValueError("the training loader is empty: the dataset has fewer samples than one batch")
-        while pending is not None:
-            following = next(iterator, None)
-            yield epoch, following is None, pending
-            pending = following
-        epoch += 1
-
-
 class Training:
     """One arm's training, resumable: the loop's state between calls, so that arms of one process can be
     measured in interleaved blocks (train/interleave.py) with the same clocks and bookkeeping as a whole
@@ -136,10 +121,13 @@ class Training:
         self.offset = start_epoch
         starts = [hook.train_start(trainable, loaders) for hook in self.hooks]  # every hook sees the start
         resumed = next((epoch for epoch in starts if epoch is not None), None)
+        self.start_batch = 0
         if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
             start_epoch, self.offset = resumed, 0
+            self.start_batch = max(hook.resume_batches for hook in self.hooks)
         self.start_epoch = start_epoch
-        self.stream = _batches(loaders.train, self.hooks, start_epoch)
+        self.stream = batches.stream(loaders.train, self.hooks, start_epoch, self.start_batch)
+        self.stepping = [hook for hook in self.hooks if hook.every_steps]  # mid_epoch callers
         self.clock = clocks.for_device(self.device)
         self.marks: list[tuple[Any, Any, Any, str, int]] = []  # (start, on device, end, kind, samples), unread
         self.step_times: list[float] = []
@@ -192,7 +180,7 @@ class Training:
         interrupt.check()  # a safe point: a noted signal ends the run here, between steps
         mark, device, non_blocking = self.clock.mark, self.device, self.cfg.pin_memory
         t0 = mark()
-        epoch, last_in_epoch, (x, y) = next(self.stream)
+        epoch, last_in_epoch, index, (x, y) = next(self.stream)
         x = x.to(device, non_blocking=non_blocking)
         y = y.to(device, non_blocking=non_blocking)
         if self.done == 0 and self.trainable.count_flops and self.ctx.is_main:
@@ -219,12 +207,21 @@ class Training:
             self.epoch_losses.append(float(loss.detach()))
             self.loss_chunks.append(to_host(self.step_losses))  # the clock synchronized already
             for hook in self.hooks:
-                paused = None if hook.timed else now(device)  # synchronized: an epoch's end already is
-                hook.epoch_end(epoch, self.epoch_losses[-1])
-                if paused is not None:
-                    self.untimed_s += (spent := now(device) - paused)
-                    self.window_paused += spent
+                self._call(hook, hook.epoch_end, epoch, self.epoch_losses[-1])
             self.epoch_started = now(device)
+        else:
+            for hook in (h for h in self.stepping if (index + 1) % h.every_steps == 0):
+                self.settle()  # the marks so far, before the window pauses
+                self._call(hook, hook.mid_epoch, epoch, index + 1)
+
+    def _call(self, hook: Hooks, method: Callable, *args) -> None:
+        """A hook's call at an epoch's end or inside one; an untimed hook's time leaves the timed window."""
+        paused = None if hook.timed else now(self.device)  # synchronized (settled) already
+        method(*args)
+        if paused is not None:
+            self.untimed_s += (spent := now(self.device) - paused)
+            self.window_paused += spent
+            self.epoch_started += spent  # nor from the epoch's wall time
 
     def open_window(self) -> None:
         self.settle()

@@ -163,6 +163,6 @@ def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4)
 def profile_one_step(training: Any) -> dict[str, Any]:
     """Two more steps of an arm after its timed blocks (`loop.Training`), the clock stopped, on the next batch
     of its stream, the second profiled (`step_profile`). Not counted in the arm's steps, losses or samples."""
-    _, _, (x, y) = next(training.stream)
+    *_, (x, y) = next(training.stream)
     x, y = x.to(training.device), y.to(training.device)
     return step_profile(lambda: training.trainable.step(x, y), training.device.type == "cuda")

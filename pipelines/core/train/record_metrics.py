@@ -76,6 +76,7 @@ def arm_metrics(run, shared: bool = False) -> dict[str, Any]:
         metrics.update(memory.process_peaks(run.device))
     if run.untimed_s:  # checkpoint saves, with the timed window paused (loop.Hooks.timed)
         metrics["checkpoint_save_s"] = run.untimed_s
-    if run.start_epoch:  # resumed from a checkpoint: epochs before this one ran in an earlier process
+    if run.start_epoch or run.start_batch:  # resumed from a checkpoint: what an earlier process trained
         metrics["start_epoch"] = run.start_epoch
+        metrics["start_batch"] = run.start_batch  # batches of that epoch (a mid-epoch checkpoint)
     return metrics

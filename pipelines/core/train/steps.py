@@ -84,5 +84,11 @@ class StepLrEachEpoch(Hooks):
     def epoch_end(self, epoch: int, last_loss: float) -> None:
         self.scheduler.step()
 
+    def state_dict(self) -> dict:  # kept in a checkpoint (train/checkpoint.py), so a resume goes on decaying
+        return self.scheduler.state_dict()
+
+    def load_state_dict(self, state: dict) -> None:
+        self.scheduler.load_state_dict(state)
+
     def train_end(self, trainable: Trainable, epoch: int) -> None:
         trainable.metrics["lr_final"] = self.scheduler.get_last_lr()[0]
