@@ -31,7 +31,8 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
              RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
  mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,
              MASTER_PORT
- srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it)
+ srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it;
+             MAX_REQUEUES: its most requeues after SLURM's SIGUSR1, default 3)
  IMAGE=...   GPUS=auto|yes|no, DATA_DIR, RESULTS_DIR, SHM_SIZE, NETWORK, CONTAINER_ARGS, CONTAINER_USER, TMPDIR,
              APPTAINER (the apptainer binary)
 Every launcher checks its knobs (pipelines/core/distributed/launchers.py) and the run's arguments before it
