@@ -24,3 +24,13 @@ def test_a_skipped_arm_is_named_after_the_table_with_its_reason():
     shown = json.loads(verdict.as_json(records, ["ch7-amp"], [], Path("results")))
     assert shown["not_run"] == [{"arm": "ch7-amp [fp16]", "why": skipped["notes"][0]}]
     assert "not run here" not in verdict.text(ran, ["ch7-amp"], [], Path("results"))
+
+
+def test_a_repeat_resumed_from_a_checkpoint_is_noted_beside_its_verdict():
+    records = [record("ch7-amp", arm, repeat=i, step_times=steps(ratio)) for i in range(3)
+               for arm, ratio in (("fp32", 1.0), ("bf16", 1.2))]
+    records[1]["metrics"]["resumed_from"] = {"checkpoint": "ckpt/checkpoint.pt", "epoch": 1, "batch": 3}
+    line = next(line for line in verdict.text(records, ["ch7-amp"], [], Path("results")).splitlines()
+                if line.startswith("ch7-amp [bf16]"))
+    assert line.endswith("(resumed from a checkpoint: 1 of 3 repeats)")
+    assert "resumed" not in verdict.text(records[2:], ["ch7-amp"], [], Path("results"))
