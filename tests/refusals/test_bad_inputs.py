@@ -120,6 +120,8 @@ CASES = [
     cli("timeout-inf", [*DDP, "-o", "timeout_s=inf"], 2, "timeout_s='inf' must be a finite number"),
     cli("timeout-huge", [*DDP, "-o", "timeout_s=1e9"], 2, "timeout_s must be between 1 and 86400"),
     cli("checkpoint-every-negative", [*DDP, "-o", "checkpoint_every=-1"], 2, "checkpoint_every must be at least 0"),
+    cli("checkpoint-every-steps-negative", [*DDP, "-o", "checkpoint_every_steps=-1"], 2,
+        "checkpoint_every_steps must be at least 0"),
     cli("checkpoint-dir-file", [*DDP, "-o", "checkpoint_dir={file}"], 2, "is a file, not a folder"),
     cli("checkpoint-dir-proc", [*DDP, "-o", "checkpoint_dir=/proc/accel-ckpt"], 2,
         "checkpoint_dir /proc/accel-ckpt is not writable"),
