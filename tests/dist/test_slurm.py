@@ -201,6 +201,8 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_fi
     statuses = [r["status"] for r in records(results)]
     assert statuses.count("interrupted") == 1 and statuses.count("ok") == 1, statuses
     (done,) = [r for r in records(results) if r["status"] == "ok"]
+    (stopped,) = [r for r in records(results) if r["status"] == "interrupted"]
     assert done["metrics"]["resumed_from"]["checkpoint"] == str(ckpt / checkpoint.FILENAME)
+    assert done["metrics"]["resumed_from"]["previous_run"] == stopped["run_id"] != done["run_id"]  # linked
     assert checkpoint.load(ckpt / checkpoint.FILENAME)["complete"]
     assert json.loads((ckpt / requeue.LEDGER).read_text())["count"] == 1

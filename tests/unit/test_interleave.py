@@ -202,7 +202,7 @@ def test_a_unit_s_arms_are_built_in_its_order_in_even_repeats_and_reversed_in_od
 
     made: list[str] = []
 
-    def build(the_plan, cfg, ctx, at_repeat, counter):
+    def build(the_plan, cfg, ctx, at_repeat, counter, run_id=""):
         made.append(cfg.arm)
         return SimpleNamespace(cfg=cfg, repeat=at_repeat)
 

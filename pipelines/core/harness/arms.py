@@ -48,7 +48,7 @@ def loaders_for(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext):
 
 
 def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
-           counter: progress.RepeatProgress) -> Built:
+           counter: progress.RepeatProgress, run_id: str = "") -> Built:
     """An arm ready to measure: seeded, loaders, the technique's setup and preparation, its Training."""
     seed_everything(None if cfg.seed is None else cfg.seed + repeat)
     pipeline = the_plan.pipeline
@@ -57,17 +57,19 @@ def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
     trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, ctx)
-    training = loop.Training(trainable, loaders, cfg, ctx, hooks=[*runner_hooks(pipeline, cfg, ctx, repeat), counter])
+    hooks = [*runner_hooks(pipeline, cfg, ctx, repeat, run_id), counter]
+    training = loop.Training(trainable, loaders, cfg, ctx, hooks=hooks)
     return Built(the_plan, cfg, trainable, loaders, training, counter)
 
 
-def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0) -> list[loop.Hooks]:
-    """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder."""
+def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0, run_id: str = "") -> list[loop.Hooks]:
+    """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder; their
+    markers keep `run_id`, so a resumed record names the run it continues."""
     opts = cfg.options
     if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
     return [resume.CheckpointHooks(
         Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main, every_steps=opts.checkpoint_every_steps,
-        manifest=checkpoint.identity(cfg, ctx.world_size, repeat), rank=ctx.rank,
+        manifest={**checkpoint.identity(cfg, ctx.world_size, repeat), "run_id": run_id}, rank=ctx.rank,
         barrier=collectives.barrier_if_initialized, agree=collectives.agree_if_initialized,
         gather=collectives.gather_objects)]

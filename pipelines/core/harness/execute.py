@@ -212,12 +212,12 @@ def _measure_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, sess
 
 
 def build_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, repeat: int,
-               counters: dict[Arm, progress.RepeatProgress], built: list[Built]) -> None:
+               counters: dict[Arm, progress.RepeatProgress], built: list[Built], run_id: str = "") -> None:
     """Build the unit's arms into `built`: in the unit's order in even repeats and reversed in odd ones, so each
     arm is built before each other arm in half the processes; `built` ends in the unit's order, which the
     period's labels follow (stats/orders.py)."""
     for the_plan, cfg in orders.abba(unit, repeat):
-        built.append(build(the_plan, cfg, ctx, repeat, counters[cfg.arm]))
+        built.append(build(the_plan, cfg, ctx, repeat, counters[cfg.arm], run_id))
     built[:] = orders.abba(built, repeat)
 
 
@@ -246,7 +246,7 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         return [recording.measurement(cfg, done, loaders, run_id, repeat, dist_info, machine=state,
                                       energy=meter.stop(recording.samples_trained(done.metrics) or None),
                                       pairing=pairing, card=process_card)]
-    build_unit(unit, ctx, repeat, counters, built)
+    build_unit(unit, ctx, repeat, counters, built, run_id)
     memory.reset_peak(ctx.device)  # each arm's training, not its loaders' and models' building
     alone = len(built) == 1
     if protocol == "blocks":

@@ -67,8 +67,8 @@ class CheckpointHooks(loop.Hooks):
         since = (time.time_ns() - marker.get("saved_ns", time.time_ns())) / 1e9  # lost work and the restart
         attempt = int(os.environ.get("TORCHELASTIC_RESTART_COUNT") or 0)  # torchrun's restarts of this agent
         self.resumed = {"checkpoint": str(path), "epoch": self.resumed_from, "batch": self.resume_batches,
-                        "commit": marker.get("commit"), "attempt": attempt, "since_save_s": round(since, 3),
-                        "lost_at_most": self._interval()}
+                        "previous_run": marker.get("run_id"), "commit": marker.get("commit"), "attempt": attempt,
+                        "since_save_s": round(since, 3), "lost_at_most": self._interval()}
         skipped = ""
         if name == PREVIOUS and self.path.is_file():  # the newest file is no marker's: cut short or corrupt
             self.resumed["skipped"] = str(self.path)
