@@ -144,8 +144,9 @@ def _rejoinable() -> None:
       on a free port instead."""
     from torch.distributed.elastic.rendezvous import dynamic_rendezvous
 
+    # Set here, not in launch/torchrun.sh: it belongs with this workaround, and with IMAGE= the agent runs
+    # inside the container, which only a listed set of knobs crosses into (distributed/containers.py).
     os.environ["TORCH_DISABLE_SHARE_RDZV_TCP_STORE"] = "1"
-
     handler = dynamic_rendezvous.DynamicRendezvousHandler
     join = handler.next_rendezvous
 
