@@ -2,7 +2,8 @@
 # Run one command inside the container named by IMAGE. The launchers put it in front of their command
 # (launch/_common.sh image_command): around torchrun or the single process, and around each rank under the
 # host's mpirun/srun. The image holds the environment; the checkout is mounted read-only at its host path,
-# data read-only, results writable, and the launcher's knobs are passed through (they are recorded inside).
+# data read-only, results and checkpoints writable, and the launcher's knobs are passed through (they are
+# recorded inside).
 #
 # Usage: IMAGE=... launch/_container.sh COMMAND [ARGS...]
 #        IMAGE=... launch/_container.sh --check     only the checks below, silent when they pass (a
@@ -25,17 +26,20 @@
 set -euo pipefail
 # shellcheck source=launch/_common.sh
 source "$(dirname "${BASH_SOURCE[0]}")/_common.sh"
-# Checks IMAGE, GPUS and --device, and sets WANT_GPUS, DATA, RESULTS, PASS_NAMES (the knobs that cross in),
-# NETWORK and APPTAINER (pipelines/core/distributed/containers.py); --check stops after the checks, silently.
+# Checks IMAGE, GPUS and --device, and sets WANT_GPUS, DATA, RESULTS, CHECKPOINTS (the -o checkpoint_dir
+# argument, mounted writable), PASS_NAMES (the knobs that cross in), NETWORK and APPTAINER
+# (pipelines/core/distributed/containers.py); --check stops after the checks, silently.
 resolve_knobs container "$@"
 [[ "${1:-}" != --check ]] || exit 0
 # shellcheck disable=SC2206  # CONTAINER_ARGS and PASS_NAMES are lists of words
-extra=(${CONTAINER_ARGS:-}) names=($PASS_NAMES) data_mount=()
+extra=(${CONTAINER_ARGS:-}) names=($PASS_NAMES) data_mount=() ckpt_mount=()
 case "$IMAGE" in
   podman:*|docker:*)
     engine="${IMAGE%%:*}" tag="${IMAGE#*:}"
     [[ -d "$DATA" ]] && data_mount=(-v "$DATA:$DATA:ro")
-    cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" -v "$RESULTS:$RESULTS:rw"
+    [[ -n "$CHECKPOINTS" ]] && ckpt_mount=(-v "$CHECKPOINTS:$CHECKPOINTS:rw")
+    cmd=("$engine" run --rm --network "$NETWORK" -v "$repo:$repo:ro" "${data_mount[@]}" "${ckpt_mount[@]}"
+      -v "$RESULTS:$RESULTS:rw"
       -w "$repo" --user "${CONTAINER_USER:-$(id -u):$(id -g)}" -e HOME=/tmp -e PYTHONDONTWRITEBYTECODE=1)
     if [[ -n "${SHM_SIZE:-}" ]]; then cmd+=(--shm-size "$SHM_SIZE"); else cmd+=(--ipc=host); fi
     if [[ $WANT_GPUS -eq 1 ]]; then
@@ -45,12 +49,13 @@ case "$IMAGE" in
     cmd+=("${extra[@]}" "$tag" "$@") ;;
   *.sif)
     [[ -d "$DATA" ]] && data_mount=(--bind "$DATA:$DATA:ro")
+    [[ -n "$CHECKPOINTS" ]] && ckpt_mount=(--bind "$CHECKPOINTS:$CHECKPOINTS:rw")
     # --cleanenv drops the host environment; APPTAINERENV_NAME=value still crosses (commas are safe here,
     # unlike --env, and KMP_AFFINITY has commas).
     cmd=(env)
     for name in "${names[@]}"; do cmd+=("APPTAINERENV_$name=${!name}"); done
-    cmd+=("$APPTAINER" exec --cleanenv --bind "$repo:$repo:ro" "${data_mount[@]}" --bind "$RESULTS:$RESULTS:rw"
-      --pwd "$repo")
+    cmd+=("$APPTAINER" exec --cleanenv --bind "$repo:$repo:ro" "${data_mount[@]}" "${ckpt_mount[@]}"
+      --bind "$RESULTS:$RESULTS:rw" --pwd "$repo")
     [[ $WANT_GPUS -eq 1 ]] && cmd+=(--nv)
     cmd+=("${extra[@]}" "$IMAGE" "$@") ;;
 esac
@@ -63,13 +68,16 @@ echo "+ $(printf '%q ' "${cmd[@]}")" >&2
 if [[ "$IMAGE" == *.sif ]]; then exec "${cmd[@]}"; fi
 # Docker/Podman: the engine runs as a child, so that a start it refuses (exit 125-127, before the command
 # inside ran) ends in one `launch: error:` line naming the knob that fixes it (containers.py start_failure
-# reads the engine's first 64 KiB of stderr, which still reach the terminal). TERM/INT/HUP are passed on.
+# reads the engine's first 64 KiB of stderr, which still reach the terminal). TERM/INT/HUP are passed on, and
+# USR1 (SLURM's warning before a time limit: the ranks checkpoint and stop for a requeue).
 start_log="$(mktemp "${TMPDIR:-/tmp}/accel-container.XXXXXX")"
 trap 'rm -f "$start_log"' EXIT
-"${cmd[@]}" 2> >(tee >(head -c 65536 >"$start_log") >&2) &
+# The tee ignores the signals passed on (a launcher may signal the whole process group: srun does): it ends
+# when the engine's stderr does, so the ranks' last lines, written as they stop, still arrive.
+"${cmd[@]}" 2> >(trap '' TERM INT HUP USR1; exec tee >(head -c 65536 >"$start_log") >&2) &
 engine_pid=$! status=0
 # shellcheck disable=SC2064  # expanded now on purpose: this engine's pid and the signal's name
-for signal in TERM INT HUP; do trap "kill -$signal $engine_pid 2>/dev/null" "$signal"; done
+for signal in TERM INT HUP USR1; do trap "kill -$signal $engine_pid 2>/dev/null" "$signal"; done
 while :; do  # a trapped signal interrupts `wait`: wait again until the engine has ended
   wait "$engine_pid" && status=0 || status=$?
   kill -0 "$engine_pid" 2>/dev/null || break

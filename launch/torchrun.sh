@@ -12,7 +12,9 @@
 #
 # Knobs (echoed below; dist.py records each rank's cores, threads and host):
 #   NPROC        processes on this node (default 2; at most 4 per usable core)
-#   NNODES       nodes taking part (default 1)        NODE_RANK   this node's index (default 0)
+#   NNODES       nodes taking part (default 1); MIN:MAX: elastic (RDZV=c10d), a run that loses a node goes
+#                on with fewer, resuming with -o checkpoint_any_world=true (then no verdict)
+#   NODE_RANK    this node's index (default 0)
 #   MASTER_ADDR  rendezvous host (default 127.0.0.1)  MASTER_PORT rendezvous port (default 29500;
 #                                                     node 0 refuses a port already in use)
 #   RDZV         static | c10d (default static)       RDZV_ID     c10d run id (default accel)
@@ -38,7 +40,7 @@ if [[ "$RDZV" == c10d ]]; then
   [[ -z "$LOCAL_ADDR" ]] || rendezvous+=(--local-addr "$LOCAL_ADDR")
 fi
 image_command  # with IMAGE, torchrun runs inside one container and starts the ranks there
-preflight $((NPROC * NNODES)) $((NODE_RANK * NPROC)) here "$@"
+preflight $((NPROC * ${NNODES##*:})) $((NODE_RANK * NPROC)) here "$@"  # MIN:MAX (elastic): planned for MAX
 echo_knobs NPROC NNODES NODE_RANK MASTER_ADDR MASTER_PORT RDZV LOCAL_ADDR MAX_RESTARTS OMP_NUM_THREADS ALLOCATOR \
   GLIBC_TUNABLES GLOO_SOCKET_IFNAME NCCL_SOCKET_IFNAME NCCL_DEBUG IMAGE
 [[ -n "${ACCEL_PRINT:-}" ]] || echo "launch: any rendezvous waits at most $TIMEOUT_S s (-o timeout_s)" >&2

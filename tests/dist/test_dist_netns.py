@@ -177,12 +177,12 @@ class TwoHosts:
     """A 2-node torchrun run (c10d, one rank a node, MAX_RESTARTS=1) of TRAINING over the veth pair, with step
     checkpoints in a folder both "hosts" share; `kill(i)` ends every process of host i, `start(i)` starts it."""
 
-    def __init__(self, hosts, tmp_path, timeout_s: int):
+    def __init__(self, hosts, tmp_path, timeout_s: int, nnodes: str = "2", options: tuple[str, ...] = ()):
         self.names, self.procs = hosts
         self.ckpt, self.results = tmp_path / "ckpt", tmp_path / "results"
-        self.common = {"NNODES": "2", "NPROC": "1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29533",
+        self.common = {"NNODES": nnodes, "NPROC": "1", "MASTER_ADDR": ADDRS[0], "MASTER_PORT": "29533",
                        "RDZV": "c10d", "GLOO_SOCKET_IFNAME": IFACE, "MAX_RESTARTS": "1", "THREADS": "1"}
-        self.argv = (*TRAINING, "-o", f"timeout_s={timeout_s}", "-o", f"checkpoint_dir={self.ckpt}",
+        self.argv = (*TRAINING, "-o", f"timeout_s={timeout_s}", "-o", f"checkpoint_dir={self.ckpt}", *options,
                      "--results-dir", str(self.results))
         self.nodes = [self.start(0), self.start(1)]
 
@@ -231,6 +231,24 @@ def test_a_host_killed_inside_an_epoch_rejoins_and_the_run_ends_with_the_uninter
     assert left.returncode == 0, err[-3000:]
     interrupted, whole = _final_weights(run.ckpt), _final_weights(alone)
     assert all(torch.equal(interrupted[name], whole[name]) for name in whole), "the resumed run's weights differ"
+
+
+def test_an_elastic_run_that_loses_a_host_goes_on_with_fewer_ranks_and_gives_no_verdict(hosts, tmp_path):
+    """NNODES=1:2: host B (every process) is killed after a step checkpoint and never returns. Host A's agent
+    forms a round of one node; its rank resumes the 2-rank checkpoint (-o checkpoint_any_world=true) inside
+    its epoch, says exactly what was lost (it outlived the failure and left its position), trains the rest
+    alone, and the arm gets no ratio."""
+    run = TwoHosts(hosts, tmp_path, timeout_s=20, nnodes="1:2", options=("-o", "checkpoint_any_world=true"))
+    run.kill_after_a_step_checkpoint(1)
+    out, err = run.nodes[0].communicate(timeout=400)
+    assert run.nodes[0].returncode == 0, err[-3000:]
+    (rec,) = [r for r in records(run.results) if r["status"] == "ok"]
+    resumed = rec["metrics"]["resumed_from"]
+    assert (resumed["world_size"], rec["dist"]["world_size"]) == (2, 1) and resumed["batch"] > 0
+    batch = rec["config"]["batch_size"]
+    assert resumed["lost_steps"] >= 0 and resumed["lost_samples"] == resumed["lost_steps"] * batch * 2, resumed
+    assert "of 2 ranks, on 1 (the rest of the epoch shared out again; no verdict)" in err, err[-3000:]
+    assert "(resumed from a checkpoint: 1 of 1 repeats, 1 at another world size: no ratio)" in out, out[-2000:]
 
 
 @pytest.mark.parametrize("lost", [1, 0], ids=["a-host-never-returns", "the-rendezvous-host-is-killed"])

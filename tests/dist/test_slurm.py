@@ -16,7 +16,7 @@ import pytest
 
 from conftest import REPO, records
 from distutil import free_port, wait_for
-from imageutil import SANDBOX_ARGS, built, requires_podman
+from imageutil import SANDBOX_ARGS, built, needs_podman
 
 pytestmark = [pytest.mark.slow,
               pytest.mark.skipif(any(shutil.which(c) is None for c in ("munged", "slurmctld", "slurmd", "srun")),
@@ -96,21 +96,6 @@ def test_srun_two_tasks(cluster, tmp_path):
     assert len(rec) == 1 and rec[0]["dist"]["launcher"] == "srun" and rec[0]["dist"]["world_size"] == 2
 
 
-@requires_podman
-def test_srun_with_image_runs_one_container_per_task(cluster, tmp_path):
-    tag = built("cpu")["tag"]
-    env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port()), "IMAGE": f"podman:{tag}",
-           "CONTAINER_ARGS": SANDBOX_ARGS}
-    run = subprocess.run(["launch/srun.sh", "run", "ch8-ddp-template", "--scale", "smoke", "--dataset",
-                          "synthetic", "--results-dir", str(tmp_path)], cwd=REPO, env=env, capture_output=True,
-                         text=True, timeout=600)
-    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-3000:]
-    assert "\n+ srun " in run.stderr and run.stderr.count("+ podman run --rm") == 2, "srun outermost, one per task"
-    [rec] = [r for r in records(tmp_path) if r["status"] == "ok"]
-    assert rec["dist"]["launcher"] == "srun" and rec["dist"]["world_size"] == 2
-    assert rec["env"]["image"]["target"] == "cpu" and rec["env"]["executable"].startswith("/opt/venv/")
-
-
 @pytest.mark.parametrize("entry,variant", [("s004-tp", "tensor"), ("s004-pp", "microbatches=2")])
 def test_srun_runs_the_model_parallel_entries_unchanged(cluster, tmp_path, entry, variant):
     env = {**cluster, "NTASKS": "2", "MASTER_PORT": str(free_port())}
@@ -167,15 +152,19 @@ def _squeue(env, job: str, field: str = "%T") -> str:
                           timeout=30).stdout.strip()
 
 
-def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes(cluster, tmp_path):
+@pytest.mark.parametrize("image", [None, pytest.param("podman", marks=needs_podman)], ids=["host", "image"])
+def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_finishes(cluster, tmp_path, image):
     """SLURM's warning before a time limit (--signal=B:USR1@N: the batch shell only; here `scancel --signal=USR1
     --batch`): the shell passes it to the ranks, which stop after their next step checkpoint and exit 75; the
-    shell requeues the job (scontrol), which resumes there and finishes. The ledger counts the requeue."""
+    shell requeues the job (scontrol), which resumes there and finishes. The ledger counts the requeue. With
+    IMAGE= the ranks run in one container per task (the signal crosses into them) and scontrol on the host."""
     from pipelines.core.distributed import requeue
     from pipelines.core.train import checkpoint
 
     ckpt, results, out = tmp_path / "ckpt", tmp_path / "results", tmp_path / "job.out"
     env = {**cluster, "MASTER_PORT": str(free_port())}
+    if image:
+        env.update(IMAGE=f"podman:{built('cpu')['tag']}", CONTAINER_ARGS=SANDBOX_ARGS)
     submit = subprocess.run(["sbatch", "--parsable", "--ntasks", "2", "--open-mode", "append", "--output", str(out),
                              "launch/slurm.sbatch", "run", "ch8-ddp-template", "--scale", "book", "--dataset",
                              "synthetic", "--model", "resnet18", "--epochs", "2", "-o", f"checkpoint_dir={ckpt}",
@@ -206,3 +195,7 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_fi
     assert done["metrics"]["resumed_from"]["previous_run"] == stopped["run_id"] != done["run_id"]  # linked
     assert checkpoint.load(ckpt / checkpoint.FILENAME)["complete"]
     assert json.loads((ckpt / requeue.LEDGER).read_text())["count"] == 1
+    assert done["dist"]["launcher"] == "srun" and done["dist"]["world_size"] == 2
+    if image:  # srun outermost, one container per task (in each of the two runs), the ranks in the image
+        assert "\n+ srun " in log and log.count("+ podman run --rm") == 4, log[-3000:]
+        assert done["env"]["image"]["target"] == "cpu" and done["env"]["executable"].startswith("/opt/venv/")

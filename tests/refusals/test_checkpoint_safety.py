@@ -130,7 +130,10 @@ def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_an
     with pytest.raises(ConfigError) as caught:
         resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)
     assert "is of another run (world_size 2 there, 4 here)" in str(caught.value) and "\n" not in str(caught.value)
+    assert "-o checkpoint_any_world=true" in str(caught.value)  # the opt-in, named where only the world differs
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    hooks = resume.CheckpointHooks(tmp_path, 1, True, manifest=here, any_world=True)  # opted in: resumed
+    assert hooks.train_start(trainable(), None) == 1 and hooks.resumed["world_size"] == 2
     checkpoint.marker_of(tmp_path / checkpoint.FILENAME).unlink()
     with pytest.raises(ConfigError, match="has no marker that vouches for it"):
         resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)

@@ -10,6 +10,7 @@ import pytest
 
 from conftest import REPO
 from pipelines.core.distributed import affinity, launchers
+from pipelines.core.harness import launch
 from pipelines.core.distributed.containers import passed_names
 from pipelines.core.distributed.knobs import PINNED_GLIBC, KnobError, Knobs
 
@@ -41,6 +42,10 @@ def refused(launcher: str, **env: str) -> str:
     ("torchrun", {"NPROC": "100000"}, "is more than 4 processes per usable core"),
     ("torchrun", {"NNODES": "2", "NODE_RANK": "2"}, "NODE_RANK=2 must be an integer from 0 to NNODES-1 (1)"),
     ("torchrun", {"MAX_RESTARTS": "-1"}, "MAX_RESTARTS=-1 is not a non-negative integer"),
+    ("torchrun", {"NNODES": "2:1", "RDZV": "c10d"}, "NNODES=2:1 must be MIN:MAX with 1 <= MIN <= MAX (e.g. 1:2)"),
+    ("torchrun", {"NNODES": "1:x", "RDZV": "c10d"}, "NNODES=1:x must be MIN:MAX with 1 <= MIN <= MAX"),
+    ("torchrun", {"NNODES": "1:2"}, "NNODES=1:2 (elastic) needs RDZV=c10d"),
+    ("torchrun", {"NNODES": "1:2", "NODE_RANK": "2", "RDZV": "c10d"}, "NODE_RANK=2 must be an integer from 0 to"),
     ("torchrun", {"MASTER_PORT": "70000"}, "MASTER_PORT=70000 is not a TCP port"),
     ("torchrun", {"RDZV": "etcd"}, "RDZV=etcd is not static or c10d"),
     ("container", {"IMAGE": "podman:x", "ACCEL_PRINT": "1", "GPUS": "maybe"}, "GPUS=maybe is not auto, yes or no"),
@@ -71,6 +76,12 @@ def test_defaults_follow_the_per_rank_core_policy_and_export_what_the_ranks_read
     local = resolved("local", OMP_BIND="pinned", THREADS="1")
     assert local.exported["GOMP_CPU_AFFINITY"] == affinity.gomp_list(1)
     assert local.exported["OPENBLAS_NUM_THREADS"] == "1" and local.exported["OMP_PROC_BIND"] == "TRUE"
+
+
+def test_an_elastic_node_count_plans_for_its_maximum():
+    knobs = resolved("torchrun", RDZV="c10d", NNODES="1:3", NODE_RANK="2", NPROC="1")
+    assert knobs.values["NNODES"] == "1:3"  # torchrun's --nnodes MIN:MAX
+    assert launch.world_of("torchrun", knobs) == (3, 2, True)
 
 
 def test_c10d_node_0_of_several_names_its_own_address():
@@ -128,3 +139,12 @@ def test_the_record_names_the_allocator_s_settings():
     assert pinned["text"] == "pinned (glibc: mmap_threshold 32 MiB, trim_threshold 256 MiB, top_pad 64 MiB)"
     assert envinfo.allocator_settings("libc", {})["text"] == "default glibc (dynamic mmap/trim thresholds)"
     assert envinfo.allocator_settings("jemalloc", {"ALLOCATOR": "jemalloc"})["text"] == "jemalloc (preloaded)"
+
+
+def test_the_checkpoint_folder_is_mounted_writable_into_the_container():
+    """-o checkpoint_dir must outlive the container (a requeued job resumes from it): the wrapper gets its
+    absolute path to mount (launch/_container.sh), relative paths taken from the checkout."""
+    env = {"PATH": "/usr/bin:/bin", "IMAGE": "podman:x", "ACCEL_PRINT": "1"}
+    knobs = launchers.resolve_knobs("container", [*ARGS, "-o", "checkpoint_dir=ckpt/a"], env)
+    assert knobs.values["CHECKPOINTS"] == str(REPO / "ckpt" / "a")
+    assert launchers.resolve_knobs("container", ARGS, env).values["CHECKPOINTS"] == ""

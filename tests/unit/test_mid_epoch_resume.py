@@ -48,7 +48,7 @@ def sampler_of(kind: str, data: TensorDataset) -> ResumableSampler:
     return ResumableSampler(DistributedSampler(range(SAMPLES), num_replicas=1, rank=0, shuffle=True, seed=3))
 
 
-def run(folder, kind: str, seed: int, stop_at: int | None = None):
+def run(folder, kind: str, seed: int, stop_at: int | None = None, steps_budget: int | None = None):
     """One run of EPOCHS epochs with step checkpoints; returns the trainable and the record's metrics."""
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(11)  # the data: the same in every process
@@ -60,11 +60,15 @@ def run(folder, kind: str, seed: int, stop_at: int | None = None):
     train = DataLoader(data, batch_size=BATCH, sampler=sampler_of(kind, data))
     loaders = datasets.Loaders(train, train, "synthetic", SAMPLES, SAMPLES, {})
     cfg = RunConfig(experiment="x", pipeline="p", variant="v", model="m", dataset="synthetic", batch_size=BATCH,
-                    head_classes=2, epochs=EPOCHS)
+                    head_classes=2, epochs=EPOCHS, steps=steps_budget)
     hooks = [resume.CheckpointHooks(folder, every=1, is_main=True, every_steps=EVERY)]
     if stop_at is not None:
         hooks.append(StopAt(stop_at))
-    metrics = loop.train(trainable, loaders, cfg, CPU, hooks=hooks)
+    try:
+        metrics = loop.train(trainable, loaders, cfg, CPU, hooks=hooks)
+    except Stopped as stop:
+        stop.hooks = hooks[0]  # as the runner's failure path finds them (harness/execute.py)
+        raise
     metrics.update(trainable.metrics)
     return trainable, metrics
 
@@ -79,6 +83,7 @@ def test_a_run_stopped_inside_an_epoch_resumes_there_and_ends_with_the_uninterru
     resumed, metrics = run(tmp_path / "cut", kind, seed=12345)
     assert (metrics["start_epoch"], metrics["start_batch"]) == (1, 3)
     assert metrics["resumed_from"]["batch"] == 3 and metrics["resumed_from"]["lost_at_most"] == f"{EVERY} batches"
+    assert "lost_steps" not in metrics["resumed_from"]  # no process of the stopped run said where it got to
     assert metrics["warmup_steps"] + metrics["measured_steps"] == (10 - 3) + 10  # the rest of epoch 1, epoch 2
     assert "at epoch 1, batch 3 (attempt 0;" in capsys.readouterr().err
     for name, value in whole.model.state_dict().items():
@@ -107,3 +112,69 @@ def test_a_checkpoint_inside_an_epoch_is_refused_by_a_loader_that_cannot_start_t
     with pytest.raises(ConfigError, match="taken inside epoch 0 .after batch 3., and this run's training loader "
                                           "cannot start inside an epoch"):
         resume.CheckpointHooks(tmp_path, 1, True).train_start(trainable, plain)
+
+
+def shards(world: int, sequence=None, consumed: int = 0) -> list[ResumableSampler]:
+    """One epoch's samplers of every rank of `world` (DistributedSampler, epoch 1), optionally resumed."""
+    out = []
+    for rank in range(world):
+        sampler = ResumableSampler(DistributedSampler(range(SAMPLES), num_replicas=world, rank=rank, seed=3))
+        sampler.set_epoch(1)
+        if sequence is not None:
+            sampler.resume(sequence, consumed, BATCH)
+        out.append(sampler)
+    return out
+
+
+def test_an_epoch_s_sequence_is_what_the_ranks_train_together_batch_by_batch():
+    ranks = shards(3)  # 40 samples over 3 ranks: padded to 42, 14 a rank
+    orders = [list(sampler) for sampler in ranks]
+    sequence = ranks[0].sequence()
+    assert [sequence[rank::3] for rank in range(3)] == orders  # rank r trains every third sample from r
+    for j in range(3):  # so batch j of every rank is the j-th block of 3 x BATCH samples
+        block = sequence[j * 3 * BATCH:(j + 1) * 3 * BATCH]
+        assert set(block) == {i for order in orders for i in order[j * BATCH:(j + 1) * BATCH]}
+    assert ranks[0].consumed(2, BATCH) == 2 * BATCH * 3
+
+
+@pytest.mark.parametrize("after", [2, 1, 3, 7])
+def test_a_checkpoint_of_two_ranks_resumed_at_any_world_size_trains_the_rest_of_the_epoch_once(after):
+    """Two ranks trained 2 batches each (16 of 40 samples); the rest, shared out over `after` ranks: every
+    sample of the epoch is trained once, except the padding that gives every rank as many batches."""
+    before = shards(2)
+    trained = [i for sampler in before for i in list(sampler)[:2 * BATCH]]
+    sequence, consumed = before[0].sequence(), before[0].consumed(2, BATCH)
+    again = shards(after, sequence, consumed)
+    orders = [list(sampler) for sampler in again]  # the resumed epoch's (an iteration after it is a new epoch)
+    rest = [i for order in orders for i in order]
+    assert sorted(set(trained + rest)) == list(range(SAMPLES)) and not set(trained) & set(rest)
+    assert len(rest) == (SAMPLES - consumed) + (-(SAMPLES - consumed) % after)  # the padding only
+    assert len({len(order) for order in orders}) == 1  # as many samples on every rank
+    if after == 2:  # the same world size: each rank goes on exactly where it was
+        assert orders == [list(s)[2 * BATCH:] for s in shards(2)]
+    assert again[0].resume(sequence, consumed, BATCH) == consumed // (BATCH * after)  # the batch index it goes on at
+
+
+def test_a_process_that_outlives_the_failure_leaves_its_position_and_the_resume_counts_what_was_lost(tmp_path,
+                                                                                                      capsys):
+    with pytest.raises(Stopped) as stop:
+        run(tmp_path, "shuffle", seed=0, stop_at=10 + 5)  # saved after batch 3 of epoch 1, stopped after batch 5
+    stop.value.hooks.leave_position()  # what the runner's failure path does before the one line
+    _, metrics = run(tmp_path, "shuffle", seed=1)
+    resumed = metrics["resumed_from"]
+    assert (resumed["lost_steps"], resumed["lost_samples"]) == (2, 2 * BATCH)
+    assert 0 <= resumed["lost_train_s"] <= resumed["since_save_s"] and resumed["restart_s"] >= 0
+    assert "lost 2 batches (8 samples, " in capsys.readouterr().err
+    assert not (tmp_path / checkpoint.POSITION).exists()  # read once
+
+
+def test_a_step_budget_counts_the_steps_trained_before_the_resume():
+    """A run of warm-up + 22 steps stopped after step 14 (saved after 13): the resumed run trains the 9 left."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as folder:
+        with pytest.raises(Stopped):
+            run(folder, "shuffle", seed=0, stop_at=14, steps_budget=22)
+        _, metrics = run(folder, "shuffle", seed=0, steps_budget=22)
+    warmup = RunConfig(experiment="x", pipeline="p", variant="v", model="m", dataset="synthetic").warmup_steps
+    assert metrics["warmup_steps"] + metrics["measured_steps"] == warmup + 22 - 13

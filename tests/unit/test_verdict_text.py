@@ -34,3 +34,19 @@ def test_a_repeat_resumed_from_a_checkpoint_is_noted_beside_its_verdict():
                 if line.startswith("ch7-amp [bf16]"))
     assert line.endswith("(resumed from a checkpoint: 1 of 3 repeats)")
     assert "resumed" not in verdict.text(records[2:], ["ch7-amp"], [], Path("results"))
+
+
+def test_a_repeat_resumed_at_another_world_size_gives_no_verdict():
+    records = [record("ch7-amp", arm, repeat=i, step_times=steps(ratio)) for i in range(3)
+               for arm, ratio in (("fp32", 1.0), ("bf16", 1.2))]
+    for r in records:
+        r["dist"] = {"world_size": 2}
+    records[1]["metrics"]["resumed_from"] = {"checkpoint": "ckpt/checkpoint.pt", "epoch": 1, "batch": 3,
+                                             "world_size": 4}  # an elastic run that lost a node
+    text = verdict.text(records, ["ch7-amp"], [], Path("results"))
+    line = next(line for line in text.splitlines() if line.startswith("ch7-amp [bf16]"))
+    assert "not comparable" in line and line.endswith("(resumed from a checkpoint: 1 of 3 repeats, 1 at another "
+                                                       "world size: no ratio)")
+    assert "repeat 0 of ch7-amp [bf16] resumed from a checkpoint of 4 ranks on 2 (checkpoint_any_world)" in text
+    records[1]["metrics"]["resumed_from"]["world_size"] = 2  # the same world size: judged as before
+    assert "checkpoint_any_world" not in verdict.text(records, ["ch7-amp"], [], Path("results"))

@@ -27,8 +27,8 @@ Environment knobs (your environment wins over the catalog's; every launcher echo
              (pinned: glibc's thresholds fixed in GLIBC_TUNABLES; every launcher takes it), ALLOCATOR_PATH,
              KMP_AFFINITY, KMP_BLOCKTIME, IMAGE_PREFIX (the image's Python prefix),
              OPENBLAS_NUM_THREADS (numpy's BLAS pool; default 1, so no thread floats beside pinned ones)
- torchrun    NPROC (processes per node), NNODES, NODE_RANK, MASTER_ADDR, MASTER_PORT, RDZV=static|c10d,
-             RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
+ torchrun    NPROC (processes per node), NNODES (a count, or MIN:MAX elastic with RDZV=c10d), NODE_RANK,
+             MASTER_ADDR, MASTER_PORT, RDZV=static|c10d, RDZV_ID, LOCAL_ADDR, MAX_RESTARTS
  mpirun      NP (total processes), HOSTS=host:slots,..., MAP_BY, BIND_TO, RSH_AGENT, MASTER_ADDR,
              MASTER_PORT
  srun        NTASKS, NODES, SRUN_ARGS, MASTER_ADDR, MASTER_PORT (sbatch launch/slurm.sbatch calls it;

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import sys
+import time
 
 import click
 
@@ -38,6 +39,8 @@ from pipelines.core.cli.report_command import report
 from pipelines.core.cli.run_command import run
 from pipelines.core.errors import ConfigError, DistError, NotRunnable, WriteError
 from pipelines.core.train.interrupt import Interrupted, end_forked_children, signals_raise
+
+REQUEUE_GRACE_S = 3.0  # how long the other ranks of a run stopped for a requeue let rank 0 leave first
 
 
 def _show_version(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
@@ -78,6 +81,8 @@ def _interrupted(stop: Interrupted, whole_process: bool) -> None:
     (`distributed.ranks.Session.abort`)."""
     if stop.main:
         click.echo(f"accel: {stop.message()}", err=True)
+    if stop.checkpoint and stop.launched and not stop.main:  # stopped for a requeue: rank 0 leaves first, its
+        time.sleep(REQUEUE_GRACE_S)  # line written (srun's --kill-on-bad-exit ends the step at the first exit)
     if whole_process or not stop.main or stop.launched:
         end_forked_children()
         sys.stdout.flush()

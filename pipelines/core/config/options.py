@@ -46,11 +46,14 @@ class DistOptions:
 @dataclass(frozen=True)
 class CheckpointOptions:
     """Checkpoints written by rank 0 into a folder every N epochs (0: only at the end) and, with
-    `checkpoint_every_steps`, after every N batches of an epoch; a run resumes from it, inside the epoch."""
+    `checkpoint_every_steps`, after every N batches of an epoch; a run resumes from it, inside the epoch.
+    `checkpoint_any_world`: resume a checkpoint of another world size too (an elastic run that lost a node);
+    such a repeat gives no verdict."""
 
     checkpoint_dir: str = ""
     checkpoint_every: Annotated[int, click.IntRange(min=0)] = 1
     checkpoint_every_steps: Annotated[int, click.IntRange(min=0)] = 0
+    checkpoint_any_world: bool = False
 
 
 @dataclass(frozen=True)

@@ -103,8 +103,9 @@ def from_args(args: Sequence[str]) -> Request | None:
 
 
 def launcher_view(request: Request) -> dict[str, str]:
-    """What a launcher reads from the run: the device and the data and results folders (the first config's:
-    every arm of one process shares them)."""
+    """What a launcher reads from the run: the device, the data and results folders and the checkpoint folder
+    (the first config's: every arm of one process shares them)."""
     first = request.plans[0][1][0]
     return {"--device": str(first.get("device") or ""), "--data-root": str(first.get("data_root") or ""),
-            "--results-dir": str(first.get("results_dir") or "")}
+            "--results-dir": str(first.get("results_dir") or ""),
+            "checkpoint_dir": str((first.get("options") or {}).get("checkpoint_dir") or "")}

@@ -3,19 +3,26 @@ run picks up inside an epoch.
 
 Every training loader gets a `ResumableSampler` around the sampler the source used (torch's RandomSampler
 for `shuffle`, a SubsetRandomSampler over the book's or the talk's part, a DistributedSampler over ranks), so
-the order of every epoch is the source's, and a checkpoint taken after batch k of an epoch can be resumed at
-batch k without loading the k batches before it:
+the order of every epoch is the source's, and a checkpoint taken inside an epoch can be resumed there
+without loading the batches before it, at the same world size or another:
 
-- `order()` is the current epoch's order, drawn when the epoch's iteration started;
-- `fast_forward(batches, batch_size, order)` makes the next iteration start `batches` batches in, over
-  `order` (the order a checkpoint kept) or, where the inner sampler is deterministic per epoch (a
-  DistributedSampler after `set_epoch`), over its own order again;
+- `sequence()` is the current epoch's *sequence*: every rank's samples in the order the ranks train them
+  together (batch j of every rank before batch j+1 of any), as dataset indices. Under a DistributedSampler
+  it is the sampler's padded permutation (rank r takes every world-th sample from r), so the first k
+  batches of every rank are its first k x batch x world samples;
+- `consumed(batches, batch_size)` is how many samples of the sequence the ranks trained once this rank
+  trained `batches` batches of the epoch;
+- `resume(sequence, consumed, batch_size)` makes the next iteration train the rest of a kept sequence, this
+  rank taking every world-th sample of it: at the world size that kept it, exactly the samples the run
+  would have trained; at another, the same samples shared out again, none skipped and none twice (the rest
+  padded, as DistributedSampler pads, so that every rank trains as many batches);
 - `generator` is the inner sampler's own random generator, if it has one, whose state a checkpoint keeps
   so the epochs after a resume draw the orders they would have drawn.
 """
 
 from __future__ import annotations
 
+import copy
 from typing import Iterator, Sequence
 
 import torch
@@ -27,43 +34,63 @@ from pipelines.core.data.splits import book_fmnist_train_indices
 
 
 class ResumableSampler(Sampler[int]):
-    """`inner`'s indices (through `indices`, when the inner sampler draws positions of a subset), one epoch's
-    order at a time, optionally starting some batches into the epoch (`fast_forward`)."""
+    """`inner`'s indices (through `indices`, when the inner sampler draws positions of a subset), one epoch at
+    a time; an epoch after `resume` continues a kept sequence instead."""
 
     def __init__(self, inner, indices: Sequence[int] | None = None):
         self.inner, self.indices = inner, indices
-        self._order: list[int] = []
-        self._start, self._resume_order = 0, None
-
-    @property
-    def deterministic(self) -> bool:
-        """Whether the inner sampler's order is a function of its epoch (a DistributedSampler): then a resume
-        needs no kept order."""
-        return hasattr(self.inner, "set_epoch")
+        self.rank, self.world = getattr(inner, "rank", 0), getattr(inner, "num_replicas", 1)
+        self._order: list[int] = []  # this rank's samples of the current epoch
+        self._sequence: list[int] | None = None  # the current epoch's, when it continues a kept one
+        self._began = (0, 0)  # (samples of the sequence trained, this rank's batch index) where the epoch began
+        self._resume: tuple[list[int], int, int] | None = None
 
     @property
     def generator(self) -> torch.Generator | None:
         return getattr(self.inner, "generator", None)
 
     def set_epoch(self, epoch: int) -> None:
-        if self.deterministic:
+        if hasattr(self.inner, "set_epoch"):
             self.inner.set_epoch(epoch)
 
-    def fast_forward(self, batches: int, batch_size: int, order: Sequence[int] | None = None) -> None:
-        """The next iteration starts after `batches` batches of `order` (default: the inner sampler's)."""
-        self._start, self._resume_order = batches * batch_size, None if order is None else list(order)
+    def _mapped(self, positions: list[int]) -> list[int]:
+        return positions if self.indices is None else [self.indices[i] for i in positions]
 
-    def order(self) -> list[int]:
-        return self._order
+    def sequence(self) -> list[int]:
+        """The current epoch's sequence (all ranks' samples, in the order they train them together)."""
+        if self._sequence is not None or self.world == 1:
+            return self._order if self._sequence is None else self._sequence
+        whole = copy.copy(self.inner)  # one replica over the same padded length: the permutation itself
+        whole.rank, whole.num_replicas, whole.num_samples = 0, 1, self.world * len(self.inner)
+        positions = list(whole)
+        if len(positions) != self.world * len(self.inner):
+            raise ValueError(f"{type(self.inner).__name__} gave {len(positions)} samples as one replica, not "
+                             f"{self.world} x {len(self.inner)}: its padding is not DistributedSampler's")
+        return self._mapped(positions)
+
+    def consumed(self, batches: int, batch_size: int) -> int:
+        """Samples of `sequence()` the ranks trained once this rank trained `batches` batches of the epoch."""
+        samples, first = self._began
+        return samples + (batches - first) * batch_size * self.world
+
+    def resume(self, sequence: Sequence[int], consumed: int, batch_size: int) -> int:
+        """The next iteration trains this rank's share of `sequence` after its first `consumed` samples. Returns
+        the batch index the epoch goes on at: the batches a rank of this world size would have trained."""
+        rest = list(sequence[consumed:])
+        pad = -len(rest) % self.world
+        rest += (rest * (pad // max(len(rest), 1) + 1))[:pad]
+        first = consumed // (batch_size * self.world)
+        self._resume = (list(sequence[:consumed]) + rest, consumed, first)
+        return first
 
     def __iter__(self) -> Iterator[int]:
-        if self._resume_order is not None:
-            self._order = self._resume_order
+        if self._resume is not None:
+            self._sequence, consumed, first = self._resume
+            self._order, self._began, self._resume = self._sequence[consumed + self.rank::self.world], \
+                (consumed, first), None
         else:
-            positions = list(self.inner)
-            self._order = positions if self.indices is None else [self.indices[i] for i in positions]
-        start, self._start, self._resume_order = self._start, 0, None
-        return iter(self._order[start:])
+            self._order, self._sequence, self._began = self._mapped(list(self.inner)), None, (0, 0)
+        return iter(self._order)
 
     def __len__(self) -> int:
         return len(self.inner)

@@ -7,7 +7,8 @@ one line.
 - The rendezvous is bounded by `-o timeout_s`, counted once. A node that is not the rendezvous host first
   proves HOST:PORT answers (`rendezvous.reach`, before torch is even imported); torchrun's rendezvous then
   gets what is left (static: `timeout`; c10d: `join_timeout` and `read_timeout`; torch's defaults are 600
-  to 900 s, and its store client retries for about twice its timeout).
+  to 900 s, and its store client retries for about twice its timeout). An elastic round (NNODES=MIN:MAX)
+  that has its MIN waits a quarter of what is left, at most torch's 30 s, for more (`last_call_timeout`).
 - The ranks' streams are tee'd (torchrun's `--tee 3 --log-dir DIR`): each rank's stdout and stderr land in
   DIR/<run>/attempt_<n>/<local rank>/ and on the terminal, rank 0's lines as they are, the others' behind
   `[rankN]: `. The agent's own output (its logging, the C++ store's warnings with their stack frames,
@@ -91,7 +92,10 @@ def _agent_output_to(log_path: Path) -> tuple[TextIO, TextIO]:
 def _bound(args: argparse.Namespace, budget: Budget) -> None:
     """What is left of the budget as the rendezvous' own timeouts (later keys win in torchrun's parser)."""
     left = budget.left_whole_s()
-    waits = f"timeout={left}" if args.rdzv_backend == "static" else f"join_timeout={left},read_timeout={left}"
+    # an elastic round (NNODES=MIN:MAX) that has its MIN waits this long for more nodes (torch's default: 30 s)
+    last_call = min(30, max(1, left // 4))
+    waits = f"timeout={left}" if args.rdzv_backend == "static" else \
+        f"join_timeout={left},read_timeout={left},last_call_timeout={last_call}"
     args.rdzv_conf = ",".join(part for part in (args.rdzv_conf, waits) if part)
 
 

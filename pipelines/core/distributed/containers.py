@@ -87,12 +87,16 @@ def container(knobs: Knobs, args: Sequence[str]) -> None:
     knobs.set("DATA", absolute(knobs.get("DATA_DIR") or arg_value(args, "--data-root") or str(REPO / "data")))
     results = knobs.set("RESULTS", absolute(knobs.get("RESULTS_DIR") or arg_value(args, "--results-dir")
                                             or str(REPO / "results")))
+    checkpoints = arg_value(args, "checkpoint_dir")  # writable too: a checkpoint must outlive the container
+    checkpoints = knobs.set("CHECKPOINTS", absolute(checkpoints) if checkpoints else "")
     knobs.set("PASS_NAMES", " ".join(passed_names(knobs.env)))
     if not (check_only or printing):  # after the checks: nothing written on error
-        try:
-            Path(results).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise KnobError(f"cannot create the results folder {results} ({exc.strerror})") from None
+        for label, folder in (("results folder", results), ("checkpoint folder", checkpoints)):
+            try:
+                if folder:
+                    Path(folder).mkdir(parents=True, exist_ok=True)
+            except OSError as exc:
+                raise KnobError(f"cannot create the {label} {folder} ({exc.strerror})") from None
 
 
 def gpus_present() -> bool:

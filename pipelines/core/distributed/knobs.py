@@ -118,8 +118,9 @@ def threads(knobs: Knobs, ranks_on_this_node: int) -> int:
 
 
 def arg_value(args: Sequence[str], name: str) -> str:
-    """The value of --NAME in the accel arguments (`--NAME V` or `--NAME=V`), or ''; for a worker's
-    `--worker FILE`, the value its request holds (config/request.py launcher_view)."""
+    """The value of --NAME in the accel arguments (`--NAME V` or `--NAME=V`; a NAME without dashes: the
+    pipeline option `-o NAME=V`), or ''; for a worker's `--worker FILE`, the value its request holds
+    (config/request.py launcher_view)."""
     if requests.FLAG in args:
         try:
             found = requests.from_args(args)
@@ -131,6 +132,9 @@ def arg_value(args: Sequence[str], name: str) -> str:
             return args[i + 1] if i + 1 < len(args) else ""
         if word.startswith(name + "="):
             return word.split("=", 1)[1]
+        if not name.startswith("-") and word in ("-o", "--option") and i + 1 < len(args) and \
+                args[i + 1].startswith(name + "="):  # a pipeline option, -o NAME=V
+            return args[i + 1].split("=", 1)[1]
     return ""
 
 

@@ -77,7 +77,7 @@ def torchrun(knobs: Knobs, args: Sequence[str]) -> None:
     """NPROC ranks per node under torchrun, static or c10d rendezvous."""
     nproc = positive_int("NPROC", knobs.set("NPROC", knobs.get("NPROC", "2")))
     ranks_fit_here("NPROC", nproc)
-    nnodes = positive_int("NNODES", knobs.set("NNODES", knobs.get("NNODES", "1")))
+    nnodes = node_count(knobs)
     node_rank = knobs.set("NODE_RANK", knobs.get("NODE_RANK", "0"))
     if not re.fullmatch(r"[0-9]+", node_rank) or int(node_rank) >= nnodes:
         raise KnobError(f"NODE_RANK={node_rank} must be an integer from 0 to NNODES-1 ({nnodes - 1})")
@@ -99,6 +99,21 @@ def torchrun(knobs: Knobs, args: Sequence[str]) -> None:
     knobs.set("LOCAL_ADDR", local_addr)
     ranks_allocator(knobs)
     image(knobs, "here")  # torchrun runs inside one container and starts the ranks there
+
+
+def node_count(knobs: Knobs) -> int:
+    """NNODES: a count, or MIN:MAX for an elastic run (c10d only: torchrun forms each round with whichever
+    nodes between MIN and MAX are there, so a run that loses a node goes on with fewer). Returns MAX."""
+    text = knobs.set("NNODES", knobs.get("NNODES", "1"))
+    elastic = re.fullmatch(r"([0-9]+):([0-9]+)", text)
+    if not elastic and ":" not in text:
+        return positive_int("NNODES", text)
+    low, high = (int(elastic[1]), int(elastic[2])) if elastic else (0, 0)
+    if not 1 <= low <= high:
+        raise KnobError(f"NNODES={text} must be MIN:MAX with 1 <= MIN <= MAX (e.g. 1:2)")
+    if knobs.get("RDZV", "static") != "c10d":
+        raise KnobError(f"NNODES={text} (elastic) needs RDZV=c10d: a static rendezvous waits for a fixed count")
+    return high
 
 
 def mpirun(knobs: Knobs, args: Sequence[str]) -> None:

@@ -72,4 +72,4 @@ def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0
         Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main, every_steps=opts.checkpoint_every_steps,
         manifest={**checkpoint.identity(cfg, ctx.world_size, repeat), "run_id": run_id}, rank=ctx.rank,
         barrier=collectives.barrier_if_initialized, agree=collectives.agree_if_initialized,
-        gather=collectives.gather_objects)]
+        gather=collectives.gather_objects, any_world=opts.checkpoint_any_world)]

@@ -51,7 +51,7 @@ from pipelines.core.harness.pipeline import Measurement, TrainingPipeline
 from pipelines.core.harness.plan import Plan
 from pipelines.core.record import card, energy, machine, results
 from pipelines.core.stats import orders, rows, stopping
-from pipelines.core.train import interleave, interrupt, loop, memory, profiler, progress, torch_state
+from pipelines.core.train import interleave, interrupt, loop, memory, profiler, progress, resume, torch_state
 from pipelines.core.train.interrupt import Interrupted, as_interrupted
 
 @dataclass
@@ -161,6 +161,8 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
     except ConfigError:
         raise  # a user mistake found late (e.g. missing data): one-line message
     except (Exception, Interrupted, KeyboardInterrupt) as exc:
+        for hook in (h for arm in built for h in arm.training.hooks if isinstance(h, resume.CheckpointHooks)):
+            hook.leave_position()  # for the resume's account of what was lost
         in_flight = [c for c in unit if c.arm in counters]
         round_mark = {**mark, "round": mark["round"] + repeat}
         if not interrupt.caused_by_signal(exc):
@@ -182,6 +184,8 @@ def run_plans(plans: list[Plan], ctx: loop.RunContext, dist_info: dict[str, Any]
         if rule is not None:
             rule.stopped_by = "interrupted"
         kept = keep_all(with_stopping=True)
+        if stop.checkpoint and session is not None:  # every rank stopped after the same save for a requeue:
+            collectives.barrier_if_initialized()  # none leaves before rank 0 kept its record (cli/main.py)
         raise Interrupted(stop.signum, kept, finished, bool(in_flight), ctx.is_main, session is not None,
                           stop.checkpoint) from None
     finally:

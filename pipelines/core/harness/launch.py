@@ -84,7 +84,7 @@ def world_of(launcher: str, knobs) -> tuple[int, int, bool]:
     values = knobs.values
     if launcher == "torchrun":
         nproc = int(values["NPROC"])
-        return nproc * int(values["NNODES"]), int(values["NODE_RANK"]) * nproc, True
+        return nproc * int(values["NNODES"].split(":")[-1]), int(values["NODE_RANK"]) * nproc, True  # MIN:MAX
     if launcher == "mpirun":
         return int(values["NP"]), 0, values["RANKS_AT"] == "here"
     if launcher == "srun":

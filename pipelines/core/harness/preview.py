@@ -128,7 +128,7 @@ def layout(entry: experiments.Experiment, cfg: RunConfig, launcher: str | None,
         arm_ranks = getattr(cfg.options, "ranks", None)  # a ranks=N arm is run with NPROC=N (make cpu-ddp)
         ranks = (_whole(env.get("NPROC")) or (arm_ranks if isinstance(arm_ranks, int) and arm_ranks > 0 else None)
                  or knob("NPROC") or DEFAULT_LAUNCHER_RANKS)
-        nodes = knob("NNODES") or 1
+        nodes = _whole((env.get("NNODES") or entry.knobs.get("NNODES") or "").split(":")[-1]) or 1  # MIN:MAX
     elif launcher == "mpirun":
         total = knob("NP") or DEFAULT_LAUNCHER_RANKS
         hosts = [h for h in (env.get("HOSTS") or "").split(",") if h]

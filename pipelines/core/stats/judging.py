@@ -69,7 +69,7 @@ def compare(entry: experiments.Experiment, variant: str, scale: str, records: Re
     base_records = ran.get(base_key, [])
     if not base_records:
         return Comparison(NOT_COMPARABLE, f"baseline {Arm(*base)} not run at {scale} scale", baseline, base_key)
-    difference = machine_class.difference(records + base_records)
+    difference = machine_class.difference(records + base_records) or another_world(records + base_records)
     if difference:
         return Comparison(NOT_COMPARABLE, f"no ratio: {difference}", baseline, base_key)
     steady = record_pairing.ratio(records, base_records)
@@ -98,6 +98,23 @@ def compare(entry: experiments.Experiment, variant: str, scale: str, records: Re
             done.ratio, done.interval = done.e2e_ratio, done.e2e_interval
     done.verdict, done.why = _verdict(entry, variant, scale, records, base, base_records, published, done)
     return done
+
+
+def resumed_elsewhere(record: dict[str, Any]) -> tuple[int, int] | None:
+    """(the checkpoint's world size, the record's) when the repeat resumed from a checkpoint of another world
+    size (-o checkpoint_any_world): its steps ran at two world sizes, a ratio of neither; else None."""
+    there = (record["metrics"].get("resumed_from") or {}).get("world_size")
+    here = (record.get("dist") or {}).get("world_size")
+    return (there, here) if there and here and there != here else None
+
+
+def another_world(records: Records) -> str:
+    """'' unless a repeat resumed from a checkpoint of another world size: why there is no ratio."""
+    for r in records:
+        if worlds := resumed_elsewhere(r):
+            return (f"repeat {r['repeat']} of {Arm(r['experiment'], r['variant'])} resumed from a checkpoint of "
+                    f"{worlds[0]} ranks on {worlds[1]} (checkpoint_any_world)")
+    return ""
 
 
 def _verdict(entry: experiments.Experiment, variant: str, scale: str, records: Records, base: tuple[str, str],

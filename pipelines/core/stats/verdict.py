@@ -16,7 +16,7 @@ from typing import Any, Sequence
 from pipelines.core.config import experiments
 from pipelines.core.record.results import Loaded
 from pipelines.core.stats import rows as rows_of
-from pipelines.core.stats import bases, intervals, pairing, plain_table
+from pipelines.core.stats import bases, intervals, judging, pairing, plain_table
 from pipelines.core.config.arm import Arm
 
 COLUMNS = ("arm", "measured ratio [95 %]", "published", "verdict")
@@ -101,7 +101,9 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
             row = line["_row"]
             noisy = f" (noisy: {row.noisy_repeats} of {row.n} repeats)" if row.noisy_repeats else ""
             resumed = sum(1 for r in row.records if r["metrics"].get("resumed_from"))  # after a lost process
-            noisy += f" (resumed from a checkpoint: {resumed} of {row.n} repeats)" if resumed else ""
+            elsewhere = sum(1 for r in row.records if judging.resumed_elsewhere(r))
+            noisy += f" (resumed from a checkpoint: {resumed} of {row.n} repeats" if resumed else ""
+            noisy += f", {elsewhere} at another world size: no ratio)" if elsewhere else ")" if resumed else ""
             cells = [str(Arm.of(row)), _measured(row), _published(row), row.verdict + noisy]
             if book:
                 cells.append(_accuracy(row))

@@ -3,7 +3,7 @@ run may resume (`pick`). The loop hooks that save and resume them are train/resu
 
 A checkpoint holds the model's and the optimizer's state, the state of hooks that keep one (a scheduler),
 where training goes on (the epoch, and the batches of it already trained), the sampler's (its generator;
-inside an epoch, the epoch's order where the sampler cannot draw it again: data/sampling.py) and every
+inside an epoch, the epoch's sequence and the samples of it trained: data/sampling.py) and every
 rank's random state (torch, numpy, `random`), gathered at each save. A resumed run is then the run it
 continues, step for step, as long as the data's transforms draw no random numbers in loader workers
 (their seeds are drawn at an epoch's start, and a skipped batch is never loaded).
@@ -15,10 +15,10 @@ stopped after it for a requeue (`requeue`: interrupt.REQUEUE), and the file's sh
 whose sha256 matches it is never read, so a save cut short at any point leaves the one before it valid: the
 old pair is renamed to PREVIOUS before the new file lands, and a marker finds its file by content, not by
 name. A resume reads only a matching, complete pair; another run's checkpoint (another experiment, arm, world
-size, batch, configuration or torch) is refused in one line naming what differs (for the configuration, its
-fields: the marker keeps them beside their hash), and so is a folder whose only checkpoint has no valid
-marker. Loads use `weights_only=True`, and a file that is not a checkpoint (hostile, damaged, something else)
-is one ConfigError line naming it.
+size unless the run accepts any, batch, configuration or torch) is refused in one line naming what differs
+(for the configuration, its fields: the marker keeps them beside their hash), and so is a folder whose only
+checkpoint has no valid marker. Loads use `weights_only=True`, and a file that is not a checkpoint (hostile,
+damaged, something else) is one ConfigError line naming it.
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ from pipelines.core.train import loop
 from pipelines.core.errors import ConfigError, WriteError
 
 FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
+POSITION = "position.json"  # where a failed attempt's training got to after its last save (train/resume.py)
 MARKER = ".json"  # FILE + MARKER: its identity and sha256, written after FILE
 # What a resume must match; `commit` is kept in the marker, never matched (a requeued job may run a fixed checkout)
 MANIFEST_KEYS = ("experiment", "arm", "scale", "repeat", "config", "world_size", "batch_size", "dataset", "torch")
@@ -96,18 +97,14 @@ def set_rng_state(state: dict[str, Any]) -> None:
 
 
 def save(path: Path, trainable: loop.Trainable, epoch: int, complete: bool, batch: int = 0,
-         sampler: Any = None, rng_ranks: list | None = None) -> Path:
-    """`batch`: batches of `epoch` trained (a mid-epoch checkpoint); `sampler`: the training loader's, whose
-    generator state (and, inside an epoch, the epoch's order where it cannot draw it again) a resume needs;
-    `rng_ranks`: every rank's random state, in rank order (`rng` is this process's)."""
+         sampler_state: dict[str, Any] | None = None, rng_ranks: list | None = None) -> Path:
+    """`batch`: batches of `epoch` trained (a mid-epoch checkpoint); `sampler_state`: where the training
+    sampler is (train/resume.py: its generator's state and, inside an epoch, the epoch's sequence and how much
+    of it was trained); `rng_ranks`: every rank's random state, in rank order (`rng` is this process's)."""
     state = {"model": trainable.model.state_dict(), "epoch": epoch, "batch": batch, "complete": complete,
-             "rng": rng_state(), "rng_ranks": rng_ranks,
+             "rng": rng_state(), "rng_ranks": rng_ranks, **(sampler_state or {}),
              "optimizer": trainable.optimizer.state_dict() if trainable.optimizer is not None else None,
              "hooks": [hook.state_dict() if hasattr(hook, "state_dict") else None for hook in trainable.hooks]}
-    if getattr(sampler, "generator", None) is not None:
-        state["sampler_rng"] = sampler.generator.get_state()
-    if batch and hasattr(sampler, "fast_forward") and not sampler.deterministic:  # data/sampling.py's
-        state["order"] = torch.tensor(sampler.order(), dtype=torch.int64)
     return atomic.write(path, lambda handle: torch.save(state, handle), binary=True)
 
 
@@ -150,7 +147,7 @@ def sha256_of(path: Path) -> str:
 
 
 def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, manifest: dict[str, Any],
-         batch: int = 0, sampler: Any = None, rng_ranks: list | None = None) -> Path:
+         batch: int = 0, sampler_state: dict[str, Any] | None = None, rng_ranks: list | None = None) -> Path:
     """Write the newest checkpoint and then its marker; the newest pair before it becomes PREVIOUS first."""
     folder = Path(folder)
     newest, previous = folder / FILENAME, folder / PREVIOUS
@@ -158,7 +155,7 @@ def keep(folder: Path, trainable: loop.Trainable, epoch: int, complete: bool, ma
         os.replace(newest, previous)
         os.replace(marker_of(newest), marker_of(previous))
     try:
-        save(newest, trainable, epoch, complete, batch, sampler, rng_ranks)
+        save(newest, trainable, epoch, complete, batch, sampler_state, rng_ranks)
         marker = {**manifest, "epoch": epoch, "batch": batch, "complete": complete, "saved_ns": time.time_ns(),
                   "sha256": sha256_of(newest)}
         atomic.write_text(marker_of(newest), json.dumps(marker, indent=1) + "\n")
@@ -192,9 +189,10 @@ def _vouched(folder: Path) -> list[tuple[Path, dict[str, Any]]]:
     return sorted(found, key=lambda pair: pair[1].get("saved_ns", 0), reverse=True)
 
 
-def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] | str | None:
+def pick(folder: Path, manifest: dict[str, Any], any_world: bool = False) -> tuple[str, dict[str, Any]] | str | None:
     """The newest checkpoint to resume (its file name and marker), None for a fresh start, or the one line
-    that refuses the folder: a checkpoint of another run, or checkpoints none of which a marker vouches for."""
+    that refuses the folder: a checkpoint of another run, or checkpoints none of which a marker vouches for.
+    `any_world`: a checkpoint of another world size is this run's too (the run then gives no verdict)."""
     folder = Path(folder)
     found = _vouched(folder)
     if not found:
@@ -207,8 +205,10 @@ def pick(folder: Path, manifest: dict[str, Any]) -> tuple[str, dict[str, Any]] |
     path, marker = found[0]
     if marker.get("complete"):
         return None  # a finished run (whichever): nothing to resume, and this run's saves replace it
-    differs = _differences(marker, manifest)
+    differs = _differences(marker, {k: v for k, v in manifest.items() if not (any_world and k == "world_size")})
     if differs:
+        other_world = " or resume it at this world size with -o checkpoint_any_world=true (no verdict then)," \
+            if differs[0].startswith("world_size") and len(differs) == 1 else ""
         return (f"checkpoint {path} is of another run ({'; '.join(differs[:3])}); point checkpoint_dir at "
-                "another folder, or delete it to start afresh")
+                f"another folder,{other_world} or delete it to start afresh")
     return path.name, marker

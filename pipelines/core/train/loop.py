@@ -121,10 +121,12 @@ class Training:
         self.offset = start_epoch
         starts = [hook.train_start(trainable, loaders) for hook in self.hooks]  # every hook sees the start
         resumed = next((epoch for epoch in starts if epoch is not None), None)
-        self.start_batch = 0
-        if resumed is not None:  # resuming: the epoch budget counts from 0, not from the resumed epoch
+        self.start_batch = self.resumed_steps = 0
+        if resumed is not None:  # resuming: the epoch or step budget counts from the run's start, not from here
             start_epoch, self.offset = resumed, 0
             self.start_batch = max(hook.resume_batches for hook in self.hooks)
+            self.resumed_steps = resumed * (len(loaders.train) if hasattr(loaders.train, "__len__") else 0) + \
+                self.start_batch
         self.start_epoch = start_epoch
         self.stream = batches.stream(loaders.train, self.hooks, start_epoch, self.start_batch)
         self.stepping = [hook for hook in self.hooks if hook.every_steps]  # mid_epoch callers
@@ -278,7 +280,7 @@ class Training:
 
     def _finished(self, total: int | None) -> bool:
         if total is not None:
-            return self.done >= total
+            return self.done + self.resumed_steps >= total
         return self.last_in_epoch and self.epoch + 1 - self.offset >= self.cfg.epochs
 
     def finish(self, shared: bool = False) -> dict[str, Any]:
