@@ -222,6 +222,7 @@ def test_a_host_killed_inside_an_epoch_rejoins_and_the_run_ends_with_the_uninter
     resumed = rec["metrics"]["resumed_from"]
     assert resumed["batch"] > 0 and rec["metrics"]["start_batch"] == resumed["batch"]  # inside the epoch
     assert resumed["since_save_s"] < 60  # the lost work and the restart, together
+    assert 0 <= resumed["lost_steps"] <= EVERY, resumed  # host A's rank outlived B and left its position
     assert "accel: resumed from" in outputs[0][1]
 
     alone = tmp_path / "alone"

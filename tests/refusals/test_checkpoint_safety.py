@@ -134,6 +134,12 @@ def test_a_checkpoint_of_another_run_or_with_no_marker_is_refused_in_one_line_an
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
     hooks = resume.CheckpointHooks(tmp_path, 1, True, manifest=here, any_world=True)  # opted in: resumed
     assert hooks.train_start(trainable(), None) == 1 and hooks.resumed["world_size"] == 2
+    data = {**here, "data": "real:50000:ab12"}  # the same run over other data (generated files, regenerated)
+    other = tmp_path / "other-data"
+    checkpoint.keep(other, trainable(), 1, complete=False, manifest={**data, "data": "generated:500:cd34"})
+    with pytest.raises(ConfigError, match="is of another run .data 'generated:500:cd34' there, 'real:50000:ab12' "
+                                          "here."):
+        resume.CheckpointHooks(other, 1, True, manifest=data).train_start(trainable(), None)
     checkpoint.marker_of(tmp_path / checkpoint.FILENAME).unlink()
     with pytest.raises(ConfigError, match="has no marker that vouches for it"):
         resume.CheckpointHooks(tmp_path, 1, True, manifest=here).train_start(trainable(), None)

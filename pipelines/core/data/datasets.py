@@ -49,6 +49,17 @@ class Loaders:
     valid_samples: int = 0  # the validation part's size, all ranks together
 
 
+def fingerprint(cfg: RunConfig, loaders: Loaders) -> str:
+    """What the training data is, for a checkpoint's identity: its source (real, generated, synthetic), the
+    training part's size, and the digest of the dataset folder's checksum list where it has one (so
+    regenerated or replaced files are another dataset)."""
+    stamp = ""
+    if cfg.dataset in files.FILES:
+        listed = Path(cfg.data_root) / files.spec(cfg.dataset).folder / files.MANIFEST
+        stamp = files.digest(listed)[:16] if listed.is_file() else ""
+    return f"{loaders.source}:{loaders.train_samples}" + (f":{stamp}" if stamp else "")
+
+
 class CheckedFashionMNIST(FashionMNIST):
     """torchvision's FashionMNIST (item access, classes, transforms) over arrays from the checked reader.
 

@@ -57,19 +57,20 @@ def build(the_plan: Plan, cfg: RunConfig, ctx: loop.RunContext, repeat: int,
     trainable = pipeline.setup(cfg, ctx)
     prep = Preparation(loaders, ctx, lambda t: loop.train(t, loaders, warmup_config(cfg), ctx))
     trainable = pipeline.before_training(trainable, prep, cfg, ctx)
-    hooks = [*runner_hooks(pipeline, cfg, ctx, repeat, run_id), counter]
+    hooks = [*runner_hooks(pipeline, cfg, ctx, repeat, run_id, datasets.fingerprint(cfg, loaders)), counter]
     training = loop.Training(trainable, loaders, cfg, ctx, hooks=hooks)
     return Built(the_plan, cfg, trainable, loaders, training, counter)
 
 
-def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0, run_id: str = "") -> list[loop.Hooks]:
+def runner_hooks(pipeline, cfg: RunConfig, ctx: loop.RunContext, repeat: int = 0, run_id: str = "",
+                 data: str = "") -> list[loop.Hooks]:
     """Checkpoints, for pipelines that declare them (Supports.checkpoints) when the run names a folder; their
-    markers keep `run_id`, so a resumed record names the run it continues."""
+    markers keep `run_id`, so a resumed record names the run it continues, and the data's fingerprint."""
     opts = cfg.options
     if not pipeline.supports.checkpoints or not opts.checkpoint_dir:
         return []
     return [resume.CheckpointHooks(
         Path(opts.checkpoint_dir), opts.checkpoint_every, ctx.is_main, every_steps=opts.checkpoint_every_steps,
-        manifest={**checkpoint.identity(cfg, ctx.world_size, repeat), "run_id": run_id}, rank=ctx.rank,
+        manifest={**checkpoint.identity(cfg, ctx.world_size, repeat, data), "run_id": run_id}, rank=ctx.rank,
         barrier=collectives.barrier_if_initialized, agree=collectives.agree_if_initialized,
         gather=collectives.gather_objects, any_world=opts.checkpoint_any_world)]

@@ -15,7 +15,7 @@ stopped after it for a requeue (`requeue`: interrupt.REQUEUE), and the file's sh
 whose sha256 matches it is never read, so a save cut short at any point leaves the one before it valid: the
 old pair is renamed to PREVIOUS before the new file lands, and a marker finds its file by content, not by
 name. A resume reads only a matching, complete pair; another run's checkpoint (another experiment, arm, world
-size unless the run accepts any, batch, configuration or torch) is refused in one line naming what differs
+size unless the run accepts any, batch, configuration, data or torch) is refused in one line naming what differs
 (for the configuration, its fields: the marker keeps them beside their hash), and so is a folder whose only
 checkpoint has no valid marker. Loads use `weights_only=True`, and a file that is not a checkpoint (hostile,
 damaged, something else) is one ConfigError line naming it.
@@ -46,13 +46,15 @@ FILENAME, PREVIOUS = "checkpoint.pt", "checkpoint.prev.pt"
 POSITION = "position.json"  # where a failed attempt's training got to after its last save (train/resume.py)
 MARKER = ".json"  # FILE + MARKER: its identity and sha256, written after FILE
 # What a resume must match; `commit` is kept in the marker, never matched (a requeued job may run a fixed checkout)
-MANIFEST_KEYS = ("experiment", "arm", "scale", "repeat", "config", "world_size", "batch_size", "dataset", "torch")
+MANIFEST_KEYS = ("experiment", "arm", "scale", "repeat", "config", "world_size", "batch_size", "dataset", "data",
+                 "torch")
 # Fields of the run's configuration that say where output goes or how often it is measured, not what is trained
 NOT_IDENTITY = ("data_root", "results_dir", "rounds", "repeats", "auto", "budget_s")
 
 
-def identity(cfg: RunConfig, world_size: int, repeat: int = 0) -> dict[str, Any]:
-    """This run's manifest: what a checkpoint must match to be resumed here (MANIFEST_KEYS), and the commit."""
+def identity(cfg: RunConfig, world_size: int, repeat: int = 0, data: str = "") -> dict[str, Any]:
+    """This run's manifest: what a checkpoint must match to be resumed here (MANIFEST_KEYS), and the commit.
+    `data`: the training data's fingerprint (data/datasets.py `fingerprint`: source, size, checksums)."""
     config = {k: v for k, v in cfg.to_record().items() if k not in NOT_IDENTITY}
     config["options"] = {k: v for k, v in config["options"].items() if not k.startswith("checkpoint_")}
     digest = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -61,6 +63,7 @@ def identity(cfg: RunConfig, world_size: int, repeat: int = 0) -> dict[str, Any]
     fields = {k: json.dumps(v, sort_keys=True, default=str) for k, v in fields.items()}  # named in a refusal
     return {"experiment": cfg.experiment, "arm": cfg.variant, "scale": cfg.scale, "repeat": repeat, "config": digest,
             "world_size": world_size, "batch_size": cfg.batch_size, "dataset": f"{cfg.dataset}/{cfg.split}",
+            "data": data,
             "torch": torch.__version__, "commit": git_commit().get("git_commit"), "config_fields": fields}
 
 
@@ -68,7 +71,8 @@ def _differences(marker: dict[str, Any], manifest: dict[str, Any]) -> list[str]:
     """What differs between a checkpoint's marker and this run, a phrase each: for the configuration, the
     fields themselves where both sides keep them (`config_fields`), else its hash."""
     out = []
-    for key in (k for k in MANIFEST_KEYS if k in manifest and marker.get(k) != manifest[k]):
+    for key in (k for k in MANIFEST_KEYS if k in manifest and marker.get(k) != manifest[k]
+                and (k != "data" or k in marker)):  # markers written before the data fingerprint lack it
         there, here = marker.get("config_fields"), manifest.get("config_fields")
         if key == "config" and isinstance(there, dict) and isinstance(here, dict):
             named = [f"{field} {there.get(field, '-')} there, {here.get(field, '-')} here"

@@ -199,12 +199,12 @@ class CheckpointHooks(loop.Hooks):
         """Rank 0 writes; every rank hands it its random state and whether it was asked to stop for a
         requeue (interrupt.REQUEUE), so all ranks stop after the same save when any was asked."""
         gathered = self.gather((rng_state(), interrupt.requeue_asked()))  # every rank takes part
-        self.saved = [next_epoch, batch]
         stop = not complete and any(asked for _, asked in gathered)
         if self.is_main and self.trainable is not None:
             keep(self.folder, self.trainable, next_epoch, complete, {**self.manifest, "requeue": stop}, batch,
                  self._sampler_state(batch), [state for state, _ in gathered])
         self.barrier()  # no rank runs ahead of a checkpoint that a restart would need
+        self.saved = [next_epoch, batch]  # kept: rank 0 got past its save (a failed one never reaches here)
         if stop:
             raise interrupt.Interrupted(interrupt.REQUEUE, checkpoint=f"{self.path} at epoch {next_epoch}, "
                                                                       f"batch {batch}")
