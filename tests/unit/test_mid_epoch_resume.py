@@ -163,8 +163,8 @@ def test_a_process_that_outlives_the_failure_leaves_its_position_and_the_resume_
     _, metrics = run(tmp_path, "shuffle", seed=1)
     resumed = metrics["resumed_from"]
     assert (resumed["lost_steps"], resumed["lost_samples"]) == (2, 2 * BATCH)
-    assert 0 <= resumed["lost_train_s"] <= resumed["since_save_s"] and resumed["restart_s"] >= 0
-    assert "lost 2 batches (8 samples, " in capsys.readouterr().err
+    assert 0 <= resumed["lost_s"] <= resumed["since_save_s"] and resumed["restart_s"] >= 0
+    assert "lost 2 batches (8 samples) trained after the save, " in capsys.readouterr().err
     assert not (tmp_path / checkpoint.POSITION).exists()  # read once
 
 

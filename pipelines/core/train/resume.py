@@ -96,7 +96,8 @@ class CheckpointHooks(loop.Hooks):
     def _lost(self, marker: dict[str, Any], left: dict[str, Any] | None) -> dict[str, Any]:
         """What the resume lost: the time since the save (the work after it and the restart), and, where a
         process of the failed attempt left its position (`left`: POSITION, written as it failed, after this
-        save), the batches and samples trained after the save and the seconds they took, and the restart."""
+        save), the batches and samples trained after the save, the seconds from the save to the failure
+        (`lost_s`) and from the failure to this resume (`restart_s`)."""
         now = time.time_ns()
         lost: dict[str, Any] = {"since_save_s": round((now - marker.get("saved_ns", now)) / 1e9, 3)}
         if left and left.get("saved") == [marker.get("epoch"), marker.get("batch")] and \
@@ -104,15 +105,15 @@ class CheckpointHooks(loop.Hooks):
             (epoch, batch), (to_epoch, to_batch) = left["saved"], left["reached"]
             steps = (to_epoch - epoch) * left["batches_per_epoch"] + to_batch - batch
             lost.update(lost_steps=steps, lost_samples=steps * left["batch_size"] * left["world_size"],
-                        lost_train_s=round((left["written_ns"] - marker["saved_ns"]) / 1e9, 3),
+                        lost_s=round((left["written_ns"] - marker["saved_ns"]) / 1e9, 3),
                         restart_s=round((now - left["written_ns"]) / 1e9, 3))
         return lost
 
     def _lost_text(self) -> str:
         lost = self.resumed or {}
         if "lost_steps" in lost:
-            return (f"lost {lost['lost_steps']} batches ({lost['lost_samples']} samples, {lost['lost_train_s']:.1f} s) "
-                    f"trained after the save, and {lost['restart_s']:.0f} s to restart")
+            return (f"lost {lost['lost_steps']} batches ({lost['lost_samples']} samples) trained after the save, "
+                    f"{lost['lost_s']:.1f} s from the save to the failure, and {lost['restart_s']:.0f} s to restart")
         return (f"saved {lost.get('since_save_s', 0):.0f} s ago: the work since then, at most {self._interval()}, "
                 "and the restart are lost")
 
