@@ -58,8 +58,10 @@ class ResumableSampler(Sampler[int]):
 
     def sequence(self) -> list[int]:
         """The current epoch's sequence (all ranks' samples, in the order they train them together)."""
-        if self._sequence is not None or self.world == 1:
-            return self._order if self._sequence is None else self._sequence
+        if self._sequence is not None:
+            return self._sequence
+        if self.world == 1:
+            return self._order
         whole = copy.copy(self.inner)  # one replica over the same padded length: the permutation itself
         whole.rank, whole.num_replicas, whole.num_samples = 0, 1, self.world * len(self.inner)
         positions = list(whole)
