@@ -16,16 +16,35 @@ def test_the_card_measures_every_quantity_and_puts_the_thread_count_back():
     assert torch.get_num_threads() == threads and measured["threads"] == threads
     for name in ("fp32", "bf16"):
         assert measured["gemm_gflops"][name]["1_thread"] > 0 and measured["gemm_gflops"][name]["all_threads"] > 0
-    assert measured["triad_gbs"] > 0 and measured["tiny_op_us"] > 0
+    assert measured["triad_gbs"] > 0 and measured["triad_gbs_1_thread"] > 0 and measured["tiny_op_us"] > 0
     assert (measured["parallel_region_us"] is None) == (threads < 2)
     assert measured["allreduce_gbs"] is None  # no process group here: the dist tests see Gloo's
     top = measured["topology"]
     assert top["usable_cpus"] == len(os.sched_getaffinity(0))
     assert top["physical_cores"] is None or 1 <= top["physical_cores"] <= top["usable_cpus"]
     text = "\n".join(card.lines(measured))
-    for word in ("GEMM fp32", "GEMM bf16", "GB/s (STREAM triad", "tiny op", "OMP region", "usable CPU"):
+    for word in ("GEMM fp32", "GEMM bf16", f"GB/s at {threads} thread(s)", "(STREAM triad", "tiny op", "OMP region",
+                 "usable CPU"):
         assert word in text, text
     assert "all-reduce" not in text
+
+
+def test_a_ceiling_is_the_fastest_block_and_a_cost_the_median_block(monkeypatch):
+    """A neighbour only slows a block down: the GEMM and triad ceilings keep the fastest of the blocks, the tiny
+    op's and the parallel region's costs the median."""
+    blocks = iter([1.0, 1.0, 0.5, 0.4, 0.6, 0.9, 0.8, 0.7, 0.45])  # two single calls, then 7 blocks
+
+    class Timer:
+        def __init__(self, **_):
+            pass
+
+        def timeit(self, number):
+            return type("Measurement", (), {"median": next(blocks)})()
+
+    monkeypatch.setattr(card.benchmark, "Timer", Timer)
+    assert card._seconds("x", 1, ceiling=True) == 0.4
+    blocks = iter([1.0, 1.0, 0.5, 0.4, 0.6, 0.9, 0.8, 0.7, 0.45])
+    assert card._seconds("x", 1) == 0.6
 
 
 def test_a_smoke_process_records_why_it_has_no_card(monkeypatch):

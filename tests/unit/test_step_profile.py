@@ -1,5 +1,6 @@
-"""The step profile (train/profiler.py `step_profile`): one real training step's ops with their FLOPs and bytes,
-the profiler's warm-up step apart, and libkineto's start/stop lines kept off stderr while other lines pass."""
+"""The step profile (train/profiler.py `step_profile`): real training steps' ops with their FLOPs and bytes, one
+step's worth (the mean of the profiled steps), the profiler's warm-up step apart, and libkineto's start/stop
+lines kept off stderr while other lines pass."""
 
 from __future__ import annotations
 
@@ -24,10 +25,12 @@ def test_a_linear_step_s_matmul_flops_are_counted_and_its_bytes_are_the_outermos
         steps.append(1)
 
     found = profiler.step_profile(step, cuda=False)
-    assert len(steps) == 2  # the profiler's warm-up step, then the kept one
-    ops = {row["op"]: row for row in found["ops"]}
+    assert len(steps) == 1 + profiler.STEP_PROFILE_STEPS  # the profiler's warm-up step, then the kept ones
+    assert found["steps"] == profiler.STEP_PROFILE_STEPS
+    ops = {row["op"]: row for row in found["ops"]}  # a step's worth: each op once a step, as in one step
     # forward addmm 2*16*8*4; backward one mm, the weight's gradient 2*4*16*8 (the input needs none)
     assert ops["aten::addmm"]["flops"] == 2 * 16 * 8 * 4 and ops["aten::mm"]["flops"] == 2 * 4 * 16 * 8
+    assert ops["aten::addmm"]["calls"] == 1
     assert found["total"]["calls"] >= len(found["ops"]) and found["total"]["self_ms"] > 0
     assert found["total"]["bytes"] >= 4 * (16 * 8 + 4 * 8 + 4)  # at least the forward's input, weight and bias
     assert found["element_bytes_assumed"] == 4 and found["between_ops_ms"] >= 0

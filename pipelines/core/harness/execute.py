@@ -226,8 +226,8 @@ def build_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, repeat:
 
 
 def _step_profile(one: Built) -> dict[str, Any]:
-    """The arm's step profile (train/profiler.py), taken once a comparison (round 0) after its timed blocks; a
-    profile that fails is recorded as such and costs the arm nothing else."""
+    """The arm's step profile (train/profiler.py), taken in every round after its timed blocks (a prediction
+    takes the median over rounds); a profile that fails is recorded as such and costs the arm nothing else."""
     try:
         return profiler.profile_one_step(one.training)
     except Exception as exc:  # noqa: BLE001  (an extra reading: the measurement above stands without it)
@@ -257,7 +257,7 @@ def _measured_unit(unit: list[tuple[Plan, RunConfig]], ctx: loop.RunContext, ses
         first = built[0].cfg
         interleave.measure_blocks([b.training for b in built], first.blocks or 1, first.block_s, first.steps,
                                   agree=rank_zeros(session), rotation=repeat)
-        profiles = {b.cfg.arm: _step_profile(b) for b in built} if pairing["round"] == 0 else {}
+        profiles = {b.cfg.arm: _step_profile(b) for b in built}
         measured = {b.cfg.arm: b.training.finish(shared=not alone) for b in built}
         for arm, found in profiles.items():
             measured[arm]["step_profile"] = found

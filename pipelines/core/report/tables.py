@@ -48,7 +48,7 @@ def results_view(data: pd.DataFrame) -> pd.DataFrame:
         "judged": data.judged,
         "end-to-end ratio": [f"{intervals.fmt(r)} {interval}" if interval != "-" else "-" for r, interval in
                              zip(data.e2e_ratio, interval_text(data.e2e_ratio, data.e2e_ci_low, data.e2e_ci_high))],
-        "verdict": data.verdict, "compared with": data.baseline, "why": data.why})
+        "verdict": data.verdict, "compared with": data.baseline, "why": data.why, "cause": data.cause})
 
 
 def machine_view(rows: list[Row]) -> pd.DataFrame:

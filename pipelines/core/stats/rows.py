@@ -57,6 +57,7 @@ class Row:
     pairing: str = "-"  # how the interval paired this arm with its baseline (stats/record_pairing.py)
     verdict: str = "not run"
     why: str = ""
+    cause: str = ""  # why the ratio is what it is, here and at the source (stats/explain.py): the "why" line
     judged: str = "-"  # which measured ratio the verdict judged: steady state, or end-to-end
     e2e_ratio: float | None = None  # the same arms' whole repeats, warm-up and compilation included
     e2e_ci_low: float | None = None
@@ -144,7 +145,7 @@ def build(loaded: Loaded, only: list[str] | None = None, strict: bool = False) -
         _noisy(row, by_key, strict)
         _fault_bursts(row)
         base = by_key.get(row.base_key) if row.base_key else None
-        _add(row, explain.note(row, base) if base is not None else "")  # why, here and at the source
+        row.cause = explain.cause(row, base) if base is not None else ""
     return rows
 
 

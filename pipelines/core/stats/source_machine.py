@@ -3,10 +3,11 @@
 A step on the source's machine is a fixed part plus its FLOPs at a rate: t = fixed + flops / rate, fitted by least
 squares on one published table's step times (a catalog module's SOURCE_MACHINES). An arm of another table is then
 predicted from its FLOPs and samples a step alone, so the fit never sees the row it explains: each table's arms are
-explained by another table's fit. Where the prediction lands inside the published figure's band, the machine as
-modelled explains the published ratio; where it does not (an arm that removes no counted FLOPs, predicted at about
-1.00 against a published speed-up), the gap is not the machine's but the source's code, software or measurement. The
-fit folds the source's software into its "machine": it cannot separate the two, and the line says so.
+explained by another table's fit. stats/explain.py says whether the prediction is close enough to the published
+ratio for a gap between the source and this machine to be the machine's; where it is not (an arm that removes no
+counted FLOPs, predicted at about 1.00 against a published speed-up), the gap is the source's code, software or
+measurement. The fit folds the source's software into its "machine": it cannot separate the two, and the line
+says so.
 pipelines/catalog/source_machines.py says which tables the book's CPU is fitted on, and docs/timing.md what each
 predicts.
 """
@@ -82,22 +83,18 @@ def explain(experiment: str, variant: str, base: tuple[str, str]) -> tuple[Fit, 
     return used, fit(machine, table), used.ratio(arm[2], baseline[2])
 
 
-def note(experiment: str, variant: str, base: tuple[str, str] | None, published: float | None,
-         band: tuple[float | None, float | None], here_fixed_share: float | None) -> str:
-    """The verdict line's clause on the source's machine, or "" where no source machine is modelled."""
-    found = explain(experiment, variant, base) if base and published else None
+def clause(experiment: str, variant: str, base: tuple[str, str], published: float) -> str:
+    """What the source's machine as fitted gives for the arm, in words: "at the source (the book's CPU fitted on
+    Table 6.1: ...) the model gives 1.95 (published 1.95: +0 %), the fixed part 65 % of the baseline's step there";
+    "" where no source machine is modelled (`explain` is None)."""
+    found = explain(experiment, variant, base)
     if found is None:
         return ""
     used, _, predicted = found
     base_row = _find(*base)[2]
     fixed_share = used.fixed_s / used.step_s(base_row.flops)
     worst = max(abs(e) for e in used.errors(_find(experiment, variant)[1]))
-    here = "" if here_fixed_share is None else f", {100 * here_fixed_share:.0f} % here"
-    said = (f"at the source ({used.machine.name} fitted on {used.table.label}: {1e3 * used.fixed_s:.1f} ms a step "
+    return (f"at the source ({used.machine.name} fitted on {used.table.label}: {1e3 * used.fixed_s:.1f} ms a step "
             f"fixed + {used.rate / 1e9:.0f} GFLOP/s, within {100 * worst:.0f} % of this table's other arms) the "
-            f"model gives {predicted:.2f} (published {published:.2f}), the fixed part {100 * fixed_share:.0f} % of "
-            f"the baseline's step there{here}")
-    low, high = band
-    if low is not None and high is not None and not low <= predicted <= high:
-        said += ", outside the band: not the machine as modelled but the source's code, software or measurement"
-    return f"{said}; the fit cannot separate the machine from {used.machine.software}"
+            f"model gives {predicted:.2f} (published {published:.2f}: {100 * (predicted / published - 1):+.0f} %), "
+            f"the fixed part {100 * fixed_share:.0f} % of the baseline's step there")

@@ -78,7 +78,7 @@ def rows(records: list[dict[str, Any]], ids: Sequence[str],
                     "ci_high": row.ci_high, "published_ratio": row.published_ratio,
                     "published_source": published_source(row.entry, row.variant) or None,
                     "published_basis": row.published_basis,
-                    "verdict": row.verdict, "why": row.why,
+                    "verdict": row.verdict, "why": row.why, "cause": row.cause,
                     "accuracy_pct": row.accuracy_mean if rows_of.book_accuracy(row) else None,
                     "published_accuracy_pct": row.published_accuracy if rows_of.book_accuracy(row) else None,
                     "published_accuracy_context": row.accuracy_context,
@@ -110,8 +110,9 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
             table.append(cells)
         headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
         body = "verdict:\n" + plain_table.render(headers, table)
-        reasons = [f"  {Arm.of(line)}: {line['why']}" for line in lines
-                   if line["why"] and line["verdict"] not in ("baseline",)]
+        reasons = [text for line in lines if line["verdict"] not in ("baseline",)
+                   for text in (f"  {Arm.of(line)}: {line['why']}" if line["why"] else "",
+                                f"  {Arm.of(line)}, why: {line['cause']}" if line["cause"] else "") if text]
         if reasons:
             body += "\n" + "\n".join(reasons)
         pairings = sorted({line["_row"].pairing for line in lines if line["_row"].pairing not in ("-", "")})

@@ -1,6 +1,6 @@
 """One call profiled with torch.profiler: every op's self-CPU share, the compiled-mode events' shares, and the
-table a person reads; and every bench arm's step profile (`step_profile`: per op calls, time, FLOPs, bytes),
-which the engine takes after the arm's timed blocks in round 0 (harness/execute.py).
+table a person reads; and every bench arm's step profile (`step_profile`: per op calls, time, FLOPs, bytes a
+step), which the engine takes after the arm's timed blocks in every round (harness/execute.py).
 
 The shares are the comparable numbers (a source printed the tables of an older PyTorch on another CPU);
 the times are this machine's. Two users: the profiling technique file, whose whole measurement is a profile
@@ -97,7 +97,8 @@ def _quiet_kineto() -> Iterator[None]:
                 os.write(2, b"".join(kept))
 
 
-STEP_PROFILE_TOP = 25  # the ops a step profile keeps by self time; the rest are summed into `rest`
+STEP_PROFILE_TOP = 100  # the ops a step profile keeps by self time (every op of these models); the rest: `rest`
+STEP_PROFILE_STEPS = 3  # profiled steps, averaged: one step's op times vary by 10-20 % on a shared 2-core VM
 
 
 def _elements(shape: Any) -> int:
@@ -112,10 +113,12 @@ def _elements(shape: Any) -> int:
     return 0
 
 
-def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4) -> dict[str, Any]:
-    """One training step under torch.profiler, after one more as the profiler's own warm-up (its first
-    events carry its start-up). Per op: calls, self time, FLOPs (the profiler's count, for the ops it knows:
-    matmuls, convolutions, elementwise arithmetic) and bytes read (its inputs' elements times
+def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4,
+                 steps: int = STEP_PROFILE_STEPS) -> dict[str, Any]:
+    """`steps` training steps under torch.profiler, after one more as the profiler's own warm-up (its first
+    events carry its start-up), averaged into one step. Per op and step: calls, self time, FLOPs (the
+    profiler's count, for the ops it knows: matmuls, convolutions, elementwise arithmetic) and bytes read
+    (its inputs' elements times
     `element_bytes`: the profiler records shapes, not dtypes; an op's bytes include what the ops it calls
     read, so the total counts the outermost ops only). The top STEP_PROFILE_TOP ops by self time are kept,
     the others summed in `rest`; `between_ops_ms` is the step's time outside every op (Python, the
@@ -123,13 +126,13 @@ def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4)
     step's op count weighs as much as its FLOPs (record/card.py's tiny op). libkineto's start and stop lines
     on stderr are dropped (`_quiet_kineto`)."""
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    # two steps, the first a warm-up of the profiler itself (its first events carry its start-up), the second kept
-    kept: list[Any] = []  # the active step's events, handed over when its cycle ends
+    # the first step a warm-up of the profiler itself (its first events carry its start-up), the others kept
+    kept: list[Any] = []  # the active steps' events, handed over when their cycle ends
     with _quiet_kineto(), warnings.catch_warnings(), profile(activities=activities, record_shapes=True, with_flops=True,
-                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=1),
+                 schedule=torch.profiler.schedule(wait=0, warmup=1, active=steps),
                  on_trace_ready=lambda done: kept.extend(done.events())) as prof:
         warnings.simplefilter("ignore", UserWarning)  # "clears events at the end of each cycle": kept above
-        for _ in range(2):
+        for _ in range(1 + steps):
             call()
             if cuda:
                 torch.cuda.synchronize()
@@ -149,20 +152,24 @@ def step_profile(call: Callable[[], object], cuda: bool, element_bytes: int = 4)
         row["bytes"] += read
         parent = event.cpu_parent
         outer_bytes += read if parent is None or parent.name.startswith("ProfilerStep") else 0
+    for row in ops.values():  # one step's worth: the mean of the profiled steps
+        for key in row:
+            row[key] /= steps
     ranked = sorted(ops.items(), key=lambda item: item[1]["self_ms"], reverse=True)
     total = {key: sum(row[key] for _, row in ranked) for key in ("calls", "self_ms", "flops")}
-    total["bytes"] = outer_bytes
+    total["bytes"] = outer_bytes / steps
     rest = {key: total[key] - sum(row[key] for _, row in ranked[:STEP_PROFILE_TOP])
             for key in ("calls", "self_ms", "flops")}
-    rounded = lambda row: {**row, "self_ms": round(row["self_ms"], 4)}  # noqa: E731
+    rounded = lambda row: {key: round(value, 4) for key, value in row.items()}  # noqa: E731
     return {"ops": [{"op": name, **rounded(row)} for name, row in ranked[:STEP_PROFILE_TOP]],
-            "rest": rounded(rest), "total": rounded(total), "between_ops_ms": round(between, 4),
-            "element_bytes_assumed": element_bytes}
+            "rest": rounded(rest), "total": rounded(total), "between_ops_ms": round(between / steps, 4),
+            "steps": steps, "element_bytes_assumed": element_bytes}
 
 
 def profile_one_step(training: Any) -> dict[str, Any]:
-    """Two more steps of an arm after its timed blocks (`loop.Training`), the clock stopped, on the next batch
-    of its stream, the second profiled (`step_profile`). Not counted in the arm's steps, losses or samples."""
+    """STEP_PROFILE_STEPS + 1 more steps of an arm after its timed blocks (`loop.Training`), the clock stopped,
+    on the next batch of its stream, all but the first profiled (`step_profile`). Not counted in the arm's
+    steps, losses or samples."""
     *_, (x, y) = next(training.stream)
     x, y = x.to(training.device), y.to(training.device)
     return step_profile(lambda: training.trainable.step(x, y), training.device.type == "cuda")
