@@ -240,22 +240,23 @@ def predict(records: Sequence[dict[str, Any]], base_records: Sequence[dict[str, 
             model: str = "calibrated") -> Prediction | None:
     """The arm's predicted ratio to its baseline: per round, the arm's predicted throughput over the baseline's,
     and the median over rounds (its terms those of the median round); None where no round has both profiled."""
+    if model not in MODELS:
+        raise ValueError(f"model {model!r} is none of {', '.join(MODELS)}")
     arms, bases = _by_round(records), _by_round(base_records)
+    rounds = [(arms[key], bases[key]) for key in sorted(set(arms) & set(bases))]
+    if not rounds and arms and bases:  # no round in common (records without rounds): one of each
+        rounds = [(next(iter(arms.values())), next(iter(bases.values())))]
     pairs = []
-    for key in sorted(set(arms) & set(bases)) or ([] if not arms or not bases else [None]):
-        arm, base = (arms[key], bases[key]) if key is not None else (next(iter(arms.values())),
-                                                                      next(iter(bases.values())))
-        if model in ("roofline", "flops"):
+    for arm, base in rounds:
+        if model == "calibrated":
+            arm_terms, base_terms = calibrated(arm, base), calibrated(base, base)
+        else:
             price = roofline if model == "roofline" else flops_alone
             arm_terms, base_terms = price(arm), price(base)
-        else:
-            arm_terms, base_terms = calibrated(arm, base), calibrated(base, base)
         if arm_terms is not None and base_terms is not None:
             pairs.append(Prediction(arm_terms.throughput / base_terms.throughput, arm_terms, base_terms))
     if not pairs:
         return None
-    pairs.sort(key=lambda p: p.ratio)
-    middle = pairs[(len(pairs) - 1) // 2] if len(pairs) % 2 else None
     ratio = statistics.median(p.ratio for p in pairs)
-    chosen = middle or min(pairs, key=lambda p: abs(p.ratio - ratio))
+    chosen = min(pairs, key=lambda p: abs(p.ratio - ratio))  # the median round's terms (of two, the nearer)
     return Prediction(ratio, chosen.arm, chosen.baseline)

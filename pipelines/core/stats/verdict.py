@@ -110,9 +110,11 @@ def text(records: list[dict[str, Any]], ids: Sequence[str], paths: Sequence[Path
             table.append(cells)
         headers = [*COLUMNS, *(["accuracy (published)"] if book else [])]
         body = "verdict:\n" + plain_table.render(headers, table)
-        reasons = [text for line in lines if line["verdict"] not in ("baseline",)
-                   for text in (f"  {Arm.of(line)}: {line['why']}" if line["why"] else "",
-                                f"  {Arm.of(line)}, why: {line['cause']}" if line["cause"] else "") if text]
+        reasons = []  # each arm's verdict reasons, then its why line (stats/explain.py)
+        for line in lines:
+            if line["verdict"] != "baseline":
+                reasons += [f"  {Arm.of(line)}: {line['why']}"] if line["why"] else []
+                reasons += [f"  {Arm.of(line)}, why: {line['cause']}"] if line["cause"] else []
         if reasons:
             body += "\n" + "\n".join(reasons)
         pairings = sorted({line["_row"].pairing for line in lines if line["_row"].pairing not in ("-", "")})
