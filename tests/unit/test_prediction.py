@@ -4,10 +4,12 @@ cause given only within 10 %."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from pipelines.core.record.results import load
-from pipelines.core.stats import prediction
+from pipelines.core.stats import explain, prediction
 from recordutil import ch2, rows_for, write
 
 CARD = {"measured": True, "threads": 2, "tiny_op_us": 10.0, "parallel_region_us": 5.0, "triad_gbs": 10.0,
@@ -160,3 +162,35 @@ def test_the_check_script_scores_each_profiled_arm_and_says_whether_the_rule_hol
     assert "ch2-nobias [nobias]" in out and "calibrated: median |error|" in out and "roofline: median" in out
     assert "flops: median" in out
     assert "the pass rule (median at most 10 %) holds" in out  # predicted 1.064 against 1.06 measured
+
+
+def test_the_committed_amx_reference_passes_the_rule_and_every_faster_or_slower_arm_says_why():
+    """The reference the rule was scored on (docs/timing.md): median |error| at most 10 % over its judged arms,
+    the roofline and FLOPs alone above it, and each faster or slower arm's why line a cause or "not explained"."""
+    import importlib.util
+    import statistics
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("prediction_check", REPO / "ci" / "prediction-check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    folder = REPO / "results" / "reference" / "cpu-2core-intel-f6m207-amx-bench"
+    table = module.scored(folder)
+    judged = table[table["verdict"].isin(module.JUDGED)]
+    assert len(judged) == 17
+    assert statistics.median(judged["error %"].abs()) <= 100 * prediction.CAUSE_WITHIN
+    for model in ("roofline", "flops"):
+        assert statistics.median(judged[f"{model} error %"].abs()) > 100 * prediction.CAUSE_WITHIN
+    gap = {key: r for key, r in rows_for(folder).items() if r.verdict in ("faster than published",
+                                                                          "slower than published")}
+    assert len(gap) == 9
+    rows = rows_for(folder)
+    for row in gap.values():
+        base = rows[row.base_key[:2]]
+        found = prediction.predict(row.records, base.records)
+        within = abs(found.error(explain.steady_ratio(row, base))) <= prediction.CAUSE_WITHIN
+        said = re.sub(r"^on this machine's card and step profiles( \(against the steady-state [\d.]+\))?, ", "",
+                      row.cause)
+        assert said.startswith("predicted " if within else "not explained: the model predicts"), row.cause
+        assert within or "the gap is the machine's" not in row.cause, row.cause
