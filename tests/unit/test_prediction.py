@@ -184,7 +184,7 @@ def test_the_committed_amx_reference_passes_the_rule_and_every_faster_or_slower_
         assert statistics.median(judged[f"{model} error %"].abs()) > 100 * prediction.CAUSE_WITHIN
     gap = {key: r for key, r in rows_for(folder).items() if r.verdict in ("faster than published",
                                                                           "slower than published")}
-    assert len(gap) == 9
+    assert len(gap) >= 9  # chapter 2's batch arms, chapter 3, chapter 6's s50-s80 at least
     rows = rows_for(folder)
     for row in gap.values():
         base = rows[row.base_key[:2]]
