@@ -24,6 +24,7 @@ from pathlib import Path
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from pipelines.core.errors import ConfigError  # noqa: E402
 from pipelines.core.record.results import load  # noqa: E402
 from pipelines.core.stats import explain, intervals, prediction, rows as stats_rows  # noqa: E402
 
@@ -60,7 +61,11 @@ def main(argv: list[str]) -> int:
         print(__doc__.split("\n\n")[1], file=sys.stderr)
         return 2
     folder = Path(argv[0])
-    table = scored(folder)
+    try:
+        table = scored(folder)
+    except ConfigError as exc:  # a folder that is not there, or holds no records: one line, not a traceback
+        print(f"prediction-check: error: {exc}", file=sys.stderr)
+        return 2
     if table.empty:
         print(f"prediction-check: no measured ratio in {folder} has a card and step profiles on both sides")
         return 0

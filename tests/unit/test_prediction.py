@@ -194,3 +194,16 @@ def test_the_committed_amx_reference_passes_the_rule_and_every_faster_or_slower_
                       row.cause)
         assert said.startswith("predicted " if within else "not explained: the model predicts"), row.cause
         assert within or "the gap is the machine's" not in row.cause, row.cause
+
+
+def test_the_check_script_refuses_a_missing_folder_in_one_line(tmp_path, capsys):
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("prediction_check", REPO / "ci" / "prediction-check.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    assert module.main([str(tmp_path / "missing")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("prediction-check: error: results dir") and err.count("\n") == 1
