@@ -67,22 +67,27 @@ lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml)
 # The three test tiers and their budgets on 2 cores (tests/budgets.toml; tests/README.md says what each holds).
 # Each writes pytest's JUnit XML to results/junit/TIER.xml, and ci/test-budget.py checks its recorded time.
 JUNIT = results/junit/$@.xml
+# pytest-xdist: one worker a core, up to 4 (TEST_WORKERS=0: one process). Most of a real-process test is
+# interpreter start-ups, launchers and waits, one core busy at a time; two workers on 2 cores ran the smoke runs
+# in 0.68 of their time. Groups and order: tests/conftest.py (ONE_WORKER, LongestFirst).
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+XDIST = $(if $(filter 0,$(TEST_WORKERS)),,-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 TIER_CHECK = $(PY) ci/test-budget.py check $@ $(JUNIT)
 
 test: venv lint ## Lint, install test prerequisites, run every real-process test (what CI runs; its budget: tests/budgets.toml)
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
-	$(PY) -m pytest --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) --junitxml=$(JUNIT) $(PYTEST_ARGS)
 	$(TIER_CHECK)
 
 test-fast: venv ## Unit and refusal tests plus 4 real canary runs (budget 3 min: tests/budgets.toml)
-	$(PY) -m pytest -m '(canary or not slow) and not long and not images_all' --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m '(canary or not slow) and not long and not images_all' --junitxml=$(JUNIT) $(PYTEST_ARGS)
 	$(TIER_CHECK)
 
 test-all: venv lint ## make test plus the long soak and scale cases and every image (nightly or by hand)
 	ci/install-test-deps.sh
 	if [[ "$(ACCEL_TEST_IPEX)" == 1 ]]; then $(MAKE) ipex-venv; fi
-	$(PY) -m pytest -m '' --junitxml=$(JUNIT) $(PYTEST_ARGS)
+	$(PY) -m pytest $(XDIST) -m '' --junitxml=$(JUNIT) $(PYTEST_ARGS)
 	$(TIER_CHECK)
 
 test-images: venv ## The heavy image builds alone: cuda, cpu-intel and every .def (spython), built and run

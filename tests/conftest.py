@@ -23,12 +23,74 @@ needs_ipex_venv = pytest.mark.skipif(not IPEX_PYTHON.is_file(), reason="no .venv
 REAL_PROCESS_FOLDERS = ("e2e", "dist", "containers")
 
 
+# Under pytest-xdist (`make test` runs one worker a core, up to 4, `--dist loadgroup`), the tests of each module
+# below run on one worker, in their order: they share one expensive module-scoped fixture (made once, not once a
+# worker) or a machine-wide resource that two workers must not use at once. Podman: builds of the same image
+# tags (the SLURM and network-namespace modules start containers of those images too).
+ONE_WORKER = {
+    "containers/test_container_build.py": "podman",
+    "containers/test_container_launch.py": "podman",
+    "containers/test_containers.py": "podman",
+    "dist/test_dist_netns.py": "podman",
+    "dist/test_slurm.py": "podman",
+    "dist/test_model_parallel.py": "model-parallel",
+    "dist/test_zero.py": "zero",
+    "e2e/test_harness_book.py": "harness-book",
+    "unit/test_ci_reports.py": "ci-reports",
+    "unit/test_invariants.py": "invariants",
+}
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     """Every test of the folders that start real processes counts as `slow`, whatever its own marks say: `make
-    test-fast` (`-m 'canary or not slow'`) then holds the unit and refusal tests and the `canary` runs alone."""
+    test-fast` (`-m 'canary or not slow'`) then holds the unit and refusal tests and the `canary` runs alone.
+    The modules of ONE_WORKER get their xdist group."""
     for item in items:
-        if Path(item.path).relative_to(REPO / "tests").parts[0] in REAL_PROCESS_FOLDERS:
+        where = Path(item.path).relative_to(REPO / "tests")
+        if where.parts[0] in REAL_PROCESS_FOLDERS:
             item.add_marker(pytest.mark.slow)
+        if where.as_posix() in ONE_WORKER:
+            item.add_marker(pytest.mark.xdist_group(ONE_WORKER[where.as_posix()]))
+
+
+class LongestFirst:
+    """On an xdist worker, the collection in order of recorded time, longest first (tests/budgets.toml's
+    recorded times of `make test`; a group by the sum of its tests'). xdist's scheduler hands out work in the
+    collection's order (`--no-loadscope-reorder`), so the long runs start early and the short ones fill the
+    end, and the workers finish together. A group's tests stay together in pytest's order (its module-scoped
+    fixtures are made once)."""
+
+    @pytest.hookimpl(trylast=True)  # after pytest's own order by fixtures
+    def pytest_collection_modifyitems(self, items):
+        recorded = recorded_seconds()
+        runs: dict[str, list] = {}  # a group's name, else the test's own id -> its tests, in pytest's order
+        for item in items:
+            group = item.get_closest_marker("xdist_group")
+            runs.setdefault(group.args[0] if group else item.nodeid, []).append(item)
+        weight = {key: sum(recorded.get(item.nodeid.split("@")[0], 0.0) for item in run)
+                  for key, run in runs.items()}
+        items[:] = [item for key in sorted(runs, key=lambda key: -weight[key]) for item in runs[key]]
+
+
+def recorded_seconds() -> dict[str, float]:
+    """{test id: seconds} of `make test`'s tier in tests/budgets.toml (tests over its `record_above_s`)."""
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    budgets = tomllib.loads((REPO / "tests" / "budgets.toml").read_text())
+    return budgets.get("recorded", {}).get("test", {})
+
+
+def pytest_configure(config):
+    """On an xdist worker: the LongestFirst order, and OpenMP threads that sleep when they wait. Two workers'
+    runs share 2 cores, and an OpenMP thread that spins at a barrier holds a core the other run's thread needs
+    (a checkpointing run paired with a 2-rank FSDP run took 181 s where it takes 71 s alone, and 126 s with
+    OMP_WAIT_POLICY=PASSIVE). No test times anything, and a launcher's own OpenMP knobs still win."""
+    if hasattr(config, "workerinput"):
+        config.pluginmanager.register(LongestFirst(), "accel-longest-first")
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def accel(*args: str, env: dict | None = None, timeout: int = 300) -> subprocess.CompletedProcess:

@@ -9,6 +9,8 @@ come from the air-gapped wheelhouse made from the hashed lock (`make wheelhouse 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import functools
 import os
 import re
@@ -55,10 +57,21 @@ def run(cmd: list[str], timeout: int, cwd: Path = REPO, **env: str) -> subproces
     return done
 
 
+@contextlib.contextmanager
+def one_build_at_a_time():
+    """Podman builds of this suite's images, one at a time on the machine: two pytest workers (make test runs
+    two) would otherwise build the same tags side by side, twice the work, and import the base twice."""
+    CACHED_BASE.parent.mkdir(parents=True, exist_ok=True)
+    with open(CACHED_BASE.parent / "test-images.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
 @functools.cache
 def base_image() -> dict:
     """The local bookworm base and its own digest (what the build pins it by)."""
-    ref = run(["ci/debootstrap-base.sh"], timeout=900).stdout.split()[-1]
+    with one_build_at_a_time():
+        ref = run(["ci/debootstrap-base.sh"], timeout=900).stdout.split()[-1]
     digest = run(["podman", "image", "inspect", "--format", "{{.Digest}}", ref], 60).stdout.strip()
     return {"ref": ref, "digest": digest}
 
@@ -72,11 +85,12 @@ def wheelhouse(target: str) -> None:
 def built(target: str) -> dict:
     """`containers/build.sh image TARGET` from the local base and the wheelhouse, air-gapped (OFFLINE=1)."""
     base = base_image()
-    wheelhouse(target)
     tag = f"localhost/accel-{target}:test"
-    start = time.monotonic()
-    log = run(["containers/build.sh", "image", target], timeout=3600, BASE_IMAGE=base["ref"], OFFLINE="1",
-              IMAGE_TAG=tag)
+    with one_build_at_a_time():
+        wheelhouse(target)
+        start = time.monotonic()
+        log = run(["containers/build.sh", "image", target], timeout=3600, BASE_IMAGE=base["ref"], OFFLINE="1",
+                  IMAGE_TAG=tag)
     return {"tag": tag, "base": base, "seconds": time.monotonic() - start, "log": log.stdout + log.stderr}
 
 

@@ -78,3 +78,37 @@ def test_pruned_run_reports_a_smaller_trained_model(tmp_path, data_root):
     assert recs["s50"]["parameters"] == 1_059_306 and recs["s50"]["conv_filters"] == [16, 32]
     assert recs["s50"]["prune_warmup_s"] > 0 and recs["s50"]["param_ratio"] == pytest.approx(0.4992, abs=1e-3)
     assert recs["s50"]["flops_per_step"] < recs["unpruned"]["flops_per_step"]
+
+
+def test_the_pruned_arms_of_a_process_share_one_dense_warmup(monkeypatch):
+    """The second arm with the same first weights and config (another sparsity) loads the weights the first
+    arm's warm-up reached instead of training again; other first weights (another seed) train again."""
+    from types import SimpleNamespace
+
+    from pipelines.core.config.runconfig import RunConfig
+
+    monkeypatch.setattr(pruning, "_last_warmup", None)
+    trained = []
+
+    def train(trainable):  # a stand-in for the loop's warm-up: moves every weight, as training would
+        trained.append(trainable)
+        with torch.no_grad():
+            for p in trainable.model.parameters():
+                p.add_(1.0)
+        return {"train_s": 2.5}
+
+    def arm(seed: int, sparsity: float):
+        torch.manual_seed(seed)
+        cfg = RunConfig(experiment="ch6-prune", pipeline="pruning", variant=f"s{int(sparsity * 100)}",
+                        model="cnn_cifar10", dataset="synthetic", options=pruning.Options(sparsity=sparsity))
+        return SimpleNamespace(model=models.build("cnn_cifar10")), cfg
+
+    prep = SimpleNamespace(train=train)
+    first, cfg = arm(0, 0.5)
+    assert pruning.dense_warmup(first, prep, cfg) == 2.5 and len(trained) == 1
+    second, cfg = arm(0, 0.8)
+    assert pruning.dense_warmup(second, prep, cfg) == 2.5 and len(trained) == 1
+    assert all(torch.equal(a, b) for a, b in zip(first.model.state_dict().values(), second.model.state_dict().values()))
+    third, cfg = arm(1, 0.8)
+    pruning.dense_warmup(third, prep, cfg)
+    assert len(trained) == 2

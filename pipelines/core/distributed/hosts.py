@@ -52,7 +52,9 @@ def per_node(knobs: Knobs, command: list[str], what: str, where: Callable[[str],
     done = subprocess.run(command, capture_output=True, text=True, check=False, cwd=REPO)
     if done.returncode == 0:
         return
-    output = done.stdout + done.stderr
+    # An mpirun output tag ([1,0]<stderr>:) inside a line comes away (under load one can land at the end of
+    # another rank's line); the tag that starts a line stays: it names the rank.
+    output = re.sub(r"(?<=[^\n])\[\d+,\d+\]<std(?:out|err)>:", "", done.stdout + done.stderr)
     found = re.search(r"^.*?launch: error: (.*)$", output, re.M)
     if found:
         raise KnobError(where(found.group(0)) + found.group(1))
