@@ -24,10 +24,12 @@ $(if $(VAR_TYPO),$(error $(VAR_TYPO)))
 endif
 
 # Experiment ids: catalog-ids.mk, generated from the catalog (ci/update-readme-map.py; a test keeps it current).
+# CATALOG_IDS, not IDS: the reference scripts read IDS from the environment, which a make variable of that name
+# would replace (IDS=ch6-prune make reference-timings ran every experiment).
 include catalog-ids.mk
 DIST_IDS := ch9-cpu-threads ch9-cpu-gloo ch10-gpu-nccl s004-dp-vs-ddp # own targets in the distributed section below
 
-.PHONY: help venv demo lint test test-fast test-all test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(IDS)
+.PHONY: help venv demo lint test test-fast test-all test-images list report data-generate data-verify ipex-venv reference-timings gpu-reference harness-overhead calibrate-intervals $(CATALOG_IDS)
 
 help: ## This list: every target with its `##` comment (a test keeps it equal to the .PHONY targets)
 	@echo "usage: make TARGET [VAR=value ...]; every catalog id is a target too: make <id> [ARGS='--scale book']"
@@ -123,7 +125,7 @@ data-generate: venv ## Generated Fashion-MNIST, CIFAR-10 and IMDB in data/ (clea
 data-verify: venv ## Check the datasets under data/ (checksums and format)
 	$(ACCEL) data verify --root $(DATA)
 
-$(filter-out $(DIST_IDS),$(IDS)): venv
+$(filter-out $(DIST_IDS),$(CATALOG_IDS)): venv
 	$(ACCEL) launch $@ $(ARGS)
 
 # The frozen Intel line: IPEX's last CPU release pairs with torch 2.8 only, so it gets its own venv

@@ -168,6 +168,13 @@ for spec in $IDS; do
   fi
 done
 
+# Nothing to measure is a mistake, said before REF_OUT's earlier records are replaced by an empty run.
+if [[ ${#run_ids[@]} -eq 0 ]]; then
+  echo "reference-timings: error: nothing to run: IDS='$IDS' EXCLUDE='$EXCLUDE' leave no ready experiment; name" \
+    "ids from accel list" >&2
+  exit 2
+fi
+
 if [[ $dry -eq 1 ]]; then
   for spec in "${run_ids[@]}"; do
     if [[ "$spec" == *+* ]]; then

@@ -146,7 +146,7 @@ def test_shell_completion_of_ids_and_variants():
 def _phony_targets() -> set[str]:
     text = (REPO / "Makefile").read_text().replace("\\\n", " ")
     words = {w for line in re.findall(r"^\.PHONY:(.*)$", text, re.M) for w in line.split()}
-    return {w for w in words if not w.startswith("$(")}  # $(IDS): the catalog ids, one line in the help
+    return {w for w in words if not w.startswith("$(")}  # $(CATALOG_IDS): the catalog ids, one line in the help
 
 
 @pytest.mark.skipif(subprocess.run(["which", "make"], capture_output=True).returncode, reason="needs make")

@@ -63,6 +63,18 @@ def test_reference_timings_refuses_an_unknown_excluded_id(tmp_path):
 
 
 @pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
+def test_ids_that_leave_nothing_to_run_are_refused_before_ref_out_is_touched(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "kept.jsonl").write_text("{}\n")
+    result = script("reference-timings.sh", env={"REF_OUT": str(out), "IDS": "ch99-x", "EXCLUDE": ""})
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "reference-timings: error: nothing to run: IDS='ch99-x' EXCLUDE='' leave no ready experiment; name ids "
+        "from accel list"]
+    assert [p.name for p in out.iterdir()] == ["kept.jsonl"]
+
+
+@pytest.mark.slow  # a real subprocess (accel, a CI script) or a full report: end to end
 def test_reference_timings_dry_run_lists_ready_and_not_run(tmp_path):
     result = script("reference-timings.sh", "--dry-run", env={"REF_OUT": str(tmp_path / "r"), "EXCLUDE": "ch2-nobias",
                                                                "IDS": "ch2-baseline ch2-nobias ch99-x"})
