@@ -86,8 +86,8 @@ def recorded_seconds() -> dict[str, float]:
 def pytest_configure(config):
     """On an xdist worker: the LongestFirst order, and OpenMP threads that sleep when they wait. Two workers'
     runs share 2 cores, and an OpenMP thread that spins at a barrier holds a core the other run's thread needs
-    (a checkpointing run paired with a 2-rank FSDP run took 181 s where it takes 71 s alone, and 126 s with
-    OMP_WAIT_POLICY=PASSIVE). No test times anything, and a launcher's own OpenMP knobs still win."""
+    (the checkpointing fidelity test: 71 s alone, 181 s in a two-worker run, 126 s beside the 2-rank FSDP test
+    with OMP_WAIT_POLICY=PASSIVE). No test times anything, and a launcher's own OpenMP knobs still win."""
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(LongestFirst(), "accel-longest-first")
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
