@@ -104,7 +104,8 @@ def dense_warmup(trainable: Trainable, prep, cfg) -> float:
     digest = hashlib.sha256()
     for tensor in trainable.model.state_dict().values():
         digest.update(tensor.detach().cpu().contiguous().numpy().tobytes())
-    key = (digest.hexdigest(), dataclasses.replace(cfg, variant="", options=Options(prune=True, sparsity=0.5)))
+    same_training = dataclasses.replace(cfg, variant="", options=dataclasses.replace(cfg.options, sparsity=0.5))
+    key = (digest.hexdigest(), same_training)
     if _last_warmup is not None and _last_warmup[0] == key:
         trainable.model.load_state_dict(_last_warmup[1])
         return _last_warmup[2]
