@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -116,9 +117,7 @@ def test_sbatch_runs_the_batch_script(cluster, tmp_path):
                             text=True, timeout=60)
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip().split(";")[0]
-    done = lambda: job not in subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True,
-                                             env=env, timeout=30).stdout
-    assert wait_for(done, 300, 1), f"job {job} still queued or running"
+    assert wait_for(lambda: _job(env, job)["JobState"] in ENDED, 300, 1), f"job {job} did not end: {_job(env, job)}"
     time.sleep(1)
     log = out.read_text() if out.exists() else ""
     rec = [r for r in records(tmp_path / "results") if r["status"] == "ok"]
@@ -147,9 +146,18 @@ def test_a_signal_slurm_sends_every_process_of_the_step_ends_as_interrupted(clus
     assert not subprocess.run(["pgrep", "-f", str(tmp_path)], capture_output=True, text=True).stdout.split()
 
 
-def _squeue(env, job: str, field: str = "%T") -> str:
-    return subprocess.run(["squeue", "-h", "-j", job, "-o", field], capture_output=True, text=True, env=env,
-                          timeout=30).stdout.strip()
+# A job's end as the controller states it. Absence from `squeue` is not one: a query the controller is too busy
+# to answer prints nothing too, and a requeued job is briefly between its two runs.
+ENDED = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE"}
+
+
+def _job(env, job: str) -> dict:
+    """JobState, Reason and Restarts of a job (`scontrol show job`, kept MinJobAge=300 s after its end);
+    JobState "UNKNOWN" while the controller does not answer."""
+    show = subprocess.run(["scontrol", "-o", "show", "job", job], capture_output=True, text=True, env=env,
+                          timeout=30)
+    fields = dict(re.findall(r"\b(JobState|Reason|Restarts)=(\S+)", show.stdout))
+    return {"JobState": "UNKNOWN", "Reason": "", "Restarts": "0", **fields}
 
 
 @pytest.mark.parametrize("image", [None, pytest.param("podman", marks=needs_podman)], ids=["host", "image"])
@@ -173,22 +181,23 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_fi
     assert submit.returncode == 0, submit.stderr
     job = submit.stdout.strip().split(";")[0]
     marker = checkpoint.marker_of(ckpt / checkpoint.FILENAME)
-    assert wait_for(lambda: marker.is_file() or not _squeue(env, job), 300, 0.2), "no checkpoint was written"
+    assert wait_for(lambda: marker.is_file() or _job(env, job)["JobState"] in ENDED, 300, 0.2), \
+        "no checkpoint was written"
     subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env, check=True, timeout=30)
 
-    def finished() -> bool:
-        state = _squeue(env, job, "%T %r")
-        if state.startswith("PENDING") and "BeginTime" in state:  # a requeued job waits; not in a test
+    def finished() -> bool:  # the requeued run has ended
+        state = _job(env, job)
+        if state["JobState"] == "PENDING" and state["Reason"] == "BeginTime":  # a requeued job waits; not in a test
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, timeout=30)
-        return not state
+        return state["JobState"] in ENDED and int(state["Restarts"]) >= 1
 
-    assert wait_for(finished, 400, 1), f"job {job} still queued or running: {_squeue(env, job, '%T %r')}"
+    assert wait_for(finished, 400, 1), f"job {job} did not end after a requeue: {_job(env, job)}"
     time.sleep(1)
     log = out.read_text() if out.exists() else ""
     assert "launch: requeue 1 of at most 3: the ranks checkpointed at epoch" in log, log[-3000:]
     assert "accel: checkpointed on SIGUSR1 for a requeue" in log and "Traceback" not in log, log[-3000:]
     statuses = [r["status"] for r in records(results)]
-    assert statuses.count("interrupted") == 1 and statuses.count("ok") == 1, statuses
+    assert statuses.count("interrupted") == 1 and statuses.count("ok") == 1, (statuses, log[-3000:])
     (done,) = [r for r in records(results) if r["status"] == "ok"]
     (stopped,) = [r for r in records(results) if r["status"] == "interrupted"]
     assert done["metrics"]["resumed_from"]["checkpoint"] == str(ckpt / checkpoint.FILENAME)
