@@ -69,11 +69,10 @@ lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml)
 # The three test tiers and their budgets on 2 cores (tests/budgets.toml; tests/README.md says what each holds).
 # Each writes pytest's JUnit XML to results/junit/TIER.xml, and ci/test-budget.py checks its recorded time.
 JUNIT = results/junit/$@.xml
-# pytest-xdist workers: TEST_WORKERS=N (0 or unset: one process). make test-fast takes one a core, up to 4, by
-# default (2 cores: 113-125 s instead of 150-165 s). make test and make test-all run in one process unless asked:
-# with two workers on 2 cores the tier took 2138 s on a fresh clone, but a SLURM requeue in containers and 3 ccl ranks failed
-# under the load (tests/README.md). Groups and order: tests/conftest.py (ONE_WORKER, LongestFirst).
-test-fast: TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+# pytest-xdist workers, one a core up to 4 (TEST_WORKERS=N; 0: one process). tests/conftest.py keeps a module that
+# shares an expensive fixture or a machine-wide resource on one worker (ONE_WORKER), hands out the longest tests
+# first (LongestFirst) and runs the `whole_machine` ones with no other test beside them (WholeMachine).
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 TIER_CHECK = $(PY) ci/test-budget.py check $@ $(JUNIT)
 

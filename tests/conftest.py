@@ -3,6 +3,7 @@ subprocess, and one torch thread for in-process work."""
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import subprocess
@@ -23,11 +24,10 @@ needs_ipex_venv = pytest.mark.skipif(not IPEX_PYTHON.is_file(), reason="no .venv
 REAL_PROCESS_FOLDERS = ("e2e", "dist", "containers")
 
 
-# Under pytest-xdist (`make test-fast` runs one worker a core, up to 4, `--dist loadgroup`; `make test` with
-# TEST_WORKERS=N), the tests of each module below run on one worker, in their order: they share one expensive
-# module-scoped fixture (made once, not once a worker) or a machine-wide resource that two workers must not use
-# at once. Podman: builds of the same image tags (the SLURM and network-namespace modules start containers of
-# those images too).
+# Under pytest-xdist (every `make test*` tier runs one worker a core, up to 4, `--dist loadgroup`), the tests
+# of each module below run on one worker, in their order: they share one expensive module-scoped fixture (made
+# once, not once a worker) or a machine-wide resource that two workers must not use at once. Podman: builds of
+# the same image tags (the SLURM and network-namespace modules start containers of those images too).
 ONE_WORKER = {
     "containers/test_container_build.py": "podman",
     "containers/test_container_launch.py": "podman",
@@ -42,17 +42,50 @@ ONE_WORKER = {
 }
 
 
+# Modules whose tests run with the machine to themselves under xdist (the `whole_machine` mark; a test may
+# carry it too): their ranks busy-poll (oneCCL's workers) or a failure is detected by a timeout (a killed or lost
+# host), so a second worker's run beside them turns a slow step into a failure (3 ccl ranks on 2 cores did).
+WHOLE_MACHINE = ("dist/test_ccl.py", "dist/test_dist_netns.py")
+
+
 @pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
 def pytest_collection_modifyitems(items):
     """Every test of the folders that start real processes counts as `slow`, whatever its own marks say: `make
     test-fast` (`-m 'canary or not slow'`) then holds the unit and refusal tests and the `canary` runs alone.
-    The modules of ONE_WORKER get their xdist group."""
+    The modules of ONE_WORKER get their xdist group, those of WHOLE_MACHINE the `whole_machine` mark."""
     for item in items:
         where = Path(item.path).relative_to(REPO / "tests")
         if where.parts[0] in REAL_PROCESS_FOLDERS:
             item.add_marker(pytest.mark.slow)
         if where.as_posix() in ONE_WORKER:
             item.add_marker(pytest.mark.xdist_group(ONE_WORKER[where.as_posix()]))
+        if where.as_posix() in WHOLE_MACHINE:
+            item.add_marker(pytest.mark.whole_machine)
+
+
+class WholeMachine:
+    """On an xdist worker, a test marked `whole_machine` runs while no other worker runs a test: a
+    readers-writer lock over a file of this test run (fcntl.flock), every test's setup, call and teardown
+    (module fixtures included) inside it, shared for the others. A worker waiting for the whole machine
+    first holds the turnstile, which every test passes on its way in, so the others' next tests wait behind
+    it instead of starving it."""
+
+    def __init__(self, folder: Path):
+        self.turnstile = open(folder / "accel-turnstile.lock", "a+")  # held open for the run
+        self.machine = open(folder / "accel-whole-machine.lock", "a+")
+
+    @pytest.hookimpl(wrapper=True)
+    def pytest_runtest_protocol(self, item, nextitem):
+        whole = item.get_closest_marker("whole_machine") is not None
+        fcntl.flock(self.turnstile, fcntl.LOCK_EX)
+        try:
+            fcntl.flock(self.machine, fcntl.LOCK_EX if whole else fcntl.LOCK_SH)
+        finally:
+            fcntl.flock(self.turnstile, fcntl.LOCK_UN)
+        try:
+            return (yield)
+        finally:
+            fcntl.flock(self.machine, fcntl.LOCK_UN)
 
 
 class LongestFirst:
@@ -85,12 +118,15 @@ def recorded_seconds() -> dict[str, float]:
 
 
 def pytest_configure(config):
-    """On an xdist worker: the LongestFirst order, and OpenMP threads that sleep when they wait. Two workers'
-    runs share 2 cores, and an OpenMP thread that spins at a barrier holds a core the other run's thread needs
-    (the checkpointing fidelity test: 71 s alone, 181 s in a two-worker run, 126 s beside the 2-rank FSDP test
-    with OMP_WAIT_POLICY=PASSIVE). No test times anything, and a launcher's own OpenMP knobs still win."""
+    """On an xdist worker: the LongestFirst order, the WholeMachine lock, and OpenMP threads that sleep when
+    they wait. Two workers' runs share 2 cores, and an OpenMP thread that spins at a barrier holds a core the
+    other run's thread needs (the checkpointing fidelity test: 71 s alone, 181 s in a two-worker run, 126 s
+    beside the 2-rank FSDP test with OMP_WAIT_POLICY=PASSIVE). No test times anything, and a launcher's own
+    OpenMP knobs still win."""
     if hasattr(config, "workerinput"):
         config.pluginmanager.register(LongestFirst(), "accel-longest-first")
+        # the lock files in the run's own temporary folder, which the workers' folders are in (pytest keeps 3)
+        config.pluginmanager.register(WholeMachine(Path(config.option.basetemp).parent), "accel-whole-machine")
         os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
