@@ -73,6 +73,11 @@ JUNIT = results/junit/$@.xml
 # shares an expensive fixture or a machine-wide resource on one worker (ONE_WORKER), hands out the longest tests
 # first (LongestFirst) and runs the `whole_machine` ones with no other test beside them (WholeMachine).
 TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
+ifneq ($(filter test test-fast test-all,$(MAKECMDGOALS)),)
+ifeq ($(shell [[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] && echo count),)
+$(error TEST_WORKERS=$(TEST_WORKERS) is not a number of pytest workers: pass a whole number, 0 for one process)
+endif
+endif
 XDIST = $(if $(filter-out 0,$(TEST_WORKERS)),-n $(TEST_WORKERS) --dist loadgroup --no-loadscope-reorder)
 TIER_CHECK = $(PY) ci/test-budget.py check $@ $(JUNIT)
 
