@@ -24,7 +24,7 @@ needs_ipex_venv = pytest.mark.skipif(not IPEX_PYTHON.is_file(), reason="no .venv
 REAL_PROCESS_FOLDERS = ("e2e", "dist", "containers")
 
 
-# Under pytest-xdist (every `make test*` tier runs one worker a core, up to 4, `--dist loadgroup`), the tests
+# Under pytest-xdist (`make test-fast`: one worker a core, up to 4; any tier with TEST_WORKERS=N), the tests
 # of each module below run on one worker, in their order: they share one expensive module-scoped fixture (made
 # once, not once a worker) or a machine-wide resource that two workers must not use at once. Podman: builds of
 # the same image tags (the SLURM and network-namespace modules start containers of those images too).
