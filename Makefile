@@ -73,7 +73,7 @@ JUNIT = results/junit/$@.xml
 # shares an expensive fixture or a machine-wide resource on one worker (ONE_WORKER), hands out the longest tests
 # first (LongestFirst) and runs the `whole_machine` ones with no other test beside them (WholeMachine).
 # make test and make test-all: one process unless asked (a two-worker fresh clone took 2253 s instead of 3306 s
-# and passed, a second one had a failure not yet read: tests/README.md).
+# and passed; a second one failed on a MASTER_PORT two workers' runs shared: tests/README.md).
 test-fast: TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 TEST_WORKERS ?= 0
 ifneq ($(filter test test-fast test-all,$(MAKECMDGOALS)),)
