@@ -69,13 +69,10 @@ lint: venv ## ruff: syntax errors, pyflakes and the line length (pyproject.toml)
 # The three test tiers and their budgets on 2 cores (tests/budgets.toml; tests/README.md says what each holds).
 # Each writes pytest's JUnit XML to results/junit/TIER.xml, and ci/test-budget.py checks its recorded time.
 JUNIT = results/junit/$@.xml
-# pytest-xdist workers: TEST_WORKERS=N (0: one process); make test-fast takes one a core, up to 4. tests/conftest.py
-# keeps a module that shares an expensive fixture or a machine-wide resource on one worker (ONE_WORKER), hands out
-# the longest tests first (LongestFirst) and runs the `whole_machine` ones with no other test beside them.
-# make test and make test-all: one process unless asked (a two-worker fresh clone took 2253 s instead of 3306 s
-# and passed; a second one failed on a MASTER_PORT two workers' runs shared: tests/README.md).
-test-fast: TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
-TEST_WORKERS ?= 0
+# pytest-xdist workers: one a core, up to 4; TEST_WORKERS=N to choose (0: one process). tests/conftest.py keeps a
+# module that shares an expensive fixture or a machine-wide resource on one worker (ONE_WORKER), hands out the
+# longest tests first (LongestFirst) and runs the `whole_machine` ones with no other test beside them.
+TEST_WORKERS ?= $(shell n=$$(nproc); echo $$(( n < 4 ? n : 4 )))
 ifneq ($(filter test test-fast test-all,$(MAKECMDGOALS)),)
 ifeq ($(shell [[ "$(TEST_WORKERS)" =~ ^[0-9]+$$ ]] && echo count),)
 $(error TEST_WORKERS=$(TEST_WORKERS) is not a number of pytest workers: pass a whole number, 0 for one process)

@@ -11,7 +11,8 @@
 #   MAP_BY       slot | node | core | socket (default slot)    BIND_TO  none | core | socket (default none:
 #                dist.py gives each rank a disjoint core range itself)
 #   MASTER_ADDR  rendezvous host (default: the first of HOSTS, else 127.0.0.1)
-#   MASTER_PORT  rendezvous port (default 29500; refused if in use on this host when it is the master)
+#   MASTER_PORT  rendezvous port (default: a free one when every rank is here, else 29500; refused if in use
+#                on this host when it is the master)
 #   THREADS      OMP_NUM_THREADS per rank (default: usable cores / ranks on this host, at least 1)
 #   ALLOCATOR    default | pinned | tcmalloc | jemalloc for every rank (launch/local.sh has the details)
 #   RSH_AGENT    Open MPI's remote agent (plm_rsh_agent), e.g. ssh or a wrapper script

@@ -15,8 +15,8 @@
 #   NNODES       nodes taking part (default 1); MIN:MAX: elastic (RDZV=c10d), a run that loses a node goes
 #                on with fewer, resuming with -o checkpoint_any_world=true (then no verdict)
 #   NODE_RANK    this node's index (default 0)
-#   MASTER_ADDR  rendezvous host (default 127.0.0.1)  MASTER_PORT rendezvous port (default 29500;
-#                                                     node 0 refuses a port already in use)
+#   MASTER_ADDR  rendezvous host (default 127.0.0.1)  MASTER_PORT rendezvous port (default: a free one
+#                when NNODES=1, else 29500; node 0 refuses a port already in use)
 #   RDZV         static | c10d (default static)       RDZV_ID     c10d run id (default accel)
 #   LOCAL_ADDR   this node's address as the other nodes reach it (default: MASTER_ADDR on node 0 of
 #                several, else torchrun's hostname lookup, which is wrong on multi-homed hosts)

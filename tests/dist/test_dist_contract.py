@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import torch
 
-from conftest import REPO, accel, without_ccl
+from conftest import REPO, accel, accel_here, without_ccl
 from pipelines.core.distributed import backends, placement
 from pipelines.core.train import checkpoint, loop, resume
 from pipelines.core.errors import ConfigError
@@ -149,6 +149,19 @@ def test_torchrun_refuses_a_port_in_use_and_starts_nothing():
         run = _script("torchrun.sh", {"MASTER_PORT": str(port)}, "run", "ch8-ddp-template", "--scale", "smoke")
     assert run.returncode == 2 and f"MASTER_PORT={port} is already in use" in run.stderr
     assert "pipelines.core.distributed.agent" not in run.stderr  # refused before anything started
+
+
+def test_a_bench_comparison_refuses_a_port_in_use_in_one_line(capfd):
+    """`accel run` at bench resolves its launcher's knobs itself (harness/comparison.py): the same one line."""
+    with socket.socket() as busy:
+        busy.bind(("127.0.0.1", 0))
+        busy.listen()
+        port = busy.getsockname()[1]
+        run = accel_here(capfd, "run", "ch8-ddp-template", "--rounds", "1", "--dataset", "synthetic",
+                         env={"NPROC": "1", "MASTER_PORT": str(port)})
+    assert run.returncode == 2 and "Traceback" not in run.stderr, run.stderr[-2000:]
+    assert run.stderr.strip() == f"accel: error: MASTER_PORT={port} is already in use on 127.0.0.1; pick another " \
+                                 f"(e.g. MASTER_PORT={port + 1})"
 
 
 @pytest.mark.parametrize("option,code,needle", [

@@ -55,7 +55,7 @@ def run_suggestion(words: list[str], data_root: Path, results: Path, env: dict |
         words = [sys.executable, "-m", "pipelines", *words[1:]]
     else:
         words = [str(REPO / words[0]), *words[1:]]
-    # A port of its own: the run before it may still hold the launchers' default 29500 while it closes.
+    # A port of its own, whatever the hint's launcher would pick (29500 for a hint across hosts).
     port = {"MASTER_PORT": str(free_port())}
     return subprocess.run([*words, "--data-root", str(data_root), "--results-dir", str(results)], cwd=REPO,
                           capture_output=True, text=True, timeout=timeout,

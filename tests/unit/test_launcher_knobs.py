@@ -9,7 +9,7 @@ import socket
 import pytest
 
 from conftest import REPO
-from pipelines.core.distributed import affinity, launchers
+from pipelines.core.distributed import affinity, hosts, launchers
 from pipelines.core.harness import launch
 from pipelines.core.distributed.containers import passed_names
 from pipelines.core.distributed.knobs import PINNED_GLIBC, KnobError, Knobs
@@ -66,6 +66,17 @@ def test_a_port_in_use_is_refused_on_node_0_only():
         port = str(held.getsockname()[1])
         assert f"MASTER_PORT={port} is already in use" in refused("torchrun", MASTER_PORT=port)
         resolved("torchrun", MASTER_PORT=port, NNODES="2", NODE_RANK="1")  # node 1 only connects to it
+
+
+def test_an_unset_port_is_a_free_one_when_every_rank_is_here_and_29500_across_hosts():
+    launchers_here = ("torchrun", "mpirun") if hosts.installed("mpirun") else ("torchrun",)
+    for launcher in launchers_here:
+        knobs = resolved(launcher)
+        chosen = int(knobs.values.get("MASTER_PORT") or knobs.exported["MASTER_PORT"])
+        with socket.socket() as probe:
+            probe.bind(("", chosen))  # free when chosen: the run's store binds it next
+    assert resolved("torchrun", NNODES="2", NODE_RANK="1").values["MASTER_PORT"] == "29500"
+    assert resolved("torchrun", MASTER_PORT="29577").values["MASTER_PORT"] == "29577"
 
 
 def test_defaults_follow_the_per_rank_core_policy_and_export_what_the_ranks_read():

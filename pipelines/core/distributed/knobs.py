@@ -43,8 +43,9 @@ PINNED_GLIBC = (("glibc.malloc.mmap_threshold", 32 << 20), ("glibc.malloc.trim_t
 ALLOCATOR_CHOICES = ("default", "pinned", *ALLOCATORS)
 
 
-class KnobError(Exception):
-    """A knob a launcher cannot use: printed as one `launch: error:` line, exit 2."""
+class KnobError(ConfigError):
+    """A knob a launcher cannot use: printed as one `launch: error:` line by the scripts and `accel launch`,
+    as any ConfigError (one line, exit 2) where an `accel run` resolves a launcher's knobs itself."""
 
 
 @dataclass
@@ -91,6 +92,23 @@ def ranks_fit_here(name: str, count: int) -> None:
     if count > 4 * cores:
         raise KnobError(f"{name}={count} is more than 4 processes per usable core ({cores} here); use at most "
                         f"{4 * cores}")
+
+
+DEFAULT_PORT = 29500  # torchrun's own default: what every node of a several-host run agrees on unasked
+
+
+def rendezvous_port(knobs: Knobs, addr: str, one_host: bool) -> int:
+    """MASTER_PORT as set; unset, a free port on this host when every rank runs here (as torchrun --standalone
+    picks one: two runs on one machine at once do not meet on 29500), else DEFAULT_PORT."""
+    number = port("MASTER_PORT", knobs.get("MASTER_PORT", str(DEFAULT_PORT)))
+    if knobs.get("MASTER_PORT") or not one_host:
+        return number
+    with socket.socket() as sock:
+        try:
+            sock.bind(("" if addr in ("localhost", "127.0.0.1", "0.0.0.0") else addr, 0))
+        except OSError:  # an address that is not this host's: it is not ours to choose a port on
+            return number
+        return sock.getsockname()[1]
 
 
 def port_free(addr: str, number: int) -> None:

@@ -32,8 +32,8 @@ from pipelines.core.distributed import affinity
 from pipelines.core.distributed.containers import container, image, image_on_every_host, start_failure
 from pipelines.core.distributed.hosts import HOSTS_PATTERN, installed, is_this_host, per_node, resolve
 from pipelines.core.distributed.knobs import (
-    REPO, USAGE, KnobError, Knobs, allocator_preload, port, port_free, positive_int, ranks_allocator, ranks_fit_here,
-    threads)
+    DEFAULT_PORT, REPO, USAGE, KnobError, Knobs, allocator_preload, port, port_free, positive_int, ranks_allocator,
+    ranks_fit_here, rendezvous_port, threads)
 
 
 def local(knobs: Knobs, args: Sequence[str]) -> None:
@@ -85,7 +85,8 @@ def torchrun(knobs: Knobs, args: Sequence[str]) -> None:
     if not re.fullmatch(r"[0-9]+", restarts):
         raise KnobError(f"MAX_RESTARTS={restarts} is not a non-negative integer")
     addr = knobs.set("MASTER_ADDR", knobs.get("MASTER_ADDR", "127.0.0.1"))
-    number = port("MASTER_PORT", knobs.set("MASTER_PORT", knobs.get("MASTER_PORT", "29500")))
+    number = rendezvous_port(knobs, addr, one_host=nnodes == 1)
+    knobs.set("MASTER_PORT", str(number))
     threads(knobs, nproc)
     rdzv = knobs.set("RDZV", knobs.get("RDZV", "static"))
     if rdzv not in ("static", "c10d"):
@@ -121,7 +122,7 @@ def mpirun(knobs: Knobs, args: Sequence[str]) -> None:
     if not installed("mpirun"):
         raise KnobError("mpirun not found; install Open MPI (Debian: openmpi-bin) or use the mpi image")
     np_ = positive_int("NP", knobs.set("NP", knobs.get("NP", "2")))
-    number = port("MASTER_PORT", knobs.export("MASTER_PORT", knobs.get("MASTER_PORT", "29500")))
+    port("MASTER_PORT", knobs.get("MASTER_PORT", str(DEFAULT_PORT)))  # checked in the order the knobs read
     map_by = knobs.set("MAP_BY", knobs.get("MAP_BY", "slot"))
     if map_by not in ("slot", "node", "core", "socket"):
         raise KnobError(f"MAP_BY={map_by} is not slot, node, core or socket")
@@ -142,6 +143,8 @@ def mpirun(knobs: Knobs, args: Sequence[str]) -> None:
     else:
         ranks_fit_here("NP", np_)
     addr = knobs.export("MASTER_ADDR", addr or "127.0.0.1")
+    number = rendezvous_port(knobs, addr, one_host=not hosts)
+    knobs.export("MASTER_PORT", str(number))
     if is_this_host(addr):
         port_free(addr, number)
     threads(knobs, local_ranks)
@@ -161,7 +164,7 @@ def srun(knobs: Knobs, args: Sequence[str]) -> None:
         raise KnobError("srun not found; run on a SLURM cluster (Debian: slurm-wlm) or use torchrun.sh")
     ntasks = positive_int("NTASKS", knobs.set("NTASKS", knobs.get("NTASKS", knobs.get("SLURM_NTASKS", "2"))))
     nodes = positive_int("NODES", knobs.set("NODES", knobs.get("NODES", knobs.get("SLURM_JOB_NUM_NODES", "1"))))
-    port("MASTER_PORT", knobs.export("MASTER_PORT", knobs.get("MASTER_PORT", "29500")))
+    port("MASTER_PORT", knobs.export("MASTER_PORT", knobs.get("MASTER_PORT", str(DEFAULT_PORT))))
     addr = knobs.get("MASTER_ADDR")
     if not addr and knobs.get("SLURM_JOB_NODELIST"):
         shown = subprocess.run(["scontrol", "show", "hostnames", knobs.get("SLURM_JOB_NODELIST")],
