@@ -97,6 +97,11 @@ def ranks_fit_here(name: str, count: int) -> None:
 DEFAULT_PORT = 29500  # torchrun's own default: what every node of a several-host run agrees on unasked
 
 
+def _bind_address(addr: str) -> str:
+    """Where to bind to ask about a port of `addr`: every interface for the loopback names, else `addr`."""
+    return "" if addr in ("localhost", "127.0.0.1", "0.0.0.0") else addr
+
+
 def rendezvous_port(knobs: Knobs, addr: str, one_host: bool) -> int:
     """MASTER_PORT as set; unset, a free port on this host when every rank runs here (as torchrun --standalone
     picks one: two runs on one machine at once do not meet on 29500), else DEFAULT_PORT."""
@@ -105,7 +110,7 @@ def rendezvous_port(knobs: Knobs, addr: str, one_host: bool) -> int:
         return number
     with socket.socket() as sock:
         try:
-            sock.bind(("" if addr in ("localhost", "127.0.0.1", "0.0.0.0") else addr, 0))
+            sock.bind((_bind_address(addr), 0))
         except OSError:  # an address that is not this host's: it is not ours to choose a port on
             return number
         return sock.getsockname()[1]
@@ -114,10 +119,9 @@ def rendezvous_port(knobs: Knobs, addr: str, one_host: bool) -> int:
 def port_free(addr: str, number: int) -> None:
     """Refuse a rendezvous port something on this host already listens on. An address that is not this
     host's (EADDRNOTAVAIL) is not ours to check."""
-    bind_to = "" if addr in ("localhost", "127.0.0.1", "0.0.0.0") else addr
     with socket.socket() as sock:
         try:
-            sock.bind((bind_to, number))
+            sock.bind((_bind_address(addr), number))
         except socket.gaierror:
             return
         except OSError as exc:
