@@ -185,11 +185,14 @@ def test_usr1_before_the_time_limit_checkpoints_requeues_and_the_requeued_job_fi
         "no checkpoint was written"
     subprocess.run(["scancel", "--signal=USR1", "--batch", job], env=env, check=True, timeout=30)
 
-    def finished() -> bool:  # the requeued run has ended
+    def finished() -> bool:  # the requeued run has started (its own first line) and ended
         state = _job(env, job)
         if state["JobState"] == "PENDING" and state["Reason"] == "BeginTime":  # a requeued job waits; not in a test
             subprocess.run(["scontrol", "update", f"JobId={job}", "StartTime=now"], env=env, timeout=30)
-        return state["JobState"] in ENDED and int(state["Restarts"]) >= 1
+        # the job's state alone once read as ended after the requeue before the requeued run had begun (records
+        # ['interrupted'] only, its output ending at the requeue): so the requeued run's own first line as well
+        rerun = out.exists() and "(requeued 1 times)" in out.read_text()
+        return rerun and state["JobState"] in ENDED and int(state["Restarts"]) >= 1
 
     assert wait_for(finished, 400, 1), f"job {job} did not end after a requeue: {_job(env, job)}"
     time.sleep(1)
