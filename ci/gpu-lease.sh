@@ -62,6 +62,7 @@ stage() {
   shift 3
   [[ " $STAGES " == *" $name "* ]] || return 0
   left=$(( DEADLINE_S - (SECONDS - began) ))
+  (( left < 0 )) && left=0  # past the deadline (SECONDS ticks in whole seconds): none left, never "-1s"
   if (( left < min )); then
     echo "gpu-lease: $name skipped: ${left}s left of DEADLINE_S=$DEADLINE_S, it needs ${min}s" | tee -a "$WORK/records/lease.log"
     return 0
