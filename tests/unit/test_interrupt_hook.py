@@ -1,7 +1,8 @@
-"""multiprocessing's resource sharer (the daemon thread that hands tensor file descriptors to DataLoader workers)
-meets a worker the group's signal killed mid-handshake: its BrokenPipeError is part of the interruption and
-stays quiet even before the main thread has run its handler; any other helper failure still reaches the
-previous hook (core/train/interrupt.py)."""
+"""multiprocessing's helper threads after a signal (core/train/interrupt.py). The resource sharer (the daemon
+thread that hands tensor file descriptors to DataLoader workers) meets a worker the group's signal killed
+mid-handshake: its BrokenPipeError is part of the interruption and stays quiet even before the main thread has
+run its handler. A queue's feeder thread whose start the interruption cut short fails in threading's
+bookkeeping: quiet after a signal. Any other helper failure still reaches the previous hook."""
 
 from __future__ import annotations
 
@@ -38,3 +39,32 @@ def test_a_broken_pipe_in_the_resource_sharer_is_quiet_before_the_signal_is_hand
 
 def test_any_other_helper_failure_is_still_reported():
     assert reported(ValueError) == ["ValueError"]
+
+
+def failed_start_reaches_previous_hook(target, signalled: bool, monkeypatch) -> list[str]:
+    """Start a real thread whose own start-up fails as a start cut short by the interruption leaves it (its entry
+    gone from threading's `_limbo` before it removes it: a KeyError, reported through sys.unraisablehook as
+    "Exception ignored in thread started by"), and say what reached the previous hook."""
+    seen: list[str] = []
+    monkeypatch.setattr(interrupt, "_received", 15 if signalled else None)
+    monkeypatch.setattr(sys, "unraisablehook", interrupt._helper_thread_starts_quiet_after_a_signal(
+        lambda unraisable: seen.append(unraisable.exc_type.__name__)))
+    thread = threading.Thread(target=target, args=("quiet",), daemon=True)
+    with threading._active_limbo_lock:  # the new thread waits here after it reports itself started
+        thread.start()
+        del threading._limbo[thread]
+    thread.join()
+    return seen
+
+
+def test_a_multiprocessing_helper_thread_whose_start_failed_after_a_signal_is_quiet(monkeypatch):
+    import multiprocessing.util
+
+    assert failed_start_reaches_previous_hook(multiprocessing.util.debug, True, monkeypatch) == []
+
+
+def test_a_failed_thread_start_is_still_reported_before_a_signal_or_outside_multiprocessing(monkeypatch):
+    import multiprocessing.util
+
+    assert failed_start_reaches_previous_hook(multiprocessing.util.debug, False, monkeypatch) == ["KeyError"]
+    assert failed_start_reaches_previous_hook(print, True, monkeypatch) == ["KeyError"]

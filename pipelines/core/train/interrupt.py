@@ -236,11 +236,12 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
     _pending = _received = None
     _second_forces = second_forces
     previous = {number: signal.getsignal(number) for number in (*SIGNALS, REQUEUE)}
-    previous_hook = sys.excepthook
+    previous_hook, previous_unraisable = sys.excepthook, sys.unraisablehook
     for number in SIGNALS:
         signal.signal(number, _raise)
     signal.signal(REQUEUE, _note_requeue)  # only noted: its default would end the process at once
     sys.excepthook = _helper_threads_quiet_after_a_signal(previous_hook)
+    sys.unraisablehook = _helper_thread_starts_quiet_after_a_signal(previous_unraisable)
     try:
         yield
     finally:
@@ -248,7 +249,7 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
         for number, handler in previous.items():
             signal.signal(number, handler)
         if _received is None:  # after a signal the process is ending: its helper threads stay quiet to the end
-            sys.excepthook = previous_hook
+            sys.excepthook, sys.unraisablehook = previous_hook, previous_unraisable
 
 
 def _helper_threads_quiet_after_a_signal(previous_hook):
@@ -268,6 +269,24 @@ def _helper_threads_quiet_after_a_signal(previous_hook):
         if helper and (_received is not None or peer_gone):
             return
         previous_hook(kind, value, tb)
+    return hook
+
+
+def _helper_thread_starts_quiet_after_a_signal(previous_hook):
+    """The interruption is raised in the main thread wherever it is, also while it starts a multiprocessing
+    helper thread (a DataLoader queue's QueueFeederThread). That thread's own start-up can then fail in
+    threading's bookkeeping (a KeyError from `del _limbo[self]`), which Python reports through
+    sys.unraisablehook as "Exception ignored in thread started by ...", a traceback after the run's one line.
+    After a signal, the failed start of a thread whose target is multiprocessing's is part of the
+    interruption; anything else still reaches the previous hook."""
+    def hook(unraisable) -> None:
+        thread = getattr(unraisable.object, "__self__", None)  # the object is the thread's bound _bootstrap
+        target = getattr(thread, "_target", None)
+        helper = isinstance(thread, threading.Thread) and \
+            (getattr(target, "__module__", None) or "").startswith("multiprocessing")
+        if helper and _received is not None:
+            return
+        previous_hook(unraisable)
     return hook
 
 
