@@ -1,4 +1,4 @@
-"""multiprocessing's helper threads after a signal (core/train/interrupt.py). The resource sharer (the daemon
+"""multiprocessing's helper threads after a signal (core/train/helper_threads.py). The resource sharer (the daemon
 thread that hands tensor file descriptors to DataLoader workers) meets a worker the group's signal killed
 mid-handshake: its BrokenPipeError is part of the interruption and stays quiet even before the main thread has
 run its handler. A queue's feeder thread whose start the interruption cut short fails in threading's
@@ -9,7 +9,7 @@ from __future__ import annotations
 import sys
 import threading
 
-from pipelines.core.train import interrupt
+from pipelines.core.train import helper_threads
 
 SHARER = "/usr/lib/python3.11/multiprocessing/resource_sharer.py"
 
@@ -17,7 +17,7 @@ SHARER = "/usr/lib/python3.11/multiprocessing/resource_sharer.py"
 def reported(kind: type[BaseException]) -> list[str]:
     """What reaches the previous hook when a helper thread raises `kind` from inside the resource sharer."""
     seen: list[str] = []
-    hook = interrupt._helper_threads_quiet_after_a_signal(lambda k, v, tb: seen.append(k.__name__))
+    hook = helper_threads.quiet_failures(lambda k, v, tb: seen.append(k.__name__), signalled=lambda: False)
     # the sharer's own loop catches the error and hands it to sys.excepthook, as Python's _serve does
     serve = ("def _serve(hook):\n"
              "    try:\n"
@@ -33,7 +33,6 @@ def reported(kind: type[BaseException]) -> list[str]:
 
 
 def test_a_broken_pipe_in_the_resource_sharer_is_quiet_before_the_signal_is_handled():
-    assert interrupt._received is None
     assert reported(BrokenPipeError) == [] and reported(ConnectionResetError) == []
 
 
@@ -46,9 +45,8 @@ def failed_start_reaches_previous_hook(target, signalled: bool, monkeypatch) -> 
     gone from threading's `_limbo` before it removes it: a KeyError, reported through sys.unraisablehook as
     "Exception ignored in thread started by"), and say what reached the previous hook."""
     seen: list[str] = []
-    monkeypatch.setattr(interrupt, "_received", 15 if signalled else None)
-    monkeypatch.setattr(sys, "unraisablehook", interrupt._helper_thread_starts_quiet_after_a_signal(
-        lambda unraisable: seen.append(unraisable.exc_type.__name__)))
+    monkeypatch.setattr(sys, "unraisablehook", helper_threads.quiet_failed_starts(
+        lambda unraisable: seen.append(unraisable.exc_type.__name__), signalled=lambda: signalled))
     thread = threading.Thread(target=target, args=("quiet",), daemon=True)
     with threading._active_limbo_lock:  # the new thread waits here after it reports itself started
         thread.start()

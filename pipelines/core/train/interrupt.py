@@ -20,7 +20,8 @@ passes to the ranks) is only noted: the checkpoint hooks act on it at their next
 reaches at the same step, and the run stops there as `Interrupted` with `checkpoint` set, exit 75
 (EXIT_CHECKPOINTED), so the batch script can requeue the job. An exception raised after a signal arrived
 (DataLoader workers killed by the same signal of the process group, a peer rank gone) is part of that
-interruption (`as_interrupted`), not an error with a traceback.
+interruption (`as_interrupted`), not an error with a traceback; so are the failures of multiprocessing's
+helper threads on the way out (helper_threads.py, whose hooks `signals_raise()` installs).
 """
 
 from __future__ import annotations
@@ -30,10 +31,11 @@ import signal
 import sys
 import threading
 import time
-import traceback
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
+
+from pipelines.core.train import helper_threads
 
 SIGNALS = (signal.SIGINT, signal.SIGTERM)
 REQUEUE = signal.SIGUSR1  # SLURM's warning before a time limit (--signal=B:USR1@N): checkpoint, then stop
@@ -240,8 +242,9 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
     for number in SIGNALS:
         signal.signal(number, _raise)
     signal.signal(REQUEUE, _note_requeue)  # only noted: its default would end the process at once
-    sys.excepthook = _helper_threads_quiet_after_a_signal(previous_hook)
-    sys.unraisablehook = _helper_thread_starts_quiet_after_a_signal(previous_unraisable)
+    sys.excepthook = helper_threads.quiet_failures(previous_hook, signalled=lambda: _received is not None)
+    sys.unraisablehook = helper_threads.quiet_failed_starts(previous_unraisable,
+                                                            signalled=lambda: _received is not None)
     try:
         yield
     finally:
@@ -250,44 +253,6 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
             signal.signal(number, handler)
         if _received is None:  # after a signal the process is ending: its helper threads stay quiet to the end
             sys.excepthook, sys.unraisablehook = previous_hook, previous_unraisable
-
-
-def _helper_threads_quiet_after_a_signal(previous_hook):
-    """multiprocessing's resource sharer (a daemon thread that hands tensor file descriptors to DataLoader
-    workers) reports a worker killed by the process group's signal mid-handshake through sys.excepthook, as
-    a traceback after the run's one line. After a signal, a helper thread's failure from multiprocessing is
-    part of the interruption. A broken pipe in the resource sharer is quiet even before the main thread has
-    run its handler (the group's signal reaches the worker first, while the main thread waits in C): a
-    worker that dies for any other reason is reported by the DataLoader in the main thread. Anything else
-    still reaches the previous hook."""
-    def hook(kind, value, tb) -> None:
-        frames = traceback.extract_tb(tb)
-        helper = threading.current_thread() is not threading.main_thread() and frames \
-            and "multiprocessing" in Path(frames[0].filename).parts
-        peer_gone = issubclass(kind, (BrokenPipeError, ConnectionResetError)) and \
-            any(Path(frame.filename).name == "resource_sharer.py" for frame in frames)
-        if helper and (_received is not None or peer_gone):
-            return
-        previous_hook(kind, value, tb)
-    return hook
-
-
-def _helper_thread_starts_quiet_after_a_signal(previous_hook):
-    """The interruption is raised in the main thread wherever it is, also while it starts a multiprocessing
-    helper thread (a DataLoader queue's QueueFeederThread). That thread's own start-up can then fail in
-    threading's bookkeeping (a KeyError from `del _limbo[self]`), which Python reports through
-    sys.unraisablehook as "Exception ignored in thread started by ...", a traceback after the run's one line.
-    After a signal, the failed start of a thread whose target is multiprocessing's is part of the
-    interruption; anything else still reaches the previous hook."""
-    def hook(unraisable) -> None:
-        thread = getattr(unraisable.object, "__self__", None)  # the object is the thread's bound _bootstrap
-        target = getattr(thread, "_target", None)
-        helper = isinstance(thread, threading.Thread) and \
-            (getattr(target, "__module__", None) or "").startswith("multiprocessing")
-        if helper and _received is not None:
-            return
-        previous_hook(unraisable)
-    return hook
 
 
 def _forked_child_is_not_the_run() -> None:
