@@ -242,9 +242,8 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
     for number in SIGNALS:
         signal.signal(number, _raise)
     signal.signal(REQUEUE, _note_requeue)  # only noted: its default would end the process at once
-    sys.excepthook = helper_threads.quiet_failures(previous_hook, signalled=lambda: _received is not None)
-    sys.unraisablehook = helper_threads.quiet_failed_starts(previous_unraisable,
-                                                            signalled=lambda: _received is not None)
+    sys.excepthook = helper_threads.quiet_failures(previous_hook, signalled=_signal_arrived)
+    sys.unraisablehook = helper_threads.quiet_failed_starts(previous_unraisable, signalled=_signal_arrived)
     try:
         yield
     finally:
@@ -253,6 +252,11 @@ def signals_raise(second_forces: bool = True) -> Iterator[None]:
             signal.signal(number, handler)
         if _received is None:  # after a signal the process is ending: its helper threads stay quiet to the end
             sys.excepthook, sys.unraisablehook = previous_hook, previous_unraisable
+
+
+def _signal_arrived() -> bool:
+    """Whether SIGINT or SIGTERM arrived inside `signals_raise()`: the helper-thread hooks go quiet from then."""
+    return _received is not None
 
 
 def _forked_child_is_not_the_run() -> None:
